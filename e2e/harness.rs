@@ -1,0 +1,231 @@
+//! A real `sluice` process for end-to-end tests.
+//!
+//! [`Sluice`] owns one child process and one temporary directory. The directory outlives the
+//! process, so a test can [`Sluice::kill9`] the server and [`Sluice::restart`] it on the same
+//! data, which is how crash recovery is tested.
+//!
+//! Layout of the temporary directory:
+//! - `data/` is passed as `--data-dir`;
+//! - `sluice.log` collects stdout and stderr of every run, each run headed by a `=== start`
+//!   line, so [`Sluice::log_tail`] can explain a failure.
+//!
+//! Every start picks a fresh free port (bind `127.0.0.1:0`, read the port, drop the listener).
+//! Another process may grab that port before the server binds it; the server then exits at
+//! once, and the start is retried on a new port. Readiness is a retry-until-deadline loop
+//! ([`retry_until`]) that connects and runs `SELECT 1`; there are no fixed sleeps.
+
+use std::fs::{self, OpenOptions};
+use std::future::Future;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+/// How long a starting server may take to answer `SELECT 1`.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many fresh ports a start tries when the server exits before becoming ready.
+const START_ATTEMPTS: u32 = 3;
+/// The barrier interval the test servers run with, short so tests see changes quickly.
+const BARRIER_INTERVAL_MS: u64 = 50;
+/// How long dropping a [`Sluice`] waits for the killed server to exit.
+const DROP_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many lines of the server log [`Sluice::log_tail`] returns.
+const LOG_TAIL_LINES: usize = 80;
+
+/// A running `sluice` server on a temporary data directory.
+///
+/// Dropping it kills the child (SIGKILL), waits for it to exit, then removes the directory.
+pub struct Sluice {
+    /// Holds `data/` and `sluice.log`; kept alive across restarts.
+    dir: TempDir,
+    /// The current server process; `None` between [`Sluice::kill9`] and [`Sluice::restart`].
+    child: Option<Child>,
+    /// The port of the current (or last) run.
+    port: u16,
+    /// How many times a server process has been spawned, for the log headers.
+    spawns: u32,
+}
+
+impl Sluice {
+    /// Starts a server on a new temporary data directory and waits until it answers `SELECT 1`.
+    pub async fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
+        fs::create_dir_all(dir.path().join("data"))?;
+        let mut sluice = Sluice {
+            dir,
+            child: None,
+            port: 0,
+            spawns: 0,
+        };
+        sluice.launch().await?;
+        Ok(sluice)
+    }
+
+    /// Kills the server with SIGKILL and waits for it to exit. Does nothing if it is not running.
+    pub async fn kill9(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            // `Child::kill` sends SIGKILL on unix and then reaps the process.
+            child.kill().await.context("kill -9 sluice")?;
+        }
+        Ok(())
+    }
+
+    /// Starts the server again on the same data directory (on a new port) and waits until it
+    /// answers `SELECT 1`. A server that is still running is killed with SIGKILL first.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9().await?;
+        self.launch().await
+    }
+
+    /// Opens a new session as user `root` on database `dev`; the connection task is spawned.
+    pub async fn connect(&self) -> anyhow::Result<Client> {
+        connect(&self.conn_string())
+            .await
+            .with_context(|| format!("connect to sluice\n{}", self.log_tail()))
+    }
+
+    /// The libpq-style connection string of the current run.
+    pub fn conn_string(&self) -> String {
+        format!("host=127.0.0.1 port={} user=root dbname=dev", self.port)
+    }
+
+    /// The last lines of the server log (all runs), for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = fs::read_to_string(self.log_path()).unwrap_or_else(|e| format!("<no log: {e}>"));
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+        format!(
+            "--- sluice log (last {} lines) ---\n{}",
+            tail.len(),
+            tail.join("\n")
+        )
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("sluice.log")
+    }
+
+    /// Spawns the server on a fresh port until one run becomes ready.
+    async fn launch(&mut self) -> anyhow::Result<()> {
+        for attempt in 1..=START_ATTEMPTS {
+            self.port = free_port()?;
+            let mut child = self.spawn()?;
+            let conn = self.conn_string();
+            tokio::select! {
+                status = child.wait() => {
+                    let status = status.context("wait for sluice")?;
+                    if attempt == START_ATTEMPTS {
+                        bail!("sluice exited during startup ({status})\n{}", self.log_tail());
+                    }
+                    // Most likely another process took the port first: try a new one.
+                }
+                ready = retry_until(STARTUP_TIMEOUT, || probe(conn.clone())) => {
+                    ready.with_context(|| format!("sluice did not start\n{}", self.log_tail()))?;
+                    self.child = Some(child);
+                    return Ok(());
+                }
+            }
+        }
+        unreachable!("the last attempt returns or bails")
+    }
+
+    /// Spawns one server process with its output appended to the log file.
+    fn spawn(&mut self) -> anyhow::Result<Child> {
+        self.spawns += 1;
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())?;
+        writeln!(log, "=== start #{} on port {} ===", self.spawns, self.port)?;
+        let stdout = log.try_clone()?;
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .arg("--barrier-interval-ms")
+            .arg(BARRIER_INTERVAL_MS.to_string())
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawn sluice")
+    }
+}
+
+impl Drop for Sluice {
+    /// Kills the child and waits (up to [`DROP_REAP_TIMEOUT`]) until it has exited, so the
+    /// temporary directory is removed after the server stopped writing into it.
+    fn drop(&mut self) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        if child.start_kill().is_err() {
+            return; // Already exited and reaped.
+        }
+        let give_up = std::time::Instant::now() + DROP_REAP_TIMEOUT;
+        while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < give_up {
+            // Drop cannot await; a SIGKILLed process exits within milliseconds.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Connects to `conn` (a libpq-style connection string) and spawns the connection task.
+pub async fn connect(conn: &str) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(conn, NoTls).await?;
+    tokio::spawn(async move {
+        // The error surfaces again on the client's next request; nothing to do here.
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Calls `f` until it succeeds or `deadline` has passed, backing off from 10 ms to 200 ms.
+///
+/// Returns the first success, or the last error with the time spent attached.
+pub async fn retry_until<T, F, Fut>(deadline: Duration, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let give_up = Instant::now() + deadline;
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let error = match f().await {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        if Instant::now() + backoff > give_up {
+            return Err(error.context(format!("still failing after {deadline:?}")));
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// Checks that a server at `conn` accepts a session and answers `SELECT 1`.
+async fn probe(conn: String) -> anyhow::Result<()> {
+    let client = connect(&conn).await?;
+    let answer = client.simple_query("SELECT 1").await?;
+    let one = answer.iter().find_map(|message| match message {
+        SimpleQueryMessage::Row(row) => row.get(0),
+        _ => None,
+    });
+    ensure!(one == Some("1"), "SELECT 1 answered {one:?}");
+    Ok(())
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("bind an ephemeral port")?;
+    Ok(listener.local_addr()?.port())
+}

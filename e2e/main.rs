@@ -1,0 +1,10 @@
+//! End-to-end tests: each test spawns the real `sluice` binary and talks to it over the
+//! Postgres wire protocol.
+//!
+//! - [`harness`]: start, `kill -9`, and restart a server on a temporary data directory;
+//! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
+//! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write).
+
+mod crash;
+mod harness;
+mod slt;

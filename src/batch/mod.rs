@@ -1,0 +1,298 @@
+//! Batch queries: DataFusion reads Sluice relations through these providers.
+//!
+//! A query sees exactly one committed epoch: the engine attaches a [`QuerySnapshot`] to the
+//! query's session config, and every scan of that query reads through it. Scans page through
+//! the relation's key range in a blocking task, decoding only the projected columns, so memory
+//! stays bounded by the page size whatever the table size.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use parking_lot::RwLock;
+
+use crate::catalog::{Catalog, DEFAULT_SCHEMA, TableCatalog};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::store::{ReadSnapshot, Store};
+use crate::types::DataType;
+
+/// Schema under which tables expose their hidden columns too; used to plan UPDATE and DELETE.
+pub const DML_SCHEMA: &str = "__dml";
+
+/// Rows decoded per batch of a scan.
+const PAGE_ROWS: usize = 4096;
+
+/// The snapshot every scan of one query reads, attached to the query's session config.
+pub struct QuerySnapshot(pub ReadSnapshot);
+
+/// The `dev` catalog: `public` with user tables, and the hidden DML schema.
+pub struct SluiceCatalog {
+    schemas: [Arc<SluiceSchema>; 2],
+    /// Schemas registered by DataFusion extensions, such as `pg_catalog`.
+    extra: RwLock<HashMap<String, Arc<dyn SchemaProvider>>>,
+}
+
+impl SluiceCatalog {
+    /// A catalog provider over Sluice's catalog.
+    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>) -> Self {
+        let schema = |with_hidden| {
+            Arc::new(SluiceSchema {
+                catalog: catalog.clone(),
+                store: store.clone(),
+                with_hidden,
+            })
+        };
+        Self {
+            schemas: [schema(false), schema(true)],
+            extra: RwLock::default(),
+        }
+    }
+}
+
+impl fmt::Debug for SluiceCatalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SluiceCatalog")
+    }
+}
+
+impl CatalogProvider for SluiceCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        let mut names = vec![DEFAULT_SCHEMA.to_owned()];
+        names.extend(self.extra.read().keys().cloned());
+        names
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        match name {
+            DEFAULT_SCHEMA => Some(self.schemas[0].clone()),
+            DML_SCHEMA => Some(self.schemas[1].clone()),
+            _ => self.extra.read().get(name).cloned(),
+        }
+    }
+
+    fn register_schema(
+        &self,
+        name: &str,
+        schema: Arc<dyn SchemaProvider>,
+    ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+        Ok(self.extra.write().insert(name.to_owned(), schema))
+    }
+}
+
+/// One schema of relations, resolved against the catalog at planning time.
+pub struct SluiceSchema {
+    catalog: Arc<Catalog>,
+    store: Arc<Store>,
+    with_hidden: bool,
+}
+
+impl fmt::Debug for SluiceSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SluiceSchema(with_hidden: {})", self.with_hidden)
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for SluiceSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.catalog
+            .tables()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(self.catalog.table_by_name(name).map(|table| {
+            Arc::new(RelationProvider::new(
+                table,
+                self.store.clone(),
+                self.with_hidden,
+            )) as _
+        }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.catalog.table_by_name(name).is_some()
+    }
+}
+
+/// Reads one relation's committed rows.
+pub struct RelationProvider {
+    table: Arc<TableCatalog>,
+    store: Arc<Store>,
+    /// Storage indices of the columns this provider exposes.
+    columns: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl RelationProvider {
+    /// A provider exposing the visible columns, or all of them when `with_hidden`.
+    pub fn new(table: Arc<TableCatalog>, store: Arc<Store>, with_hidden: bool) -> Self {
+        let (columns, schema) = if with_hidden {
+            ((0..table.columns.len()).collect(), table.full_schema())
+        } else {
+            (table.visible_indices(), table.visible_schema())
+        };
+        Self {
+            table,
+            store,
+            columns,
+            schema,
+        }
+    }
+}
+
+impl fmt::Debug for RelationProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RelationProvider({})", self.table.name)
+    }
+}
+
+#[async_trait]
+impl TableProvider for RelationProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let projection: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.columns.len()).collect(),
+        };
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let scan = RelationScan {
+            table: self.table.clone(),
+            store: self.store.clone(),
+            types: self.table.types(),
+            projection: projection.iter().map(|&i| self.columns[i]).collect(),
+            schema: schema.clone(),
+            limit,
+        };
+        let exec =
+            StreamingTableExec::try_new(schema, vec![Arc::new(scan)], None, [], false, limit)?;
+        Ok(Arc::new(exec))
+    }
+}
+
+/// One scan of a relation, producing batches of the projected columns.
+struct RelationScan {
+    table: Arc<TableCatalog>,
+    store: Arc<Store>,
+    types: Vec<DataType>,
+    /// Storage indices to decode, in output order.
+    projection: Vec<usize>,
+    schema: SchemaRef,
+    limit: Option<usize>,
+}
+
+impl fmt::Debug for RelationScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RelationScan({}, {:?})",
+            self.table.name, self.projection
+        )
+    }
+}
+
+impl PartitionStream for RelationScan {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let snapshot = ctx.session_config().get_extension::<QuerySnapshot>();
+        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
+        let tx = builder.tx();
+        let (table, store) = (self.table.clone(), self.store.clone());
+        let (types, projection, schema) = (
+            self.types.clone(),
+            self.projection.clone(),
+            self.schema.clone(),
+        );
+        let mut remaining = self.limit.unwrap_or(usize::MAX);
+        builder.spawn_blocking(move || {
+            let owned;
+            let snapshot = match &snapshot {
+                Some(s) => &s.0,
+                None => {
+                    owned = store.snapshot();
+                    &owned
+                }
+            };
+            let (mut start, end) = key_range(&table);
+            let mut decoder = RowDecoder::new(&types, &projection, PAGE_ROWS);
+            while remaining > 0 {
+                let page = remaining.min(PAGE_ROWS);
+                let mut rows = 0;
+                let last = snapshot
+                    .scan(&start, &end, page, |_, v| {
+                        rows += 1;
+                        decoder.push(v)
+                    })
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                if rows > 0 {
+                    let batch = to_batch(&schema, decoder.finish(), rows)?;
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        return Ok(()); // the query was cancelled
+                    }
+                }
+                remaining -= rows;
+                match last {
+                    Some(mut key) if rows == page => {
+                        key.push(0); // the smallest key after `key`
+                        start = key;
+                    }
+                    _ => break,
+                }
+            }
+            Ok(())
+        });
+        builder.build()
+    }
+}
+
+fn key_range(table: &TableCatalog) -> (Vec<u8>, Vec<u8>) {
+    use crate::catalog::TableId;
+    use crate::storage::keycodec::table_prefix;
+    (
+        table_prefix(table.id).to_vec(),
+        table_prefix(TableId(table.id.0 + 1)).to_vec(),
+    )
+}
+
+fn to_batch(
+    schema: &SchemaRef,
+    columns: Vec<arrow::array::ArrayRef>,
+    rows: usize,
+) -> DfResult<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
+}

@@ -1,0 +1,224 @@
+//! DDL: `CREATE TABLE`, `DROP TABLE`, `SHOW TABLES`, `DESCRIBE`.
+//!
+//! A table is created in two steps: its catalog entry is written, then its streaming job
+//! (`dml -> materialize`) starts. Dropping stops the job between two checkpoints, then removes
+//! the catalog entry and the stored rows.
+
+use datafusion::sql::sqlparser::ast;
+
+use crate::catalog::{ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, TableCatalog};
+use crate::engine::session::text_rows;
+use crate::engine::{CommandTag, Engine, Output};
+use crate::error::{Error, Result};
+use crate::types::DataType;
+use crate::{invalid, unsupported};
+
+impl Engine {
+    /// `CREATE TABLE name (columns, PRIMARY KEY ..)`.
+    pub(crate) async fn create_table(&self, create: ast::CreateTable) -> Result<Output> {
+        let _ddl = self.ddl_lock.lock().await;
+        let name = relation_name(&create.name)?;
+        if self.catalog.table_by_name(&name).is_some() {
+            if create.if_not_exists {
+                return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
+            }
+            return Err(Error::DuplicateRelation(name));
+        }
+        let (columns, pk) = bind_columns(&create)?;
+        let table = TableCatalog {
+            id: self.catalog.next_table_id()?,
+            name,
+            columns,
+            pk,
+            definition: create.to_string(),
+        };
+        let table = self.catalog.create_table(table)?;
+        self.start_table_job(&table).await?;
+        tracing::info!(table = %table.name, id = %table.id, "created table");
+        Ok(Output::Command(CommandTag::new("CREATE TABLE")))
+    }
+
+    /// `DROP TABLE [IF EXISTS] a, b`.
+    pub(crate) async fn drop_tables(
+        &self,
+        if_exists: bool,
+        names: &[ast::ObjectName],
+    ) -> Result<Output> {
+        let _ddl = self.ddl_lock.lock().await;
+        for name in names {
+            let name = relation_name(name)?;
+            let Some(table) = self.catalog.table_by_name(&name) else {
+                if if_exists {
+                    continue;
+                }
+                return Err(Error::UnknownRelation {
+                    kind: "table",
+                    name,
+                });
+            };
+            let job = self.job(table.id)?;
+            // Wait for statements in flight; none can start once the job is gone.
+            let _writes = job.write_lock.lock().await;
+            self.barrier.remove_actor(job.actor).await?;
+            self.jobs.lock().remove(&table.id);
+            self.catalog.drop_table(table.id)?;
+            self.store.drop_table_data(table.id)?;
+            tracing::info!(table = %table.name, id = %table.id, "dropped table");
+        }
+        Ok(Output::Command(CommandTag::new("DROP TABLE")))
+    }
+
+    /// `SHOW TABLES`: the user tables, by name.
+    pub(crate) fn show_tables(&self) -> Result<Output> {
+        let mut names: Vec<String> = self
+            .catalog
+            .tables()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        names.sort();
+        Ok(text_rows(
+            &["Name"],
+            names.into_iter().map(|n| vec![n]).collect(),
+        ))
+    }
+
+    /// `DESCRIBE name`: columns, types, and the primary key.
+    pub(crate) fn describe(&self, name: &ast::ObjectName) -> Result<Output> {
+        let name = relation_name(name)?;
+        let table = self
+            .catalog
+            .table_by_name(&name)
+            .ok_or_else(|| Error::UnknownRelation {
+                kind: "table",
+                name,
+            })?;
+        let mut rows: Vec<Vec<String>> = table
+            .columns
+            .iter()
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.data_type.to_string(),
+                    c.hidden.to_string(),
+                ]
+            })
+            .collect();
+        let pk: Vec<&str> = table
+            .pk
+            .iter()
+            .map(|&i| table.columns[i].name.as_str())
+            .collect();
+        rows.push(vec!["primary key".into(), pk.join(", "), String::new()]);
+        Ok(text_rows(&["Name", "Type", "Is Hidden"], rows))
+    }
+}
+
+/// The name of a relation in the default schema, with Postgres identifier case rules.
+pub(crate) fn relation_name(name: &ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(normalize_ident)
+                .ok_or_else(|| invalid!("invalid name {name}"))
+        })
+        .collect::<Result<_>>()?;
+    match parts.as_slice() {
+        [table] => Ok(table.clone()),
+        [schema, table] if schema == DEFAULT_SCHEMA => Ok(table.clone()),
+        [db, schema, table]
+            if db == crate::catalog::DEFAULT_DATABASE && schema == DEFAULT_SCHEMA =>
+        {
+            Ok(table.clone())
+        }
+        _ => Err(Error::UnknownRelation {
+            kind: "relation",
+            name: name.to_string(),
+        }),
+    }
+}
+
+/// Unquoted identifiers fold to lower case; quoted ones keep their case.
+pub(crate) fn normalize_ident(ident: &ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+/// Binds the column list and primary key of a CREATE TABLE. A table without a primary key gets
+/// the hidden key column [`ROW_ID_COLUMN`].
+fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<usize>)> {
+    if create.query.is_some() {
+        return Err(unsupported!(
+            "CREATE TABLE .. AS SELECT; create the table, then INSERT .. SELECT"
+        ));
+    }
+    if create.columns.is_empty() {
+        return Err(invalid!("a table needs at least one column"));
+    }
+    let mut columns = Vec::with_capacity(create.columns.len() + 1);
+    let mut pk_names = Vec::new();
+    for def in &create.columns {
+        let name = normalize_ident(&def.name);
+        if columns.iter().any(|c: &ColumnCatalog| c.name == name) {
+            return Err(invalid!("column \"{name}\" specified more than once"));
+        }
+        for option in &def.options {
+            match &option.option {
+                ast::ColumnOption::PrimaryKey(_) => pk_names.push(name.clone()),
+                ast::ColumnOption::Null | ast::ColumnOption::NotNull => {}
+                other => return Err(unsupported!("column option {other}")),
+            }
+        }
+        columns.push(ColumnCatalog {
+            name,
+            data_type: DataType::from_sql(&def.data_type)?,
+            hidden: false,
+        });
+    }
+    for constraint in &create.constraints {
+        match constraint {
+            ast::TableConstraint::PrimaryKey(pk) if pk_names.is_empty() => {
+                for col in &pk.columns {
+                    match &col.column.expr {
+                        ast::Expr::Identifier(ident) => pk_names.push(normalize_ident(ident)),
+                        other => {
+                            return Err(invalid!(
+                                "primary key column must be a column name, not {other}"
+                            ));
+                        }
+                    }
+                }
+            }
+            ast::TableConstraint::PrimaryKey(_) => {
+                return Err(invalid!(
+                    "multiple primary keys for table \"{}\" are not allowed",
+                    create.name
+                ));
+            }
+            other => return Err(unsupported!("table constraint {other}")),
+        }
+    }
+    let pk = pk_names
+        .iter()
+        .map(|n| {
+            columns
+                .iter()
+                .position(|c| &c.name == n)
+                .ok_or_else(|| invalid!("column \"{n}\" named in key does not exist"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if pk.is_empty() {
+        let row_id = columns.len();
+        columns.push(ColumnCatalog {
+            name: ROW_ID_COLUMN.into(),
+            data_type: DataType::Int64,
+            hidden: true,
+        });
+        return Ok((columns, vec![row_id]));
+    }
+    Ok((columns, pk))
+}

@@ -1,0 +1,713 @@
+//! DML: `INSERT`, `UPDATE`, `DELETE` and `COPY .. FROM STDIN` become chunks for a table's stream.
+//!
+//! A statement takes its table's write lock, reads what it needs from the committed state
+//! (rows to update or delete, keys that would be duplicated), sends its chunks to the table's
+//! DML executor as one request, and returns once the epoch holding them is committed. Holding
+//! the lock until the commit means every statement reads the effects of all earlier ones.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, Int64Array, RecordBatch, new_null_array,
+};
+use arrow::compute::{CastOptions, cast_with_options, concat_batches, take};
+use arrow::datatypes::DataType as ArrowType;
+use arrow::util::display::FormatOptions;
+use datafusion::sql::sqlparser::ast;
+use futures::TryStreamExt;
+use tokio::sync::oneshot;
+
+use crate::batch::DML_SCHEMA;
+use crate::catalog::{Epoch, TableCatalog};
+use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::engine::{CommandTag, Engine, Output, TableJob};
+use crate::error::{Error, Result};
+use crate::sql::parser::{Statement, parse};
+use crate::storage::keycodec::encode_keys;
+use crate::stream::executor::dml::DmlRequest;
+use crate::stream::message::{Op, StreamChunk};
+use crate::types::DataType;
+use crate::{invalid, unsupported};
+
+/// The format of a `COPY .. FROM STDIN`.
+#[derive(Debug, Clone)]
+pub struct CopyFormat {
+    /// CSV (true) or Postgres text format (false).
+    pub csv: bool,
+    /// Field separator.
+    pub delimiter: u8,
+    /// CSV quote character.
+    pub quote: u8,
+    /// Whether the first CSV line is a header to skip.
+    pub header: bool,
+    /// The text that stands for NULL.
+    pub null: String,
+}
+
+/// Where a `COPY .. FROM STDIN` writes.
+#[derive(Debug, Clone)]
+pub struct CopyTarget {
+    /// The table.
+    pub table: Arc<TableCatalog>,
+    /// Storage indices of the columns the data provides, in data order.
+    pub columns: Vec<usize>,
+    /// How the data is formatted.
+    pub format: CopyFormat,
+}
+
+impl Engine {
+    /// `INSERT INTO t [(cols)] VALUES .. | SELECT ..`.
+    pub(crate) async fn insert(&self, insert: ast::Insert) -> Result<Output> {
+        if insert.on.is_some() || insert.returning.is_some() {
+            return Err(unsupported!("INSERT .. ON CONFLICT / RETURNING"));
+        }
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(unsupported!("INSERT INTO a table function"));
+        };
+        let table = self.table(name)?;
+        let targets = target_columns(&table, &insert.columns)?;
+        let source = insert
+            .source
+            .ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
+        let job = self.job(table.id)?;
+        let _writes = job.write_lock.lock().await;
+        let state = self.query_state();
+        let plan = self.plan(&state, ast::Statement::Query(source)).await?;
+        if plan.schema().fields().len() != targets.len() {
+            return Err(invalid!(
+                "INSERT has {} expressions but {} target columns",
+                plan.schema().fields().len(),
+                targets.len()
+            ));
+        }
+        let batches: Vec<RecordBatch> = match self.run_plan(state, plan).await? {
+            Output::Rows { stream, .. } => stream.try_collect().await?,
+            _ => unreachable!("a query produces rows"),
+        };
+        let mut rows = Vec::with_capacity(batches.len());
+        for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+            rows.push(full_rows(
+                &table,
+                &targets,
+                batch.columns(),
+                batch.num_rows(),
+            )?);
+        }
+        let count = self.insert_rows(&table, &job, rows).await?;
+        Ok(Output::Command(CommandTag::with_rows("INSERT", count)))
+    }
+
+    /// `UPDATE t SET col = expr, .. [WHERE ..]`.
+    pub(crate) async fn update(&self, update: ast::Update) -> Result<Output> {
+        if update.from.is_some() || update.returning.is_some() || !update.table.joins.is_empty() {
+            return Err(unsupported!("UPDATE .. FROM / RETURNING"));
+        }
+        let (table, alias) = self.table_in_from(&update.table.relation)?;
+        let mut assigned = Vec::with_capacity(update.assignments.len());
+        for a in &update.assignments {
+            let ast::AssignmentTarget::ColumnName(col) = &a.target else {
+                return Err(unsupported!("UPDATE of a column tuple"));
+            };
+            let name = col
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(normalize_ident)
+                .unwrap_or_default();
+            let index = visible_column(&table, &name)?;
+            if assigned.iter().any(|(i, _)| *i == index) {
+                return Err(invalid!(
+                    "multiple assignments to the same column \"{name}\""
+                ));
+            }
+            assigned.push((index, a.value.to_string()));
+        }
+        let exprs: Vec<String> = assigned.iter().map(|(_, e)| e.clone()).collect();
+        let job = self.job(table.id)?;
+        let _writes = job.write_lock.lock().await;
+        let old = self
+            .select_rows(&table, &alias, &exprs, update.selection.as_ref())
+            .await?;
+        let n = old.num_rows();
+        if n == 0 {
+            return Ok(Output::Command(CommandTag::with_rows("UPDATE", 0)));
+        }
+        let width = table.columns.len();
+        let mut new_columns: Vec<ArrayRef> = old.columns()[..width].to_vec();
+        for (k, (index, _)) in assigned.iter().enumerate() {
+            new_columns[*index] =
+                cast_to(&old.columns()[width + k], table.columns[*index].data_type)?;
+        }
+        let old = RecordBatch::try_new(table.full_schema(), old.columns()[..width].to_vec())?;
+        let new = RecordBatch::try_new(table.full_schema(), new_columns)?;
+        check_row(&table, &new)?;
+        let key_changes = assigned.iter().any(|(i, _)| table.pk.contains(i));
+        let chunks = if key_changes {
+            self.check_new_keys(&table, &new, Some(&old))?;
+            vec![StreamChunk::deletes(old), StreamChunk::inserts(new)]
+        } else {
+            vec![update_pairs(&old, &new)?]
+        };
+        self.apply(&job, chunks).await?;
+        Ok(Output::Command(CommandTag::with_rows("UPDATE", n)))
+    }
+
+    /// `DELETE FROM t [WHERE ..]`.
+    pub(crate) async fn delete(&self, delete: ast::Delete) -> Result<Output> {
+        if delete.using.is_some() || delete.returning.is_some() || !delete.tables.is_empty() {
+            return Err(unsupported!("DELETE .. USING / RETURNING"));
+        }
+        let from = match &delete.from {
+            ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+        };
+        let [from] = from.as_slice() else {
+            return Err(unsupported!("DELETE from several tables"));
+        };
+        if !from.joins.is_empty() {
+            return Err(unsupported!("DELETE with joins"));
+        }
+        let (table, alias) = self.table_in_from(&from.relation)?;
+        let job = self.job(table.id)?;
+        let _writes = job.write_lock.lock().await;
+        let rows = self
+            .select_rows(&table, &alias, &[], delete.selection.as_ref())
+            .await?;
+        let n = rows.num_rows();
+        if n > 0 {
+            self.apply(&job, vec![StreamChunk::deletes(rows)]).await?;
+        }
+        Ok(Output::Command(CommandTag::with_rows("DELETE", n)))
+    }
+
+    /// `COPY t [(cols)] FROM STDIN [options]`: checks the target, then waits for the data.
+    pub(crate) fn copy_from_stdin(
+        &self,
+        source: ast::CopySource,
+        options: &[ast::CopyOption],
+        legacy: &[ast::CopyLegacyOption],
+    ) -> Result<Output> {
+        let ast::CopySource::Table {
+            table_name,
+            columns,
+        } = source
+        else {
+            return Err(unsupported!("COPY (query) FROM"));
+        };
+        let table = self.table(&table_name)?;
+        let names: Vec<ast::ObjectName> = columns
+            .into_iter()
+            .map(|c| ast::ObjectName::from(vec![c]))
+            .collect();
+        let columns = target_columns(&table, &names)?;
+        let format = copy_format(options, legacy)?;
+        Ok(Output::CopyIn(CopyTarget {
+            table,
+            columns,
+            format,
+        }))
+    }
+
+    /// Loads the data of a finished `COPY .. FROM STDIN`; returns the number of rows.
+    pub async fn copy_in(&self, target: &CopyTarget, data: &[u8]) -> Result<usize> {
+        let table = &target.table;
+        let texts = if target.format.csv {
+            parse_csv(data, target.columns.len(), &target.format)?
+        } else {
+            parse_text(data, target.columns.len(), &target.format)?
+        };
+        let mut rows = Vec::with_capacity(texts.len());
+        for batch in texts.iter().filter(|b| b.num_rows() > 0) {
+            rows.push(full_rows(
+                table,
+                &target.columns,
+                batch.columns(),
+                batch.num_rows(),
+            )?);
+        }
+        let job = self.job(table.id)?;
+        let _writes = job.write_lock.lock().await;
+        self.insert_rows(table, &job, rows).await
+    }
+
+    /// Inserts complete rows after checking their keys are new; returns the row count.
+    async fn insert_rows(
+        &self,
+        table: &TableCatalog,
+        job: &TableJob,
+        rows: Vec<RecordBatch>,
+    ) -> Result<usize> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let all = concat_batches(&table.full_schema(), &rows)?;
+        if !table.has_row_id() {
+            self.check_new_keys(table, &all, None)?;
+        }
+        let n = all.num_rows();
+        let chunks = rows.into_iter().map(StreamChunk::inserts).collect();
+        self.apply(job, chunks).await?;
+        Ok(n)
+    }
+
+    /// Fails with a duplicate-key error if a key of `new` repeats within `new` or exists in the
+    /// committed table (not counting the keys of `replaced`, which the statement removes).
+    fn check_new_keys(
+        &self,
+        table: &TableCatalog,
+        new: &RecordBatch,
+        replaced: Option<&RecordBatch>,
+    ) -> Result<()> {
+        let keys = table_keys(table, new)?;
+        let freed: HashSet<Vec<u8>> = match replaced {
+            Some(old) => table_keys(table, old)?.into_iter().collect(),
+            None => HashSet::new(),
+        };
+        let mut seen = HashSet::with_capacity(keys.len());
+        let snapshot = self.store.snapshot();
+        let stored = snapshot.multi_get(&keys)?;
+        for (row, (key, existing)) in keys.iter().zip(stored).enumerate() {
+            let taken = existing.is_some() && !freed.contains(key);
+            if taken || !seen.insert(key.as_slice()) {
+                return Err(Error::DuplicateKey {
+                    table: table.name.clone(),
+                    key: render_key(table, new, row),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one statement's chunks and waits until the epoch holding them is committed.
+    async fn apply(&self, job: &TableJob, chunks: Vec<StreamChunk>) -> Result<()> {
+        let (reply, epoch) = oneshot::channel();
+        job.dml
+            .send(DmlRequest { chunks, reply })
+            .await
+            .map_err(|_| Error::Stream("the table's streaming job has stopped".into()))?;
+        let epoch = epoch
+            .await
+            .map_err(|_| Error::Stream("the table's streaming job has stopped".into()))?;
+        self.wait_committed(epoch).await
+    }
+
+    /// Waits until `epoch` is committed, asking for an early checkpoint.
+    pub(crate) async fn wait_committed(&self, epoch: Epoch) -> Result<()> {
+        let mut committed = self.store.subscribe_committed();
+        self.barrier.request_checkpoint();
+        committed
+            .wait_for(|c| *c >= epoch)
+            .await
+            .map_err(|_| Error::Shutdown)?;
+        Ok(())
+    }
+
+    /// All columns (hidden ones too) of the rows matching `selection`, followed by `exprs`
+    /// evaluated on each of them.
+    async fn select_rows(
+        &self,
+        table: &TableCatalog,
+        alias: &str,
+        exprs: &[String],
+        selection: Option<&ast::Expr>,
+    ) -> Result<RecordBatch> {
+        let mut items: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
+        items.extend(exprs.iter().cloned());
+        let mut sql = format!(
+            "SELECT {} FROM {}.{} AS {}",
+            items.join(", "),
+            quote(DML_SCHEMA),
+            quote(&table.name),
+            quote(alias)
+        );
+        if let Some(selection) = selection {
+            sql.push_str(&format!(" WHERE {selection}"));
+        }
+        let Some(Statement::Sql(query)) = parse(&sql)?.pop() else {
+            unreachable!("a generated SELECT parses to one statement")
+        };
+        let state = self.query_state();
+        let plan = self.plan(&state, *query).await?;
+        let schema = plan.schema().inner().clone();
+        let batches: Vec<RecordBatch> = match self.run_plan(state, plan).await? {
+            Output::Rows { stream, .. } => stream.try_collect().await?,
+            _ => unreachable!("a query produces rows"),
+        };
+        Ok(concat_batches(&schema, &batches)?)
+    }
+
+    /// The table a statement names.
+    fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableCatalog>> {
+        let name = relation_name(name)?;
+        self.catalog
+            .table_by_name(&name)
+            .ok_or(Error::UnknownRelation {
+                kind: "relation",
+                name,
+            })
+    }
+
+    /// The table and the name it goes by in an UPDATE or DELETE.
+    fn table_in_from(&self, relation: &ast::TableFactor) -> Result<(Arc<TableCatalog>, String)> {
+        let ast::TableFactor::Table { name, alias, .. } = relation else {
+            return Err(unsupported!("UPDATE or DELETE of {relation}"));
+        };
+        let table = self.table(name)?;
+        let alias = alias
+            .as_ref()
+            .map_or(table.name.clone(), |a| normalize_ident(&a.name));
+        Ok((table, alias))
+    }
+}
+
+/// Storage indices of the target columns of an INSERT or COPY; all visible columns if none.
+fn target_columns(table: &TableCatalog, names: &[ast::ObjectName]) -> Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok(table.visible_indices());
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let col = name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(normalize_ident)
+            .unwrap_or_default();
+        let index = visible_column(table, &col)?;
+        if out.contains(&index) {
+            return Err(invalid!("column \"{col}\" specified more than once"));
+        }
+        out.push(index);
+    }
+    Ok(out)
+}
+
+fn visible_column(table: &TableCatalog, name: &str) -> Result<usize> {
+    table
+        .columns
+        .iter()
+        .position(|c| c.name == name && !c.hidden)
+        .ok_or_else(|| Error::UnknownColumn(format!("{name}\" of relation \"{}", table.name)))
+}
+
+/// Builds complete rows of `table` from values for the `targets` columns: values are cast to
+/// the column types, other columns are NULL, and a generated row id is filled in.
+fn full_rows(
+    table: &TableCatalog,
+    targets: &[usize],
+    values: &[ArrayRef],
+    n: usize,
+) -> Result<RecordBatch> {
+    let mut columns = Vec::with_capacity(table.columns.len());
+    for (i, column) in table.columns.iter().enumerate() {
+        let array = match targets.iter().position(|&t| t == i) {
+            Some(j) => cast_to(&values[j], column.data_type)?,
+            None if column.hidden => {
+                Arc::new(Int64Array::from_iter_values((0..n).map(|_| next_row_id())))
+            }
+            None => new_null_array(&column.data_type.to_arrow(), n),
+        };
+        columns.push(array);
+    }
+    let batch = RecordBatch::try_new(table.full_schema(), columns).map_err(nullability_error)?;
+    check_row(table, &batch)?;
+    Ok(batch)
+}
+
+/// Checks values a column type cannot enforce by itself: key columns are not NULL, jsonb is
+/// valid JSON.
+fn check_row(table: &TableCatalog, batch: &RecordBatch) -> Result<()> {
+    for (i, column) in table.columns.iter().enumerate() {
+        let array = batch.column(i);
+        if table.pk.contains(&i) && array.null_count() > 0 {
+            return Err(Error::NotNull(column.name.clone()));
+        }
+        if column.data_type == DataType::Jsonb {
+            for value in array.as_string::<i32>().iter().flatten() {
+                serde_json::from_str::<serde_json::Value>(value).map_err(|e| {
+                    Error::InvalidInput(format!("invalid input syntax for type json: {e}"))
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn nullability_error(e: arrow::error::ArrowError) -> Error {
+    Error::InvalidInput(e.to_string())
+}
+
+/// Casts values to a column type, failing on values that do not convert.
+fn cast_to(array: &ArrayRef, ty: DataType) -> Result<ArrayRef> {
+    let target = ty.to_arrow();
+    if array.data_type() == &target {
+        return Ok(array.clone());
+    }
+    if ty == DataType::Bytea && array.data_type() == &ArrowType::Utf8 {
+        return bytea_from_text(array);
+    }
+    let options = CastOptions {
+        safe: false,
+        format_options: FormatOptions::default(),
+    };
+    cast_with_options(array, &target, &options).map_err(|e| {
+        Error::InvalidInput(format!("cannot convert {} to {ty}: {e}", array.data_type()))
+    })
+}
+
+/// Parses bytea input: `\x` followed by hex digits, or the raw text bytes.
+fn bytea_from_text(array: &ArrayRef) -> Result<ArrayRef> {
+    let decoded: Vec<Option<Vec<u8>>> = array
+        .as_string::<i32>()
+        .iter()
+        .map(|v| v.map(decode_bytea).transpose())
+        .collect::<Result<_>>()?;
+    Ok(Arc::new(BinaryArray::from_iter(decoded)))
+}
+
+fn decode_bytea(text: &str) -> Result<Vec<u8>> {
+    let Some(hex) = text.strip_prefix("\\x") else {
+        return Ok(text.as_bytes().to_vec());
+    };
+    if hex.len() % 2 != 0 {
+        return Err(Error::InvalidInput(format!(
+            "invalid hexadecimal data: odd number of digits in {text:?}"
+        )));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16)
+                .map_err(|_| Error::InvalidInput(format!("invalid hexadecimal digit in {text:?}")))
+        })
+        .collect()
+}
+
+/// A chunk of `U-`/`U+` pairs: row i of `old` followed by row i of `new`.
+fn update_pairs(old: &RecordBatch, new: &RecordBatch) -> Result<StreamChunk> {
+    let n = old.num_rows();
+    let both = concat_batches(&old.schema(), [old, new])?;
+    let order =
+        arrow::array::UInt32Array::from_iter_values((0..n as u32).flat_map(|i| [i, i + n as u32]));
+    let columns = both
+        .columns()
+        .iter()
+        .map(|c| take(c, &order, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let data = RecordBatch::try_new(old.schema(), columns)?;
+    let ops = (0..n)
+        .flat_map(|_| [Op::UpdateDelete, Op::UpdateInsert])
+        .collect();
+    Ok(StreamChunk::new(ops, data))
+}
+
+fn table_keys(table: &TableCatalog, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+    let pk: Vec<ArrayRef> = table.pk.iter().map(|&i| batch.column(i).clone()).collect();
+    encode_keys(table.id, &pk, batch.num_rows())
+}
+
+/// `id=5` style rendering of one row's key, for error messages.
+fn render_key(table: &TableCatalog, batch: &RecordBatch, row: usize) -> String {
+    let names: Vec<&str> = table
+        .pk
+        .iter()
+        .map(|&i| table.columns[i].name.as_str())
+        .collect();
+    let values: Vec<String> = table
+        .pk
+        .iter()
+        .map(|&i| {
+            arrow::util::display::array_value_to_string(batch.column(i), row).unwrap_or_default()
+        })
+        .collect();
+    format!("{})=({}", names.join(", "), values.join(", "))
+}
+
+/// Quotes an identifier for generated SQL.
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// A row id unique across restarts: microseconds since the epoch, shifted to leave room for
+/// ids generated within the same microsecond, and never decreasing within the process.
+fn next_row_id() -> i64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+        << 8;
+    let prev = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(now.max(last + 1))
+        })
+        .expect("the update closure always succeeds");
+    now.max(prev + 1) as i64
+}
+
+/// Reads COPY options, modern (`WITH (FORMAT csv, ..)`) and legacy (`CSV HEADER`).
+fn copy_format(
+    options: &[ast::CopyOption],
+    legacy: &[ast::CopyLegacyOption],
+) -> Result<CopyFormat> {
+    let mut format = CopyFormat {
+        csv: false,
+        delimiter: b'\t',
+        quote: b'"',
+        header: false,
+        null: "\\N".into(),
+    };
+    let mut delimiter = None;
+    let mut null = None;
+    for option in options {
+        match option {
+            ast::CopyOption::Format(f) => match f.value.to_lowercase().as_str() {
+                "csv" => format.csv = true,
+                "text" => format.csv = false,
+                other => return Err(unsupported!("COPY format {other}")),
+            },
+            ast::CopyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
+            ast::CopyOption::Null(s) => null = Some(s.clone()),
+            ast::CopyOption::Header(h) => format.header = *h,
+            ast::CopyOption::Quote(c) => format.quote = ascii(*c)?,
+            other => return Err(unsupported!("COPY option {other}")),
+        }
+    }
+    for option in legacy {
+        match option {
+            ast::CopyLegacyOption::Csv(csv_options) => {
+                format.csv = true;
+                for o in csv_options {
+                    match o {
+                        ast::CopyLegacyCsvOption::Header => format.header = true,
+                        ast::CopyLegacyCsvOption::Quote(c) => format.quote = ascii(*c)?,
+                        other => return Err(unsupported!("COPY option {other}")),
+                    }
+                }
+            }
+            ast::CopyLegacyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
+            ast::CopyLegacyOption::Null(s) => null = Some(s.clone()),
+            other => return Err(unsupported!("COPY option {other}")),
+        }
+    }
+    if format.csv {
+        format.delimiter = b',';
+        format.null = String::new();
+    }
+    format.delimiter = delimiter.unwrap_or(format.delimiter);
+    format.null = null.unwrap_or(format.null);
+    Ok(format)
+}
+
+fn ascii(c: char) -> Result<u8> {
+    u8::try_from(c)
+        .ok()
+        .filter(u8::is_ascii)
+        .ok_or_else(|| invalid!("COPY delimiter and quote must be one ASCII character"))
+}
+
+/// Rows of CSV as text columns.
+fn parse_csv(data: &[u8], width: usize, format: &CopyFormat) -> Result<Vec<RecordBatch>> {
+    use arrow::csv::ReaderBuilder;
+    let fields: Vec<arrow::datatypes::Field> = (0..width)
+        .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
+        .collect();
+    let null = regex::Regex::new(&format!("^{}$", regex::escape(&format.null)))
+        .map_err(|e| invalid!("bad NULL string: {e}"))?;
+    let reader = ReaderBuilder::new(Arc::new(arrow::datatypes::Schema::new(fields)))
+        .with_header(format.header)
+        .with_delimiter(format.delimiter)
+        .with_quote(format.quote)
+        .with_null_regex(null)
+        .with_batch_size(8192)
+        .build(data)
+        .map_err(|e| Error::InvalidInput(format!("COPY data: {e}")))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::InvalidInput(format!("COPY data: {e}")))
+}
+
+/// Rows of Postgres text format (tab-separated, `\N` for NULL, backslash escapes) as text
+/// columns.
+fn parse_text(data: &[u8], width: usize, format: &CopyFormat) -> Result<Vec<RecordBatch>> {
+    let text = std::str::from_utf8(data)
+        .map_err(|e| Error::InvalidInput(format!("COPY data is not UTF-8: {e}")))?;
+    let mut columns: Vec<Vec<Option<String>>> = vec![Vec::new(); width];
+    for (line_no, line) in text.lines().enumerate() {
+        if line == "\\." {
+            break;
+        }
+        let fields: Vec<&str> = line.split(format.delimiter as char).collect();
+        if fields.len() != width {
+            return Err(Error::InvalidInput(format!(
+                "COPY line {}: expected {width} columns, found {}",
+                line_no + 1,
+                fields.len()
+            )));
+        }
+        for (column, field) in columns.iter_mut().zip(fields) {
+            column.push((field != format.null).then(|| unescape_text(field)));
+        }
+    }
+    let fields: Vec<arrow::datatypes::Field> = (0..width)
+        .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
+        .collect();
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    let arrays = columns
+        .into_iter()
+        .map(|c| Arc::new(arrow::array::StringArray::from(c)) as ArrayRef)
+        .collect();
+    Ok(vec![RecordBatch::try_new(schema, arrays)?])
+}
+
+/// Undoes the backslash escapes of the text COPY format.
+fn unescape_text(field: &str) -> String {
+    if !field.contains('\\') {
+        return field.to_owned();
+    }
+    let mut out = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_text_format_unescapes_and_reads_nulls() {
+        let format = copy_format(&[], &[]).unwrap();
+        let batches = parse_text(b"1\ta\\tb\n2\t\\N\n\\.\n", 2, &format).unwrap();
+        let col = batches[0].column(1).as_string::<i32>();
+        assert_eq!(col.value(0), "a\tb");
+        assert!(col.is_null(1));
+    }
+
+    #[test]
+    fn bytea_hex_input() {
+        assert_eq!(decode_bytea("\\x01ff").unwrap(), vec![1, 255]);
+        assert!(decode_bytea("\\x0").is_err());
+        assert_eq!(decode_bytea("ab").unwrap(), b"ab".to_vec());
+    }
+
+    #[test]
+    fn row_ids_increase() {
+        let a = next_row_id();
+        let b = next_row_id();
+        assert!(b > a);
+    }
+}

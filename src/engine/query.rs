@@ -1,0 +1,75 @@
+//! Batch queries: planning with DataFusion over a snapshot of the last committed epoch.
+
+use std::sync::Arc;
+
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast;
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::setup_pg_catalog;
+
+use crate::batch::{QuerySnapshot, SluiceCatalog};
+use crate::catalog::{Catalog, DEFAULT_DATABASE, DEFAULT_SCHEMA};
+use crate::engine::{Engine, Output, Session};
+use crate::error::{Error, Result};
+use crate::storage::store::Store;
+
+/// The shared DataFusion context: Sluice's catalog as `dev.public`, plus `pg_catalog`.
+pub fn session_context(catalog: Arc<Catalog>, store: Arc<Store>) -> Result<SessionContext> {
+    let mut config = SessionConfig::new()
+        .with_default_catalog_and_schema(DEFAULT_DATABASE, DEFAULT_SCHEMA)
+        .with_create_default_catalog_and_schema(false)
+        .with_information_schema(true)
+        .with_target_partitions(2);
+    // Literals like 12.50 are numeric in Postgres, not double precision.
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_catalog(
+        DEFAULT_DATABASE,
+        Arc::new(SluiceCatalog::new(catalog, store)),
+    );
+    setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
+        .map_err(|e| Error::DataFusion(*e))?;
+    Ok(ctx)
+}
+
+impl Engine {
+    /// A planning state whose scans all read one snapshot of the last committed epoch.
+    pub(crate) fn query_state(&self) -> SessionState {
+        let mut state = self.ctx.state();
+        state
+            .config_mut()
+            .set_extension(Arc::new(QuerySnapshot(self.store.snapshot())));
+        state
+    }
+
+    /// Plans a statement DataFusion understands (a query or EXPLAIN).
+    pub(crate) async fn plan(
+        &self,
+        state: &SessionState,
+        stmt: ast::Statement,
+    ) -> Result<LogicalPlan> {
+        Ok(state
+            .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
+            .await?)
+    }
+
+    /// Runs a query or EXPLAIN.
+    pub(crate) async fn query(&self, _session: &Session, stmt: ast::Statement) -> Result<Output> {
+        let state = self.query_state();
+        let plan = self.plan(&state, stmt).await?;
+        self.run_plan(state, plan).await
+    }
+
+    /// Executes a planned query, streaming its rows.
+    pub(crate) async fn run_plan(&self, state: SessionState, plan: LogicalPlan) -> Result<Output> {
+        let stream = DataFrame::new(state, plan).execute_stream().await?;
+        Ok(Output::Rows {
+            schema: stream.schema(),
+            stream,
+        })
+    }
+}

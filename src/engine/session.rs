@@ -1,0 +1,168 @@
+//! Per-connection session variables: `SET`, `SHOW`.
+//!
+//! Any variable can be set; `SHOW` of a variable never set answers its default, and an unknown
+//! one is an error, as in Postgres.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::sql::sqlparser::ast;
+use parking_lot::Mutex;
+
+use crate::engine::{CommandTag, Output};
+use crate::error::{Error, Result};
+
+/// Defaults of the variables `SHOW` knows, by lower-case name.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("datestyle", "ISO, YMD"),
+    ("intervalstyle", "postgres"),
+    ("timezone", "UTC"),
+    ("search_path", "public"),
+    ("server_encoding", "UTF8"),
+    ("server_version", "16.6"),
+    ("server_version_num", "160006"),
+    ("standard_conforming_strings", "on"),
+    ("transaction_isolation", "read committed"),
+    ("transaction isolation level", "read committed"),
+    ("extra_float_digits", "1"),
+    ("integer_datetimes", "on"),
+    ("max_identifier_length", "63"),
+    ("statement_timeout", "0"),
+];
+
+/// One connection's state.
+#[derive(Debug, Default)]
+pub struct Session {
+    vars: Mutex<HashMap<String, String>>,
+}
+
+impl Session {
+    /// A session whose variables start from the client's startup parameters.
+    pub fn with_startup_parameters<'a>(
+        params: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Self {
+        let vars = params
+            .into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
+            .map(|(k, v)| (k.to_lowercase(), v.clone()))
+            .collect();
+        Self {
+            vars: Mutex::new(vars),
+        }
+    }
+
+    /// The current value of a variable, if it has one.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let name = name.to_lowercase();
+        self.vars
+            .lock()
+            .get(&name)
+            .cloned()
+            .or_else(|| default_of(&name).map(str::to_owned))
+    }
+
+    /// Runs a `SET` statement.
+    pub fn set(&self, set: ast::Set) -> Result<Output> {
+        let (name, values) = match set {
+            ast::Set::SingleAssignment {
+                variable, values, ..
+            } => (variable.to_string(), values),
+            ast::Set::SetTimeZone { value, .. } => ("timezone".to_owned(), vec![value]),
+            other => return Err(Error::Unsupported(format!("SET form {other}"))),
+        };
+        let value = values.iter().map(value_text).collect::<Vec<_>>().join(", ");
+        self.vars.lock().insert(name.to_lowercase(), value);
+        Ok(Output::Command(CommandTag::new("SET")))
+    }
+
+    /// Runs a `SHOW` statement: one row, one column named after the variable.
+    pub fn show(&self, variable: &[ast::Ident]) -> Result<Output> {
+        let name = variable
+            .iter()
+            .map(|i| i.value.to_lowercase())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let value = self
+            .get(&name)
+            .ok_or_else(|| Error::UnknownSetting(name.clone()))?;
+        let column = variable
+            .last()
+            .map_or(name.clone(), |i| i.value.to_lowercase());
+        Ok(single_text_row(&column, &value))
+    }
+}
+
+fn default_of(name: &str) -> Option<&'static str> {
+    DEFAULTS.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+}
+
+/// The text of a SET value: strings unquoted, everything else as written.
+fn value_text(expr: &ast::Expr) -> String {
+    match expr {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        ast::Expr::Identifier(ident) => ident.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An output of one text column and one row.
+pub fn single_text_row(column: &str, value: &str) -> Output {
+    text_rows(&[column], vec![vec![value.to_owned()]])
+}
+
+/// An output of text columns, built from rows of strings.
+pub fn text_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Output {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|c| Field::new(*c, DataType::Utf8, true))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let arrays = (0..columns.len())
+        .map(|i| {
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r[i].as_str()),
+            )) as _
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), arrays).expect("columns match schema");
+    let stream = RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter([Ok(batch)]));
+    Output::Rows {
+        schema,
+        stream: Box::pin(stream),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::parser::{Statement, parse};
+
+    fn set(session: &Session, sql: &str) {
+        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else {
+            panic!()
+        };
+        let ast::Statement::Set(s) = *stmt else {
+            panic!("not a SET")
+        };
+        session.set(s).unwrap();
+    }
+
+    #[test]
+    fn set_then_show() {
+        let session = Session::default();
+        assert_eq!(session.get("TimeZone").as_deref(), Some("UTC"));
+        set(&session, "SET application_name = 'psql'");
+        assert_eq!(session.get("application_name").as_deref(), Some("psql"));
+        set(&session, "SET search_path TO public, other");
+        assert_eq!(session.get("search_path").as_deref(), Some("public, other"));
+        assert_eq!(session.get("no_such_thing"), None);
+    }
+}

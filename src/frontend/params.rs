@@ -1,0 +1,314 @@
+//! Parameters of the extended protocol: inferring their types, and binding their values.
+//!
+//! Types come from the statement: a placeholder in INSERT's VALUES or in an UPDATE assignment
+//! takes its column's type; placeholders in queries and WHERE clauses take the type DataFusion
+//! infers. Values are bound by replacing each `$n` with a typed literal, after which the
+//! statement runs exactly like one from the simple protocol.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{self, visit_expressions, visit_expressions_mut};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use pgwire::api::portal::Portal;
+use pgwire::error::PgWireResult;
+use std::sync::Arc;
+
+use crate::batch::DML_SCHEMA;
+use crate::engine::Engine;
+use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::error::{Error, Result};
+use crate::frontend::handler::Prepared;
+use crate::frontend::sqlstate::pg_error;
+use crate::sql::parser::Statement;
+
+/// The parameter types and result schema of a statement.
+pub async fn describe(
+    engine: &Engine,
+    statement: &Statement,
+) -> Result<(Vec<Option<ArrowType>>, Option<SchemaRef>)> {
+    let Statement::Sql(stmt) = statement else {
+        return Ok((Vec::new(), None));
+    };
+    let mut types = vec![None; max_placeholder(stmt)];
+    let schema = match stmt.as_ref() {
+        ast::Statement::Query(_) | ast::Statement::Explain { .. } => {
+            let state = engine.query_state();
+            let plan = engine.plan(&state, (**stmt).clone()).await?;
+            merge(&mut types, plan.get_parameter_types()?);
+            Some(plan.schema().inner().clone())
+        }
+        ast::Statement::Insert(insert) => {
+            insert_types(engine, insert, &mut types)?;
+            None
+        }
+        ast::Statement::Update(update) => {
+            update_types(engine, update, &mut types).await?;
+            None
+        }
+        ast::Statement::Delete(delete) => {
+            let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
+                &delete.from;
+            if let Some(from) = from.first() {
+                where_types(
+                    engine,
+                    &from.relation,
+                    delete.selection.as_ref(),
+                    &mut types,
+                )
+                .await?;
+            }
+            None
+        }
+        ast::Statement::ShowVariable { variable } => {
+            let name = variable
+                .last()
+                .map_or(String::new(), |i| i.value.to_lowercase());
+            Some(text_schema(&[&name]))
+        }
+        ast::Statement::ShowTables { .. } => Some(text_schema(&["Name"])),
+        ast::Statement::ExplainTable { .. } => Some(text_schema(&["Name", "Type", "Is Hidden"])),
+        _ => None,
+    };
+    Ok((types, schema))
+}
+
+fn text_schema(names: &[&str]) -> SchemaRef {
+    Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(*n, ArrowType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The number of the highest `$n` placeholder in a statement.
+fn max_placeholder(stmt: &ast::Statement) -> usize {
+    let mut max = 0;
+    let _ = visit_expressions(stmt, |e| {
+        if let Some(n) = placeholder_index(e) {
+            max = max.max(n + 1);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    max
+}
+
+/// `Some(n - 1)` for the placeholder `$n`.
+fn placeholder_index(expr: &ast::Expr) -> Option<usize> {
+    match expr {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => {
+                p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn merge(types: &mut [Option<ArrowType>], inferred: HashMap<String, Option<ArrowType>>) {
+    for (name, ty) in inferred {
+        let index = name
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1));
+        if let (Some(i), Some(ty)) = (index, ty)
+            && i < types.len()
+            && types[i].is_none()
+        {
+            types[i] = Some(ty);
+        }
+    }
+}
+
+fn set_type(types: &mut [Option<ArrowType>], expr: &ast::Expr, ty: ArrowType) {
+    if let Some(i) = placeholder_index(expr)
+        && i < types.len()
+    {
+        types[i] = Some(ty);
+    }
+}
+
+/// Placeholders of `INSERT .. VALUES` take their column's type.
+fn insert_types(
+    engine: &Engine,
+    insert: &ast::Insert,
+    types: &mut [Option<ArrowType>],
+) -> Result<()> {
+    let ast::TableObject::TableName(name) = &insert.table else {
+        return Ok(());
+    };
+    let Some(table) = engine.catalog().table_by_name(&relation_name(name)?) else {
+        return Ok(());
+    };
+    let targets: Vec<usize> = if insert.columns.is_empty() {
+        table.visible_indices()
+    } else {
+        let names: Vec<String> = insert
+            .columns
+            .iter()
+            .map(|c| {
+                c.0.last()
+                    .and_then(|p| p.as_ident())
+                    .map(normalize_ident)
+                    .unwrap_or_default()
+            })
+            .collect();
+        names
+            .iter()
+            .filter_map(|n| table.columns.iter().position(|c| &c.name == n))
+            .collect()
+    };
+    let Some(source) = &insert.source else {
+        return Ok(());
+    };
+    let ast::SetExpr::Values(values) = source.body.as_ref() else {
+        return Ok(());
+    };
+    for row in &values.rows {
+        for (expr, &col) in row.iter().zip(&targets) {
+            set_type(types, expr, table.columns[col].data_type.to_arrow());
+        }
+    }
+    Ok(())
+}
+
+/// Placeholders assigned to a column take its type; those in WHERE are inferred.
+async fn update_types(
+    engine: &Engine,
+    update: &ast::Update,
+    types: &mut [Option<ArrowType>],
+) -> Result<()> {
+    let ast::TableFactor::Table { name, .. } = &update.table.relation else {
+        return Ok(());
+    };
+    let Some(table) = engine.catalog().table_by_name(&relation_name(name)?) else {
+        return Ok(());
+    };
+    for assignment in &update.assignments {
+        let ast::AssignmentTarget::ColumnName(col) = &assignment.target else {
+            continue;
+        };
+        let col = col
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(normalize_ident)
+            .unwrap_or_default();
+        if let Some(c) = table.columns.iter().find(|c| c.name == col) {
+            set_type(types, &assignment.value, c.data_type.to_arrow());
+        }
+    }
+    where_types(
+        engine,
+        &update.table.relation,
+        update.selection.as_ref(),
+        types,
+    )
+    .await
+}
+
+/// Infers the placeholders of a WHERE clause by planning `SELECT * FROM t WHERE ..`.
+async fn where_types(
+    engine: &Engine,
+    relation: &ast::TableFactor,
+    selection: Option<&ast::Expr>,
+    types: &mut [Option<ArrowType>],
+) -> Result<()> {
+    let (Some(selection), ast::TableFactor::Table { name, alias, .. }) = (selection, relation)
+    else {
+        return Ok(());
+    };
+    let table = relation_name(name)?;
+    let alias = alias
+        .as_ref()
+        .map_or(table.clone(), |a| normalize_ident(&a.name));
+    let sql =
+        format!("SELECT * FROM \"{DML_SCHEMA}\".\"{table}\" AS \"{alias}\" WHERE {selection}");
+    let stmt = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)?
+        .parse_statement()?;
+    let state = engine.query_state();
+    let plan = engine.plan(&state, stmt).await?;
+    merge(types, plan.get_parameter_types()?);
+    Ok(())
+}
+
+/// Replaces every `$n` of the statement with the bound value of parameter n.
+pub fn substitute(
+    portal: &Portal<Prepared>,
+    prepared: &Prepared,
+    statement: Statement,
+) -> PgWireResult<Statement> {
+    let count = portal.parameter_len();
+    if count == 0 {
+        return Ok(statement);
+    }
+    let Statement::Sql(mut stmt) = statement else {
+        return Ok(statement);
+    };
+    let mut inferred: Vec<Option<&ArrowType>> =
+        prepared.param_types.iter().map(Option::as_ref).collect();
+    inferred.resize(count, None);
+    let values = match arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)? {
+        datafusion::common::ParamValues::List(values) => values,
+        datafusion::common::ParamValues::Map(_) => {
+            return Err(pg_error(&Error::Unsupported("named parameters".into())));
+        }
+    };
+    let literals: Vec<ast::Expr> = values
+        .iter()
+        .map(|v| literal(&v.value))
+        .collect::<Result<_>>()
+        .map_err(|e| pg_error(&e))?;
+    let _ = visit_expressions_mut(stmt.as_mut(), |expr| {
+        if let Some(value) = placeholder_index(expr).and_then(|i| literals.get(i)) {
+            *expr = value.clone();
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Ok(Statement::Sql(stmt))
+}
+
+/// A SQL literal with the value and type of `value`.
+fn literal(value: &ScalarValue) -> Result<ast::Expr> {
+    let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let sql = match value {
+        v if v.is_null() => "NULL".to_owned(),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => quoted(s),
+        ScalarValue::Boolean(Some(b)) => b.to_string(),
+        ScalarValue::Binary(Some(b)) | ScalarValue::LargeBinary(Some(b)) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            quoted(&format!("\\x{hex}"))
+        }
+        ScalarValue::Int16(Some(_)) => format!("CAST({value} AS SMALLINT)"),
+        ScalarValue::Int32(Some(_)) => format!("CAST({value} AS INT)"),
+        ScalarValue::Int64(Some(_)) => format!("CAST({value} AS BIGINT)"),
+        ScalarValue::Float32(Some(_)) => format!("CAST({} AS REAL)", quoted(&value.to_string())),
+        ScalarValue::Float64(Some(_)) => {
+            format!("CAST({} AS DOUBLE PRECISION)", quoted(&value.to_string()))
+        }
+        ScalarValue::Decimal128(Some(_), p, s) => {
+            format!("CAST({} AS NUMERIC({p},{s}))", quoted(&value.to_string()))
+        }
+        ScalarValue::Date32(Some(_)) => format!("CAST({} AS DATE)", quoted(&value.to_string())),
+        ScalarValue::TimestampMicrosecond(Some(_), None)
+        | ScalarValue::TimestampNanosecond(Some(_), None) => {
+            format!("CAST({} AS TIMESTAMP)", quoted(&value.to_string()))
+        }
+        ScalarValue::TimestampMicrosecond(Some(_), Some(_))
+        | ScalarValue::TimestampNanosecond(Some(_), Some(_)) => {
+            format!("CAST({} AS TIMESTAMPTZ)", quoted(&value.to_string()))
+        }
+        other => quoted(&other.to_string()),
+    };
+    Ok(Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)?
+        .parse_expr()?)
+}

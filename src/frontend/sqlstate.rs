@@ -1,0 +1,87 @@
+//! The one place where errors become Postgres SQLSTATE codes.
+
+use datafusion::error::DataFusionError;
+use pgwire::error::{ErrorInfo, PgWireError};
+
+use crate::error::Error;
+
+/// The SQLSTATE that tells a client what kind of failure `error` is.
+pub fn sqlstate(error: &Error) -> &'static str {
+    match error {
+        Error::Parse(_) => "42601",
+        Error::UnknownRelation { .. } => "42P01",
+        Error::UnknownColumn(_) => "42703",
+        Error::DuplicateRelation(_) => "42P07",
+        Error::DuplicateKey { .. } => "23505",
+        Error::NotNull(_) => "23502",
+        Error::InvalidInput(_) => "22P02",
+        Error::TypeMismatch(_) => "42804",
+        Error::UnknownSetting(_) => "42704",
+        Error::Unsupported(_) => "0A000",
+        Error::InvalidStatement(_) => "42601",
+        Error::DataFusion(e) => datafusion_sqlstate(e),
+        Error::Arrow(_) => "22P02",
+        Error::Storage(_) | Error::Stream(_) => "XX000",
+        Error::Shutdown => "57P01",
+    }
+}
+
+fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
+    match error.find_root() {
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::SchemaError(e, _) => match e.as_ref() {
+            datafusion::common::SchemaError::FieldNotFound { .. } => "42703",
+            _ => "42P01",
+        },
+        DataFusionError::ArrowError(..) => "22P02",
+        DataFusionError::Plan(msg) if msg.contains("not found") && msg.starts_with("table") => {
+            "42P01"
+        }
+        DataFusionError::Plan(msg) if msg.contains("No field named") => "42703",
+        DataFusionError::Plan(_) => "42804",
+        DataFusionError::Execution(msg) if msg.contains("Cast error") => "22P02",
+        DataFusionError::Execution(msg) if msg.contains("Divide by zero") => "22012",
+        DataFusionError::Execution(_) => "22000",
+        _ => "XX000",
+    }
+}
+
+/// An `ErrorResponse` for a failed statement; the connection stays usable.
+pub fn error_info(error: &Error) -> ErrorInfo {
+    let message = match error {
+        Error::DataFusion(e) => e.find_root().to_string(),
+        other => other.to_string(),
+    };
+    ErrorInfo::new("ERROR".to_owned(), sqlstate(error).to_owned(), message)
+}
+
+/// A [`PgWireError`] carrying the error's SQLSTATE.
+pub fn pg_error(error: &Error) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(error)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_errors_map_to_their_codes() {
+        let unknown = Error::UnknownRelation {
+            kind: "table",
+            name: "t".into(),
+        };
+        assert_eq!(sqlstate(&unknown), "42P01");
+        assert_eq!(sqlstate(&Error::Parse("x".into())), "42601");
+        let dup = Error::DuplicateKey {
+            table: "t".into(),
+            key: "id)=(1".into(),
+        };
+        assert_eq!(sqlstate(&dup), "23505");
+        assert_eq!(error_info(&dup).message, dup.to_string());
+        let df = Error::DataFusion(DataFusionError::Plan(
+            "table 'dev.public.x' not found".into(),
+        ));
+        assert_eq!(sqlstate(&df), "42P01");
+    }
+}

@@ -1,0 +1,27 @@
+//! Sluice: a streaming database that speaks the Postgres wire protocol.
+//!
+//! A statement travels: [`frontend`] (pgwire) -> [`sql`] (parse) -> [`engine`] (run it). DDL
+//! changes the [`catalog`] and starts or stops streaming jobs in [`stream`]; DML becomes chunks
+//! that flow through a table's job into its state table in [`storage`]; queries are planned by
+//! DataFusion and read committed state through [`batch`]. The barrier manager in [`stream`]
+//! commits every state table's writes of an epoch atomically, and a restart resumes from the
+//! last committed epoch.
+
+/// Batch queries: DataFusion table providers over committed state.
+pub mod batch;
+/// Catalog objects, ids and their persistence.
+pub mod catalog;
+/// Runs statements: DDL, DML, queries, session variables.
+pub mod engine;
+/// The crate error type.
+pub mod error;
+/// The Postgres wire protocol server.
+pub mod frontend;
+/// Statement parsing.
+pub mod sql;
+/// RocksDB store, key and row codecs, state tables.
+pub mod storage;
+/// Streaming runtime: messages, executors, actors, barriers and checkpoints.
+pub mod stream;
+/// SQL types and their Arrow representation.
+pub mod types;

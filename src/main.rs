@@ -1,0 +1,74 @@
+//! The `sluice` server binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use sluice::engine::{Config, Engine};
+use tracing_subscriber::EnvFilter;
+
+/// A streaming database that speaks the Postgres wire protocol.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Address to accept Postgres connections on.
+    #[arg(long, default_value = "127.0.0.1:4566")]
+    listen: SocketAddr,
+    /// Directory for all persistent state.
+    #[arg(long, default_value = "./sluice-data")]
+    data_dir: PathBuf,
+    /// Milliseconds between checkpoints (statements ask for earlier ones when they need them).
+    #[arg(long, default_value_t = 1000)]
+    barrier_interval_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = Config {
+        data_dir: args.data_dir.clone(),
+        barrier_interval: Duration::from_millis(args.barrier_interval_ms.max(1)),
+    };
+    let (engine, barrier_manager) = Engine::start(config)
+        .await
+        .with_context(|| format!("cannot start with data dir {}", args.data_dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "sluice is ready");
+    tokio::select! {
+        _ = sluice::frontend::serve(engine, listener, shutdown_signal()) => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+        result = barrier_manager => {
+            let result = result.context("barrier manager panicked")?;
+            result.context("checkpointing failed; restart to recover from the last checkpoint")?;
+            anyhow::bail!("barrier manager stopped unexpectedly")
+        }
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

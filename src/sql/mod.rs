@@ -1,0 +1,3 @@
+//! SQL text to statements.
+
+pub mod parser;

@@ -1,0 +1,133 @@
+//! Memcomparable keys: `table id | vnode | primary key`.
+//!
+//! Keys compare bytewise in the same order as the values they encode, so a RocksDB range scan
+//! over a table's prefix returns its rows in primary-key order within each vnode. The vnode is a
+//! hash of the encoded primary key (the distribution key), so a row's vnode never changes.
+
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, StringArray};
+use arrow::datatypes::{
+    DataType as ArrowType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type,
+    Int32Type, Int64Type, TimestampMicrosecondType,
+};
+use memcomparable::Serializer;
+use serde::Serialize;
+
+use crate::catalog::{TableId, VirtualNode};
+use crate::error::{Error, Result};
+
+/// Bytes before the primary key: 4 for the table id, 2 for the vnode.
+pub const KEY_PREFIX_LEN: usize = 6;
+
+/// The first key of a table's key space.
+pub fn table_prefix(table: TableId) -> [u8; 4] {
+    table.0.to_be_bytes()
+}
+
+/// The first key of one vnode of a table.
+pub fn vnode_prefix(table: TableId, vnode: VirtualNode) -> [u8; KEY_PREFIX_LEN] {
+    let mut out = [0u8; KEY_PREFIX_LEN];
+    out[..4].copy_from_slice(&table.0.to_be_bytes());
+    out[4..].copy_from_slice(&vnode.0.to_be_bytes());
+    out
+}
+
+/// The vnode a primary key (memcomparable-encoded) belongs to.
+pub fn vnode_of(encoded_pk: &[u8]) -> VirtualNode {
+    VirtualNode((crc32fast::hash(encoded_pk) % VirtualNode::COUNT as u32) as u16)
+}
+
+/// The vnode stored in a full key.
+pub fn vnode_in_key(key: &[u8]) -> VirtualNode {
+    VirtualNode(u16::from_be_bytes([key[4], key[5]]))
+}
+
+/// Encodes the storage key of every row of `columns` (the primary-key columns, in key order).
+pub fn encode_keys(table: TableId, columns: &[ArrayRef], num_rows: usize) -> Result<Vec<Vec<u8>>> {
+    let mut keys: Vec<Vec<u8>> = (0..num_rows)
+        .map(|_| {
+            let mut k = Vec::with_capacity(KEY_PREFIX_LEN + 9 * columns.len());
+            k.extend_from_slice(&vnode_prefix(table, VirtualNode(0)));
+            k
+        })
+        .collect();
+    for column in columns {
+        encode_column(column, &mut keys)?;
+    }
+    for key in &mut keys {
+        let vnode = vnode_of(&key[KEY_PREFIX_LEN..]);
+        key[4..KEY_PREFIX_LEN].copy_from_slice(&vnode.0.to_be_bytes());
+    }
+    Ok(keys)
+}
+
+/// Appends the memcomparable encoding of each value of `column` to the matching buffer.
+pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
+    match column.data_type() {
+        ArrowType::Boolean => {
+            encode_with(column.as_boolean(), out, |a: &BooleanArray, i| a.value(i))
+        }
+        ArrowType::Int16 => encode_with(column.as_primitive::<Int16Type>(), out, |a, i| a.value(i)),
+        ArrowType::Int32 => encode_with(column.as_primitive::<Int32Type>(), out, |a, i| a.value(i)),
+        ArrowType::Int64 => encode_with(column.as_primitive::<Int64Type>(), out, |a, i| a.value(i)),
+        ArrowType::Float32 => {
+            encode_with(column.as_primitive::<Float32Type>(), out, |a, i| a.value(i))
+        }
+        ArrowType::Float64 => {
+            encode_with(column.as_primitive::<Float64Type>(), out, |a, i| a.value(i))
+        }
+        // All values of a column share its scale, so mantissas order like the values.
+        ArrowType::Decimal128(_, _) => {
+            encode_with(column.as_primitive::<Decimal128Type>(), out, |a, i| {
+                a.value(i)
+            })
+        }
+        ArrowType::Date32 => {
+            encode_with(column.as_primitive::<Date32Type>(), out, |a, i| a.value(i))
+        }
+        ArrowType::Timestamp(_, _) => encode_with(
+            column.as_primitive::<TimestampMicrosecondType>(),
+            out,
+            |a, i| a.value(i),
+        ),
+        ArrowType::Utf8 => encode_with(column.as_string::<i32>(), out, |a: &StringArray, i| {
+            a.value(i)
+        }),
+        ArrowType::Binary => encode_with(column.as_binary::<i32>(), out, |a: &BinaryArray, i| {
+            serde_bytes_ref(a.value(i))
+        }),
+        other => Err(Error::Storage(format!(
+            "cannot encode key column of type {other}"
+        ))),
+    }
+}
+
+/// Wraps a byte slice so serde serialises it as bytes, not as a sequence.
+fn serde_bytes_ref(bytes: &[u8]) -> BytesRef<'_> {
+    BytesRef(bytes)
+}
+
+struct BytesRef<'a>(&'a [u8]);
+
+impl Serialize for BytesRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+fn encode_with<'a, A, T, F>(array: &'a A, out: &mut [Vec<u8>], value: F) -> Result<()>
+where
+    A: Array,
+    T: Serialize + 'a,
+    F: Fn(&'a A, usize) -> T,
+{
+    for (i, buf) in out.iter_mut().enumerate() {
+        let mut ser = Serializer::new(buf);
+        let v = (!array.is_null(i)).then(|| value(array, i));
+        v.serialize(&mut ser)
+            .map_err(|e| Error::Storage(format!("key encoding failed: {e}")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

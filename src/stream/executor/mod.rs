@@ -1,0 +1,29 @@
+//! Streaming executors, one per file.
+//!
+//! An executor turns an input stream of [`Message`]s into an output stream. Every executor
+//! follows the same order on a barrier: first make the epoch's effects visible in its state
+//! tables (commit), then forward the barrier, then do any post-commit work. Chunks are never
+//! reordered across a barrier.
+
+pub mod dml;
+pub mod materialize;
+
+use futures::stream::BoxStream;
+
+use crate::error::Result;
+use crate::stream::message::Message;
+
+/// The output of an executor.
+pub type BoxedMessageStream = BoxStream<'static, Result<Message>>;
+
+/// A streaming operator.
+pub trait Executor: Send + 'static {
+    /// Starts the executor; the stream ends when its input ends.
+    fn execute(self: Box<Self>) -> BoxedMessageStream;
+
+    /// A short name for logs.
+    fn identity(&self) -> &str;
+}
+
+/// A type-erased executor.
+pub type BoxedExecutor = Box<dyn Executor>;

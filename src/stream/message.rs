@@ -1,0 +1,188 @@
+//! What flows between executors: chunks of changes, barriers and watermarks.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::scalar::ScalarValue;
+
+use crate::catalog::Epoch;
+
+/// The change a row of a chunk makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// The row is added.
+    Insert,
+    /// The row is removed.
+    Delete,
+    /// The old half of an update; always directly followed by its [`Op::UpdateInsert`].
+    UpdateDelete,
+    /// The new half of an update.
+    UpdateInsert,
+}
+
+impl Op {
+    /// True for ops that add their row ([`Op::Insert`], [`Op::UpdateInsert`]).
+    pub fn is_insert(self) -> bool {
+        matches!(self, Op::Insert | Op::UpdateInsert)
+    }
+}
+
+/// A batch of row changes: an Arrow batch plus one [`Op`] per row.
+#[derive(Debug, Clone)]
+pub struct StreamChunk {
+    ops: Vec<Op>,
+    data: RecordBatch,
+}
+
+impl StreamChunk {
+    /// A chunk from its ops and rows; they must have the same length.
+    pub fn new(ops: Vec<Op>, data: RecordBatch) -> Self {
+        assert_eq!(ops.len(), data.num_rows(), "one op per row");
+        Self { ops, data }
+    }
+
+    /// A chunk that inserts every row of `data`.
+    pub fn inserts(data: RecordBatch) -> Self {
+        Self::new(vec![Op::Insert; data.num_rows()], data)
+    }
+
+    /// A chunk that deletes every row of `data`.
+    pub fn deletes(data: RecordBatch) -> Self {
+        Self::new(vec![Op::Delete; data.num_rows()], data)
+    }
+
+    /// The op of each row.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// The rows.
+    pub fn data(&self) -> &RecordBatch {
+        &self.data
+    }
+
+    /// The columns of the rows.
+    pub fn columns(&self) -> &[ArrayRef] {
+        self.data.columns()
+    }
+
+    /// The schema of the rows.
+    pub fn schema(&self) -> SchemaRef {
+        self.data.schema()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the chunk has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// The epoch a barrier opens and the one it closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochPair {
+    /// The epoch that starts after this barrier.
+    pub curr: Epoch,
+    /// The epoch this barrier ends; its changes are committed once the barrier is collected.
+    pub prev: Epoch,
+}
+
+/// Why a barrier was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierKind {
+    /// The first barrier an actor sees: it only tells the actor its starting epoch. It ends no
+    /// epoch and is not collected.
+    Initial,
+    /// A checkpoint: every actor commits its state for `epoch.prev`.
+    Checkpoint,
+}
+
+/// A change to the running graph that travels with a barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Pause snapshot and source reads until a [`Mutation::Resume`].
+    Pause,
+    /// Resume after a [`Mutation::Pause`].
+    Resume,
+}
+
+/// A barrier: cuts the stream into epochs.
+#[derive(Debug, Clone)]
+pub struct Barrier {
+    /// Epochs closed and opened by this barrier.
+    pub epoch: EpochPair,
+    /// Initial or checkpoint.
+    pub kind: BarrierKind,
+    /// An optional change to the graph applied at this barrier.
+    pub mutation: Option<Arc<Mutation>>,
+}
+
+impl Barrier {
+    /// A checkpoint barrier ending `prev` and starting the next epoch.
+    pub fn checkpoint(prev: Epoch) -> Self {
+        let epoch = EpochPair {
+            curr: prev.next(),
+            prev,
+        };
+        Self {
+            epoch,
+            kind: BarrierKind::Checkpoint,
+            mutation: None,
+        }
+    }
+
+    /// The initial barrier of an actor that starts in epoch `curr`.
+    pub fn initial(curr: Epoch) -> Self {
+        let epoch = EpochPair {
+            curr,
+            prev: Epoch(curr.0.saturating_sub(1)),
+        };
+        Self {
+            epoch,
+            kind: BarrierKind::Initial,
+            mutation: None,
+        }
+    }
+
+    /// True for checkpoint barriers, which end an epoch.
+    pub fn is_checkpoint(&self) -> bool {
+        self.kind == BarrierKind::Checkpoint
+    }
+}
+
+/// A promise that no later row has a smaller value in column `col_idx`.
+#[derive(Debug, Clone)]
+pub struct Watermark {
+    /// The column the watermark is on.
+    pub col_idx: usize,
+    /// The lower bound of future values.
+    pub value: ScalarValue,
+}
+
+/// One item of a stream between executors.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// Row changes.
+    Chunk(StreamChunk),
+    /// An epoch boundary.
+    Barrier(Barrier),
+    /// A progress promise on one column.
+    Watermark(Watermark),
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Insert => "+",
+            Op::Delete => "-",
+            Op::UpdateDelete => "U-",
+            Op::UpdateInsert => "U+",
+        })
+    }
+}
