@@ -20,6 +20,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::Unsupported(_) => "0A000",
         Error::InvalidStatement(_) => "42601",
         Error::DataFusion(e) => datafusion_sqlstate(e),
+        Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
         Error::Arrow(_) => "22P02",
         Error::Storage(_) | Error::Stream(_) => "XX000",
         Error::Shutdown => "57P01",
@@ -34,7 +35,11 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
             datafusion::common::SchemaError::FieldNotFound { .. } => "42703",
             _ => "42P01",
         },
-        DataFusionError::ArrowError(..) => "22P02",
+        DataFusionError::ArrowError(e, _) => match e.as_ref() {
+            arrow::error::ArrowError::DivideByZero => "22012",
+            arrow::error::ArrowError::ArithmeticOverflow(_) => "22003",
+            _ => "22P02",
+        },
         DataFusionError::Plan(msg) if msg.contains("not found") && msg.starts_with("table") => {
             "42P01"
         }
@@ -50,10 +55,29 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
 /// An `ErrorResponse` for a failed statement; the connection stays usable.
 pub fn error_info(error: &Error) -> ErrorInfo {
     let message = match error {
-        Error::DataFusion(e) => e.find_root().to_string(),
+        Error::DataFusion(e) => datafusion_message(e.find_root()),
         other => other.to_string(),
     };
     ErrorInfo::new("ERROR".to_owned(), sqlstate(error).to_owned(), message)
+}
+
+/// DataFusion's message, reworded as Postgres words it where users rely on the wording.
+fn datafusion_message(error: &DataFusionError) -> String {
+    match error {
+        DataFusionError::Plan(msg)
+            if msg.starts_with("table '") && msg.ends_with("' not found") =>
+        {
+            let name = &msg["table '".len()..msg.len() - "' not found".len()];
+            let name = name.rsplit('.').next().unwrap_or(name);
+            format!("relation \"{name}\" does not exist")
+        }
+        DataFusionError::ArrowError(e, _)
+            if matches!(**e, arrow::error::ArrowError::DivideByZero) =>
+        {
+            "division by zero".to_owned()
+        }
+        other => other.to_string(),
+    }
 }
 
 /// A [`PgWireError`] carrying the error's SQLSTATE.
@@ -83,5 +107,6 @@ mod tests {
             "table 'dev.public.x' not found".into(),
         ));
         assert_eq!(sqlstate(&df), "42P01");
+        assert_eq!(error_info(&df).message, "relation \"x\" does not exist");
     }
 }
