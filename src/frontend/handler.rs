@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType as ArrowType, SchemaRef};
 use async_trait::async_trait;
+use datafusion::sql::sqlparser::ast;
 use futures::Sink;
 use parking_lot::Mutex;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{CopyResponse, FieldInfo, Response};
+use pgwire::api::results::{CopyResponse, FieldInfo, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
@@ -93,6 +94,14 @@ impl SimpleQueryHandler for Backend {
         let session = session(client);
         let mut responses = Vec::with_capacity(statements.len());
         for statement in statements {
+            if let Some(name) = deallocated(&statement) {
+                // Prepared statements live in the connection, not in the engine.
+                if !name.eq_ignore_ascii_case("all") {
+                    client.portal_store().rm_statement(name);
+                }
+                responses.push(Response::Execution(Tag::new("DEALLOCATE")));
+                continue;
+            }
             match self.engine.execute(&session, statement).await {
                 Ok(Output::CopyIn(target)) => {
                     let columns = target.columns.len();
@@ -121,17 +130,24 @@ impl SimpleQueryHandler for Backend {
     }
 }
 
+/// The prepared statement a `DEALLOCATE` names (`ALL` for every one).
+fn deallocated(statement: &Statement) -> Option<&str> {
+    match statement {
+        Statement::Sql(stmt) => match stmt.as_ref() {
+            ast::Statement::Deallocate { name, .. } => Some(&name.value),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The response of a finished statement.
 fn respond(output: Output, format: &Format) -> PgWireResult<Response> {
     Ok(match output {
         Output::Rows { schema, stream } => encode::rows(schema, stream, format)?,
         Output::Command(tag) => Response::Execution(encode::tag(&tag)),
-        Output::Transaction { tag, start: true } => {
-            Response::TransactionStart(pgwire::api::results::Tag::new(tag))
-        }
-        Output::Transaction { tag, start: false } => {
-            Response::TransactionEnd(pgwire::api::results::Tag::new(tag))
-        }
+        Output::Transaction { tag, start: true } => Response::TransactionStart(Tag::new(tag)),
+        Output::Transaction { tag, start: false } => Response::TransactionEnd(Tag::new(tag)),
         Output::CopyIn(_) => {
             return Err(pg_error(&Error::Unsupported(
                 "COPY FROM STDIN in the extended protocol".into(),

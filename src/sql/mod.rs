@@ -1,3 +1,4 @@
 //! SQL text to statements.
 
+pub mod names;
 pub mod parser;

@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
 use crate::error::{Error, Result};
+use crate::sql::names::alias_output_columns;
 
 /// One parsed statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +36,19 @@ static PG_COMPAT: LazyLock<PostgresCompatibilityParser> =
 /// Input made only of queries additionally goes through the Postgres compatibility rewrites, so
 /// clients' catalog queries plan in DataFusion.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let statements = parse_sluice(sql)?;
+    let mut statements = with_compat_rewrites(sql, parse_sluice(sql)?);
+    for statement in &mut statements {
+        if let Statement::Sql(stmt) = statement
+            && let ast::Statement::Query(query) = stmt.as_mut()
+        {
+            alias_output_columns(query);
+        }
+    }
+    Ok(statements)
+}
+
+/// Replaces statements by their Postgres-compatibility rewrite when all of them are queries.
+fn with_compat_rewrites(sql: &str, statements: Vec<Statement>) -> Vec<Statement> {
     let only_queries = statements
         .iter()
         .all(|s| matches!(s, Statement::Sql(s) if matches!(**s, ast::Statement::Query(_))));
@@ -44,12 +57,12 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         && let Ok(rewritten) = PG_COMPAT.parse(sql)
         && rewritten.len() == statements.len()
     {
-        return Ok(rewritten
+        return rewritten
             .into_iter()
             .map(|s| Statement::Sql(Box::new(s)))
-            .collect());
+            .collect();
     }
-    Ok(statements)
+    statements
 }
 
 fn parse_sluice(sql: &str) -> Result<Vec<Statement>> {

@@ -1,0 +1,43 @@
+"""Drives Sluice with psycopg 3 (extended protocol with parameters, server-side prepared
+statements, transactions as psycopg issues them). Exits non-zero on the first mismatch.
+
+Usage: python3 psycopg_client.py "<libpq connection string>"
+"""
+import sys
+from decimal import Decimal
+
+import psycopg
+
+with psycopg.connect(sys.argv[1]) as conn:
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE py_items (id int PRIMARY KEY, name text, amount numeric(10,2))")
+    cur.execute("INSERT INTO py_items VALUES (%s, %s, %s)", (1, "a", Decimal("1.50")))
+    # executemany prepares the statement server-side after a few uses.
+    cur.executemany(
+        "INSERT INTO py_items VALUES (%s, %s, %s)",
+        [(i, f"n{i}", Decimal(i) / 4) for i in range(2, 12)],
+    )
+    conn.commit()
+    cur.execute("SELECT id, name, amount FROM py_items WHERE id >= %s ORDER BY id LIMIT 2", (10,))
+    rows = cur.fetchall()
+    assert rows == [(10, "n10", Decimal("2.50")), (11, "n11", Decimal("2.75"))], rows
+    cur.execute("SELECT count(*) FROM py_items")
+    assert cur.fetchone() == (11,)
+    try:
+        cur.execute("INSERT INTO py_items VALUES (%s, %s, %s)", (1, "dup", 0))
+        raise AssertionError("duplicate key accepted")
+    except psycopg.errors.UniqueViolation as e:
+        assert e.sqlstate == "23505", e.sqlstate
+    conn.rollback()
+    cur.execute("UPDATE py_items SET name = %s WHERE id = %s", (None, 3))
+    assert cur.rowcount == 1, cur.rowcount
+    cur.execute("DELETE FROM py_items WHERE amount < %s", (Decimal("1"),))
+    assert cur.rowcount == 2, cur.rowcount  # ids 2 and 3: 0.50 and 0.75
+    conn.commit()
+    cur.execute("SELECT name FROM py_items WHERE id = 3")
+    assert cur.fetchone() is None  # id 3 was deleted
+    cur.execute("SELECT count(*), sum(amount) FROM py_items")
+    assert cur.fetchone() == (9, Decimal("16.50")), "count/sum after delete"
+    cur.execute("DROP TABLE py_items")
+    conn.commit()
+print("psycopg: ok")

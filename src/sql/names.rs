@@ -1,0 +1,108 @@
+//! Postgres' names for unaliased output columns.
+//!
+//! DataFusion names an output column after its whole expression (`sum(orders.amount)`);
+//! Postgres names it after the function or column (`sum`, `amount`) and `?column?` otherwise.
+//! Clients show these names as headers, so Sluice gives the top-level SELECT list Postgres'
+//! names as aliases, except where two columns would end up with the same name (DataFusion
+//! requires distinct names), which keep DataFusion's.
+
+use std::collections::HashMap;
+
+use datafusion::sql::sqlparser::ast;
+
+/// Adds Postgres-style aliases to the unaliased items of the query's top-level SELECT list.
+pub fn alias_output_columns(query: &mut ast::Query) {
+    let ast::SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let names: Vec<Option<String>> = select
+        .projection
+        .iter()
+        .map(|item| match item {
+            ast::SelectItem::UnnamedExpr(expr) => Some(postgres_name(expr)),
+            ast::SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for name in names.iter().flatten() {
+        *counts.entry(name.as_str()).or_default() += 1;
+    }
+    // Wildcards expand to columns whose names are unknown here; leave such lists alone.
+    if names.iter().any(Option::is_none) {
+        return;
+    }
+    for (item, name) in select.projection.iter_mut().zip(&names) {
+        let (ast::SelectItem::UnnamedExpr(expr), Some(name)) = (&*item, name) else {
+            continue;
+        };
+        if counts[name.as_str()] > 1
+            || matches!(
+                expr,
+                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+            )
+        {
+            continue;
+        }
+        let alias = ast::Ident::with_quote('"', name.clone());
+        *item = ast::SelectItem::ExprWithAlias {
+            expr: expr.clone(),
+            alias,
+        };
+    }
+}
+
+/// The name Postgres gives an output column computed by `expr`.
+fn postgres_name(expr: &ast::Expr) -> String {
+    match expr {
+        ast::Expr::Identifier(ident) => ident.value.to_lowercase(),
+        ast::Expr::CompoundIdentifier(parts) => parts
+            .last()
+            .map_or_else(String::new, |i| i.value.to_lowercase()),
+        ast::Expr::Function(f) => f
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map_or_else(|| "?column?".to_owned(), |i| i.value.to_lowercase()),
+        ast::Expr::Nested(inner) => postgres_name(inner),
+        ast::Expr::Cast { expr, .. }
+            if matches!(
+                **expr,
+                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+            ) =>
+        {
+            postgres_name(expr)
+        }
+        ast::Expr::Case { .. } => "case".to_owned(),
+        _ => "?column?".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sql::parser::{Statement, parse};
+
+    fn names_of(sql: &str) -> String {
+        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else {
+            panic!()
+        };
+        stmt.to_string()
+    }
+
+    #[test]
+    fn functions_and_expressions_get_postgres_names() {
+        assert_eq!(
+            names_of("SELECT customer, sum(amount), 1 + 1 FROM orders"),
+            "SELECT customer, sum(amount) AS \"sum\", 1 + 1 AS \"?column?\" FROM orders"
+        );
+        assert_eq!(
+            names_of("SELECT sum(a), sum(b) FROM t"),
+            "SELECT sum(a), sum(b) FROM t"
+        );
+        assert_eq!(
+            names_of("SELECT *, count(*) FROM t"),
+            "SELECT *, count(*) FROM t"
+        );
+    }
+}
