@@ -96,6 +96,11 @@ impl Sluice {
         format!("host=127.0.0.1 port={} user=root dbname=dev", self.port)
     }
 
+    /// The TCP port of the current run, for clients that take host and port separately.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The last lines of the server log (all runs), for failure messages.
     pub fn log_tail(&self) -> String {
         let log = fs::read_to_string(self.log_path()).unwrap_or_else(|e| format!("<no log: {e}>"));
@@ -187,6 +192,23 @@ pub async fn connect(conn: &str) -> Result<Client, tokio_postgres::Error> {
         let _ = connection.await;
     });
     Ok(client)
+}
+
+/// Runs `sql` with the simple query protocol and returns its rows as Postgres text, `None` for
+/// NULL.
+pub async fn text_rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+    let messages = client.simple_query(sql).await?;
+    Ok(messages
+        .iter()
+        .filter_map(|message| match message {
+            SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).map(str::to_owned))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Calls `f` until it succeeds or `deadline` has passed, backing off from 10 ms to 200 ms.

@@ -3,8 +3,11 @@
 //!
 //! - [`harness`]: start, `kill -9`, and restart a server on a temporary data directory;
 //! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
-//! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write).
+//! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
+//! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions.
 
+mod clients;
 mod crash;
 mod harness;
+mod psycopg;
 mod slt;

@@ -30,7 +30,7 @@ pub enum Error {
     #[error("relation \"{0}\" already exists")]
     DuplicateRelation(String),
     /// A row with this primary key already exists.
-    #[error("duplicate key value violates primary key of \"{table}\": key ({key}) already exists")]
+    #[error("duplicate key value violates unique constraint \"{table}_pkey\"")]
     DuplicateKey {
         /// The table written to.
         table: String,

@@ -339,7 +339,7 @@ impl Engine {
     }
 
     /// The table a statement names.
-    fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableCatalog>> {
+    pub(crate) fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableCatalog>> {
         let name = relation_name(name)?;
         self.catalog
             .table_by_name(&name)

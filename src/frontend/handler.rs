@@ -20,7 +20,7 @@ use pgwire::api::results::{CopyResponse, FieldInfo, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
-use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 
@@ -119,7 +119,12 @@ impl SimpleQueryHandler for Backend {
                     )));
                     break;
                 }
-                Ok(output) => responses.push(respond(output, &Format::UnifiedText)?),
+                Ok(output) => {
+                    if let Some(notice) = transaction_notice(&output) {
+                        send_notice(client, notice).await?;
+                    }
+                    responses.push(respond(output, &Format::UnifiedText)?);
+                }
                 Err(e) => {
                     responses.push(Response::Error(Box::new(error_info(&e))));
                     break;
@@ -128,6 +133,38 @@ impl SimpleQueryHandler for Backend {
         }
         Ok(responses)
     }
+}
+
+/// A notice telling the client that transaction blocks do not group statements: each
+/// statement commits when it returns, and ROLLBACK undoes nothing.
+fn transaction_notice(output: &Output) -> Option<ErrorInfo> {
+    let (severity, message) = match output {
+        Output::Transaction { start: true, .. } => (
+            "NOTICE",
+            "Sluice runs every statement in its own transaction: each commits when it returns",
+        ),
+        Output::Transaction {
+            tag: "ROLLBACK", ..
+        } => (
+            "WARNING",
+            "ROLLBACK cannot undo statements: each was committed when it returned",
+        ),
+        _ => return None,
+    };
+    Some(ErrorInfo::new(
+        severity.to_owned(),
+        "00000".to_owned(),
+        message.to_owned(),
+    ))
+}
+
+async fn send_notice<C>(client: &mut C, notice: ErrorInfo) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    futures::SinkExt::send(client, PgWireBackendMessage::NoticeResponse(notice.into())).await?;
+    Ok(())
 }
 
 /// The prepared statement a `DEALLOCATE` names (`ALL` for every one).

@@ -142,9 +142,7 @@ fn insert_types(
     let ast::TableObject::TableName(name) = &insert.table else {
         return Ok(());
     };
-    let Some(table) = engine.catalog().table_by_name(&relation_name(name)?) else {
-        return Ok(());
-    };
+    let table = engine.table(name)?;
     let targets: Vec<usize> = if insert.columns.is_empty() {
         table.visible_indices()
     } else {
@@ -186,9 +184,7 @@ async fn update_types(
     let ast::TableFactor::Table { name, .. } = &update.table.relation else {
         return Ok(());
     };
-    let Some(table) = engine.catalog().table_by_name(&relation_name(name)?) else {
-        return Ok(());
-    };
+    let table = engine.table(name)?;
     for assignment in &update.assignments {
         let ast::AssignmentTarget::ColumnName(col) = &assignment.target else {
             continue;

@@ -58,7 +58,11 @@ pub fn error_info(error: &Error) -> ErrorInfo {
         Error::DataFusion(e) => datafusion_message(e.find_root()),
         other => other.to_string(),
     };
-    ErrorInfo::new("ERROR".to_owned(), sqlstate(error).to_owned(), message)
+    let mut info = ErrorInfo::new("ERROR".to_owned(), sqlstate(error).to_owned(), message);
+    if let Error::DuplicateKey { key, .. } = error {
+        info.detail = Some(format!("Key ({key}) already exists."));
+    }
+    info
 }
 
 /// DataFusion's message, reworded as Postgres words it where users rely on the wording.
