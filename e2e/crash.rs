@@ -19,11 +19,9 @@ async fn rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<Strin
     Ok(messages
         .iter()
         .filter_map(|message| match message {
-            SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).map(str::to_owned))
-                    .collect(),
-            ),
+            SimpleQueryMessage::Row(row) => {
+                Some((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect())
+            }
             _ => None,
         })
         .collect())
@@ -39,9 +37,7 @@ async fn committed_row_survives_kill9() -> anyhow::Result<()> {
 /// Inserts a row, kills the server with SIGKILL, restarts it, and expects the row back.
 async fn kill9_keeps_committed_row(server: &mut Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
-    client
-        .simple_query("CREATE TABLE kv (k bigint PRIMARY KEY, v int)")
-        .await?;
+    client.simple_query("CREATE TABLE kv (k bigint PRIMARY KEY, v int)").await?;
     client.simple_query("INSERT INTO kv VALUES (1, 10)").await?;
     drop(client);
 
@@ -51,10 +47,7 @@ async fn kill9_keeps_committed_row(server: &mut Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
     let found = rows(&client, "SELECT k, v FROM kv").await?;
     let expected = vec![vec![Some("1".to_owned()), Some("10".to_owned())]];
-    ensure!(
-        found == expected,
-        "after restart: expected {expected:?}, found {found:?}"
-    );
+    ensure!(found == expected, "after restart: expected {expected:?}, found {found:?}");
     Ok(())
 }
 
@@ -97,24 +90,18 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % bound
     }
 }
 
 #[tokio::test]
 async fn acknowledged_writes_survive_kill9_mid_stream() -> anyhow::Result<()> {
-    let seed = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(7, |d| d.as_nanos() as u64)
-        });
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64)
+    });
     let mut server = Sluice::start().await?;
     let outcome = kill_mid_stream(&mut server, seed).await;
     outcome.with_context(|| format!("CRASH_SEED={seed}\n{}", server.log_tail()))
@@ -125,9 +112,7 @@ async fn acknowledged_writes_survive_kill9_mid_stream() -> anyhow::Result<()> {
 /// changes (plus, possibly, the one that was in flight). Repeats on the same data.
 async fn kill_mid_stream(server: &mut Sluice, seed: u64) -> anyhow::Result<()> {
     let client = server.connect().await?;
-    client
-        .simple_query("CREATE TABLE crash_kv (k bigint PRIMARY KEY, v bigint)")
-        .await?;
+    client.simple_query("CREATE TABLE crash_kv (k bigint PRIMARY KEY, v bigint)").await?;
     let mut rng = Lcg(seed);
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     for round in 0..ROUNDS {
@@ -213,12 +198,8 @@ async fn write_until_error(
 
 async fn prepare_writes(client: &Client) -> Result<[Statement; 3], tokio_postgres::Error> {
     Ok([
-        client
-            .prepare("INSERT INTO crash_kv VALUES ($1, $2)")
-            .await?,
-        client
-            .prepare("UPDATE crash_kv SET v = $1 WHERE k = $2")
-            .await?,
+        client.prepare("INSERT INTO crash_kv VALUES ($1, $2)").await?,
+        client.prepare("UPDATE crash_kv SET v = $1 WHERE k = $2").await?,
         client.prepare("DELETE FROM crash_kv WHERE k = $1").await?,
     ])
 }

@@ -58,12 +58,7 @@ impl Sluice {
     pub async fn start() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
         fs::create_dir_all(dir.path().join("data"))?;
-        let mut sluice = Sluice {
-            dir,
-            child: None,
-            port: 0,
-            spawns: 0,
-        };
+        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0 };
         sluice.launch().await?;
         Ok(sluice)
     }
@@ -106,11 +101,7 @@ impl Sluice {
         let log = fs::read_to_string(self.log_path()).unwrap_or_else(|e| format!("<no log: {e}>"));
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-        format!(
-            "--- sluice log (last {} lines) ---\n{}",
-            tail.len(),
-            tail.join("\n")
-        )
+        format!("--- sluice log (last {} lines) ---\n{}", tail.len(), tail.join("\n"))
     }
 
     fn log_path(&self) -> PathBuf {
@@ -144,10 +135,7 @@ impl Sluice {
     /// Spawns one server process with its output appended to the log file.
     fn spawn(&mut self) -> anyhow::Result<Child> {
         self.spawns += 1;
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())?;
+        let mut log = OpenOptions::new().create(true).append(true).open(self.log_path())?;
         writeln!(log, "=== start #{} on port {} ===", self.spawns, self.port)?;
         let stdout = log.try_clone()?;
         Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -201,11 +189,9 @@ pub async fn text_rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Opt
     Ok(messages
         .iter()
         .filter_map(|message| match message {
-            SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).map(str::to_owned))
-                    .collect(),
-            ),
+            SimpleQueryMessage::Row(row) => {
+                Some((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect())
+            }
             _ => None,
         })
         .collect())

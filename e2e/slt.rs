@@ -58,10 +58,7 @@ impl From<tokio_postgres::Error> for SltError {
                 message: db.message().to_owned(),
                 sqlstate: Some(db.code().code().to_owned()),
             },
-            None => SltError {
-                message: error.to_string(),
-                sqlstate: None,
-            },
+            None => SltError { message: error.to_string(), sqlstate: None },
         }
     }
 }
@@ -105,10 +102,7 @@ impl AsyncDB for SltDb {
             }
         }
         Ok(match columns {
-            Some(n) => DBOutput::Rows {
-                types: vec![DefaultColumnType::Any; n],
-                rows,
-            },
+            Some(n) => DBOutput::Rows { types: vec![DefaultColumnType::Any; n], rows },
             None => DBOutput::StatementComplete(count),
         })
     }
@@ -185,10 +179,7 @@ async fn sql_logic_tests() {
         .into_iter()
         .filter(|path| path.to_string_lossy().contains(&filter))
         .collect();
-    assert!(
-        !files.is_empty(),
-        "no .slt files match SLT_FILTER={filter:?}"
-    );
+    assert!(!files.is_empty(), "no .slt files match SLT_FILTER={filter:?}");
 
     let (server, conn, engine) = match std::env::var("SLT_PG_URL") {
         Ok(url) => (None, url, "postgres"),
@@ -201,11 +192,7 @@ async fn sql_logic_tests() {
 
     let mut failures = Vec::new();
     for path in &files {
-        let name = path
-            .strip_prefix(root)
-            .unwrap_or(path)
-            .display()
-            .to_string();
+        let name = path.strip_prefix(root).unwrap_or(path).display().to_string();
         if let Err(error) = run_file(path, &conn, engine).await {
             failures.push(format!("=== {name}\n{error}"));
         }

@@ -49,6 +49,12 @@ pub enum Error {
     /// `SHOW` of a variable that does not exist.
     #[error("unrecognized configuration parameter \"{0}\"")]
     UnknownSetting(String),
+    /// The statement names a relation of another kind (DROP TABLE on a view, ...).
+    #[error("{0}")]
+    WrongObjectType(String),
+    /// Other objects depend on the one being dropped.
+    #[error("{0}")]
+    DependentObjects(String),
     /// A valid statement that Sluice does not support (yet).
     #[error("not supported: {0}")]
     Unsupported(String),

@@ -76,6 +76,30 @@ impl DataType {
         }
     }
 
+    /// The catalog type that holds values of an Arrow type computed by a query; values are cast
+    /// to [`DataType::to_arrow`] of the result before they are stored.
+    pub fn from_arrow(ty: &ArrowType) -> Result<Self> {
+        Ok(match ty {
+            ArrowType::Boolean => DataType::Boolean,
+            ArrowType::Int8 | ArrowType::Int16 | ArrowType::UInt8 => DataType::Int16,
+            ArrowType::Int32 | ArrowType::UInt16 => DataType::Int32,
+            ArrowType::Int64 | ArrowType::UInt32 => DataType::Int64,
+            ArrowType::UInt64 => DataType::Decimal { precision: 20, scale: 0 },
+            ArrowType::Float16 | ArrowType::Float32 => DataType::Float32,
+            ArrowType::Float64 => DataType::Float64,
+            ArrowType::Decimal128(p, s) if *s >= 0 => {
+                DataType::Decimal { precision: *p, scale: *s }
+            }
+            ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::Varchar,
+            ArrowType::Binary | ArrowType::LargeBinary | ArrowType::BinaryView => DataType::Bytea,
+            ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
+            ArrowType::Timestamp(_, None) => DataType::Timestamp,
+            ArrowType::Timestamp(_, Some(_)) => DataType::Timestamptz,
+            ArrowType::Null => DataType::Varchar,
+            other => return Err(unsupported!("values of type {other} in a materialized view")),
+        })
+    }
+
     /// Binds a type written in SQL.
     pub fn from_sql(ty: &ast::DataType) -> Result<Self> {
         use ast::DataType as S;
@@ -168,12 +192,8 @@ mod tests {
 
     fn bind(sql_type: &str) -> Result<DataType> {
         let sql = format!("CREATE TABLE t (c {sql_type})");
-        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
-            .unwrap()
-            .remove(0);
-        let ast::Statement::CreateTable(t) = stmt else {
-            panic!("not a create table")
-        };
+        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql).unwrap().remove(0);
+        let ast::Statement::CreateTable(t) = stmt else { panic!("not a create table") };
         DataType::from_sql(&t.columns[0].data_type)
     }
 
@@ -186,13 +206,7 @@ mod tests {
             ("bigint", DataType::Int64),
             ("real", DataType::Float32),
             ("double precision", DataType::Float64),
-            (
-                "numeric(10,2)",
-                DataType::Decimal {
-                    precision: 10,
-                    scale: 2,
-                },
-            ),
+            ("numeric(10,2)", DataType::Decimal { precision: 10, scale: 2 }),
             ("varchar", DataType::Varchar),
             ("text", DataType::Varchar),
             ("date", DataType::Date),
@@ -205,10 +219,7 @@ mod tests {
         for (sql, expected) in cases {
             assert_eq!(bind(sql).unwrap(), expected, "{sql}");
         }
-        assert!(matches!(
-            bind("numeric(50,2)"),
-            Err(Error::InvalidStatement(_))
-        ));
+        assert!(matches!(bind("numeric(50,2)"), Err(Error::InvalidStatement(_))));
         assert!(matches!(bind("int[]"), Err(Error::Unsupported(_))));
     }
 }

@@ -48,16 +48,9 @@ impl SluiceCatalog {
     /// A catalog provider over Sluice's catalog.
     pub fn new(catalog: Arc<Catalog>, store: Arc<Store>) -> Self {
         let schema = |with_hidden| {
-            Arc::new(SluiceSchema {
-                catalog: catalog.clone(),
-                store: store.clone(),
-                with_hidden,
-            })
+            Arc::new(SluiceSchema { catalog: catalog.clone(), store: store.clone(), with_hidden })
         };
-        Self {
-            schemas: [schema(false), schema(true)],
-            extra: RwLock::default(),
-        }
+        Self { schemas: [schema(false), schema(true)], extra: RwLock::default() }
     }
 }
 
@@ -107,20 +100,12 @@ impl fmt::Debug for SluiceSchema {
 #[async_trait]
 impl SchemaProvider for SluiceSchema {
     fn table_names(&self) -> Vec<String> {
-        self.catalog
-            .tables()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect()
+        self.catalog.tables().iter().map(|t| t.name.clone()).collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         Ok(self.catalog.table_by_name(name).map(|table| {
-            Arc::new(RelationProvider::new(
-                table,
-                self.store.clone(),
-                self.with_hidden,
-            )) as _
+            Arc::new(RelationProvider::new(table, self.store.clone(), self.with_hidden)) as _
         }))
     }
 
@@ -146,12 +131,7 @@ impl RelationProvider {
         } else {
             (table.visible_indices(), table.visible_schema())
         };
-        Self {
-            table,
-            store,
-            columns,
-            schema,
-        }
+        Self { table, store, columns, schema }
     }
 }
 
@@ -210,11 +190,7 @@ struct RelationScan {
 
 impl fmt::Debug for RelationScan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "RelationScan({}, {:?})",
-            self.table.name, self.projection
-        )
+        write!(f, "RelationScan({}, {:?})", self.table.name, self.projection)
     }
 }
 
@@ -228,11 +204,8 @@ impl PartitionStream for RelationScan {
         let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
         let tx = builder.tx();
         let (table, store) = (self.table.clone(), self.store.clone());
-        let (types, projection, schema) = (
-            self.types.clone(),
-            self.projection.clone(),
-            self.schema.clone(),
-        );
+        let (types, projection, schema) =
+            (self.types.clone(), self.projection.clone(), self.schema.clone());
         let mut remaining = self.limit.unwrap_or(usize::MAX);
         builder.spawn_blocking(move || {
             let owned;
@@ -278,10 +251,7 @@ impl PartitionStream for RelationScan {
 fn key_range(table: &TableCatalog) -> (Vec<u8>, Vec<u8>) {
     use crate::catalog::TableId;
     use crate::storage::keycodec::table_prefix;
-    (
-        table_prefix(table.id).to_vec(),
-        table_prefix(TableId(table.id.0 + 1)).to_vec(),
-    )
+    (table_prefix(table.id).to_vec(), table_prefix(TableId(table.id.0 + 1)).to_vec())
 }
 
 fn to_batch(
@@ -290,9 +260,5 @@ fn to_batch(
     rows: usize,
 ) -> DfResult<RecordBatch> {
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &options,
-    )?)
+    Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
 }

@@ -40,19 +40,54 @@ pub struct ColumnCatalog {
     pub hidden: bool,
 }
 
-/// A table: its columns and primary key.
+/// What a relation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RelationKind {
+    /// A table written by DML.
+    Table,
+    /// A materialized view maintained by its streaming job.
+    MaterializedView,
+    /// State of an operator of a streaming job (backfill progress, aggregate groups, ...).
+    Internal,
+}
+
+impl RelationKind {
+    /// The word users know the kind by, as in error messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            RelationKind::Table => "table",
+            RelationKind::MaterializedView => "materialized view",
+            RelationKind::Internal => "internal table",
+        }
+    }
+}
+
+/// A relation with stored rows: a table, a materialized view or an internal state table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TableCatalog {
     /// Also the key prefix of its rows.
     pub id: TableId,
-    /// Table name within [`DEFAULT_SCHEMA`].
+    /// Name within [`DEFAULT_SCHEMA`].
     pub name: String,
+    /// What the relation is.
+    pub kind: RelationKind,
     /// All columns, hidden ones included, in storage order.
     pub columns: Vec<ColumnCatalog>,
     /// Indices of the primary-key columns, in key order.
     pub pk: Vec<usize>,
+    /// How many leading primary-key columns choose a row's vnode (the distribution key).
+    pub dist_key_len: usize,
     /// The statement that created it.
     pub definition: String,
+    /// Relations a materialized view reads.
+    pub dependencies: Vec<TableId>,
+    /// The internal state tables of this relation's streaming job, in plan order.
+    pub internal_tables: Vec<TableId>,
+    /// For an internal table, the job (table or view) that owns it.
+    pub owner: Option<TableId>,
+    /// Snapshot rows per second a view's backfill may read; `None` for no limit.
+    #[serde(default)]
+    pub backfill_rate_limit: Option<u64>,
 }
 
 impl TableCatalog {
@@ -68,14 +103,36 @@ impl TableCatalog {
 
     /// Indices of the visible columns.
     pub fn visible_indices(&self) -> Vec<usize> {
-        (0..self.columns.len())
-            .filter(|&i| !self.columns[i].hidden)
-            .collect()
+        (0..self.columns.len()).filter(|&i| !self.columns[i].hidden).collect()
     }
 
     /// The SQL types of all columns, in storage order.
     pub fn types(&self) -> Vec<DataType> {
         self.columns.iter().map(|c| c.data_type).collect()
+    }
+
+    /// A plain table, as `CREATE TABLE` makes it: its key distributes its rows.
+    pub fn new_table(
+        id: TableId,
+        name: String,
+        columns: Vec<ColumnCatalog>,
+        pk: Vec<usize>,
+        definition: String,
+    ) -> Self {
+        let dist_key_len = pk.len();
+        Self {
+            id,
+            name,
+            kind: RelationKind::Table,
+            columns,
+            pk,
+            dist_key_len,
+            definition,
+            dependencies: Vec::new(),
+            internal_tables: Vec::new(),
+            owner: None,
+            backfill_rate_limit: None,
+        }
     }
 
     /// True if the primary key is the generated row id.
@@ -127,10 +184,7 @@ impl Catalog {
             ),
             None => 1,
         };
-        Ok(Self {
-            store,
-            inner: RwLock::new(Inner { tables, next_id }),
-        })
+        Ok(Self { store, inner: RwLock::new(Inner { tables, next_id }) })
     }
 
     /// Reserves a fresh relation id, durably.
@@ -138,8 +192,7 @@ impl Catalog {
         let mut inner = self.inner.write();
         let id = TableId(inner.next_id);
         inner.next_id += 1;
-        self.store
-            .put_meta(NEXT_ID_KEY, &inner.next_id.to_be_bytes())?;
+        self.store.put_meta(NEXT_ID_KEY, &inner.next_id.to_be_bytes())?;
         Ok(id)
     }
 
@@ -148,14 +201,20 @@ impl Catalog {
         self.inner.read().tables.values().cloned().collect()
     }
 
-    /// The table called `name`, if any.
+    /// The relation called `name`, of any kind, if any.
     pub fn table_by_name(&self, name: &str) -> Option<Arc<TableCatalog>> {
-        self.inner
-            .read()
-            .tables
-            .values()
-            .find(|t| t.name == name)
-            .cloned()
+        self.inner.read().tables.values().find(|t| t.name == name).cloned()
+    }
+
+    /// The relation with id `id`, if any.
+    pub fn table_by_id(&self, id: TableId) -> Option<Arc<TableCatalog>> {
+        self.inner.read().tables.get(&id).cloned()
+    }
+
+    /// Relations whose streaming job reads `id`.
+    pub fn dependents(&self, id: TableId) -> Vec<Arc<TableCatalog>> {
+        let inner = self.inner.read();
+        inner.tables.values().filter(|t| t.dependencies.contains(&id)).cloned().collect()
     }
 
     /// Persists a new table. The caller has checked the name is free.

@@ -1,4 +1,4 @@
-//! DDL: `CREATE TABLE`, `DROP TABLE`, `SHOW TABLES`, `DESCRIBE`.
+//! DDL: `CREATE TABLE`, `DROP TABLE | MATERIALIZED VIEW`, `SHOW TABLES`, `DESCRIBE`.
 //!
 //! A table is created in two steps: its catalog entry is written, then its streaming job
 //! (`dml -> materialize`) starts. Dropping stops the job between two checkpoints, then removes
@@ -6,7 +6,7 @@
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, TableCatalog};
+use crate::catalog::{ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, TableCatalog};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
@@ -25,62 +25,87 @@ impl Engine {
             return Err(Error::DuplicateRelation(name));
         }
         let (columns, pk) = bind_columns(&create)?;
-        let table = TableCatalog {
-            id: self.catalog.next_table_id()?,
-            name,
-            columns,
-            pk,
-            definition: create.to_string(),
-        };
+        let id = self.catalog.next_table_id()?;
+        let table = TableCatalog::new_table(id, name, columns, pk, create.to_string());
         let table = self.catalog.create_table(table)?;
-        self.start_table_job(&table).await?;
+        let job = self.prepare_table_job(&table);
+        self.start_job(job).await?;
         tracing::info!(table = %table.name, id = %table.id, "created table");
         Ok(Output::Command(CommandTag::new("CREATE TABLE")))
     }
 
-    /// `DROP TABLE [IF EXISTS] a, b`.
-    pub(crate) async fn drop_tables(
+    /// `DROP TABLE | MATERIALIZED VIEW [IF EXISTS] a, b [CASCADE]`.
+    pub(crate) async fn drop_relations(
         &self,
+        kind: RelationKind,
         if_exists: bool,
         names: &[ast::ObjectName],
+        cascade: bool,
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         for name in names {
             let name = relation_name(name)?;
-            let Some(table) = self.catalog.table_by_name(&name) else {
-                if if_exists {
-                    continue;
+            let relation = match self.catalog.table_by_name(&name) {
+                Some(r) if r.kind == kind => r,
+                Some(r) => {
+                    return Err(Error::WrongObjectType(format!(
+                        "\"{name}\" is a {}, not a {}; use DROP {}",
+                        r.kind.noun(),
+                        kind.noun(),
+                        r.kind.noun().to_uppercase()
+                    )));
                 }
-                return Err(Error::UnknownRelation {
-                    kind: "table",
-                    name,
-                });
+                None if if_exists => continue,
+                None => return Err(Error::UnknownRelation { kind: kind.noun(), name }),
             };
-            let job = self.job(table.id)?;
-            // Wait for statements in flight; none can start once the job is gone.
-            let _writes = job.write_lock.lock().await;
-            self.barrier.remove_actor(job.actor).await?;
-            self.jobs.lock().remove(&table.id);
-            self.catalog.drop_table(table.id)?;
-            self.store.drop_table_data(table.id)?;
-            tracing::info!(table = %table.name, id = %table.id, "dropped table");
+            let dependents = self.catalog.dependents(relation.id);
+            if !dependents.is_empty() && !cascade {
+                let names: Vec<&str> = dependents.iter().map(|d| d.name.as_str()).collect();
+                return Err(Error::DependentObjects(format!(
+                    "cannot drop {} \"{name}\" because other objects depend on it: {}; \
+                     drop them first or use DROP .. CASCADE",
+                    kind.noun(),
+                    names.join(", ")
+                )));
+            }
+            self.drop_with_dependents(&relation).await?;
         }
-        Ok(Output::Command(CommandTag::new("DROP TABLE")))
+        let tag = match kind {
+            RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
+            _ => "DROP TABLE",
+        };
+        Ok(Output::Command(CommandTag::new(tag)))
+    }
+
+    /// Drops a relation after every view that reads it, dependents first.
+    async fn drop_with_dependents(&self, relation: &TableCatalog) -> Result<()> {
+        for dependent in self.catalog.dependents(relation.id) {
+            Box::pin(self.drop_with_dependents(&dependent)).await?;
+        }
+        let job = self.job(relation.id)?;
+        // Wait for statements in flight; none can start once the job is gone.
+        let _writes = job.write_lock.lock().await;
+        self.stop_job(relation.id).await?;
+        for id in relation.internal_tables.iter().copied().chain([relation.id]) {
+            self.catalog.drop_table(id)?;
+            self.store.drop_table_data(id)?;
+        }
+        tracing::info!(relation = %relation.name, id = %relation.id, "dropped {}", relation.kind.noun());
+        Ok(())
     }
 
     /// `SHOW TABLES`: the user tables, by name.
     pub(crate) fn show_tables(&self) -> Result<Output> {
-        let mut names: Vec<String> = self
-            .catalog
-            .tables()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
+        self.show_relations(RelationKind::Table)
+    }
+
+    /// The names of the relations of one kind, sorted.
+    pub(crate) fn show_relations(&self, kind: RelationKind) -> Result<Output> {
+        let tables = self.catalog.tables();
+        let mut names: Vec<String> =
+            tables.iter().filter(|t| t.kind == kind).map(|t| t.name.clone()).collect();
         names.sort();
-        Ok(text_rows(
-            &["Name"],
-            names.into_iter().map(|n| vec![n]).collect(),
-        ))
+        Ok(text_rows(&["Name"], names.into_iter().map(|n| vec![n]).collect()))
     }
 
     /// `DESCRIBE name`: columns, types, and the primary key.
@@ -89,26 +114,13 @@ impl Engine {
         let table = self
             .catalog
             .table_by_name(&name)
-            .ok_or_else(|| Error::UnknownRelation {
-                kind: "table",
-                name,
-            })?;
+            .ok_or_else(|| Error::UnknownRelation { kind: "table", name })?;
         let mut rows: Vec<Vec<String>> = table
             .columns
             .iter()
-            .map(|c| {
-                vec![
-                    c.name.clone(),
-                    c.data_type.to_string(),
-                    c.hidden.to_string(),
-                ]
-            })
+            .map(|c| vec![c.name.clone(), c.data_type.to_string(), c.hidden.to_string()])
             .collect();
-        let pk: Vec<&str> = table
-            .pk
-            .iter()
-            .map(|&i| table.columns[i].name.as_str())
-            .collect();
+        let pk: Vec<&str> = table.pk.iter().map(|&i| table.columns[i].name.as_str()).collect();
         rows.push(vec!["primary key".into(), pk.join(", "), String::new()]);
         Ok(text_rows(&["Name", "Type", "Is Hidden"], rows))
     }
@@ -119,11 +131,7 @@ pub(crate) fn relation_name(name: &ast::ObjectName) -> Result<String> {
     let parts: Vec<String> = name
         .0
         .iter()
-        .map(|p| {
-            p.as_ident()
-                .map(normalize_ident)
-                .ok_or_else(|| invalid!("invalid name {name}"))
-        })
+        .map(|p| p.as_ident().map(normalize_ident).ok_or_else(|| invalid!("invalid name {name}")))
         .collect::<Result<_>>()?;
     match parts.as_slice() {
         [table] => Ok(table.clone()),
@@ -133,10 +141,7 @@ pub(crate) fn relation_name(name: &ast::ObjectName) -> Result<String> {
         {
             Ok(table.clone())
         }
-        _ => Err(Error::UnknownRelation {
-            kind: "relation",
-            name: name.to_string(),
-        }),
+        _ => Err(Error::UnknownRelation { kind: "relation", name: name.to_string() }),
     }
 }
 

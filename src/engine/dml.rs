@@ -21,9 +21,10 @@ use futures::TryStreamExt;
 use tokio::sync::oneshot;
 
 use crate::batch::DML_SCHEMA;
-use crate::catalog::{Epoch, TableCatalog};
+use crate::catalog::{Epoch, RelationKind, TableCatalog};
 use crate::engine::ddl::{normalize_ident, relation_name};
-use crate::engine::{CommandTag, Engine, Output, TableJob};
+use crate::engine::jobs::Job;
+use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::sql::parser::{Statement, parse};
 use crate::storage::keycodec::encode_keys;
@@ -69,9 +70,8 @@ impl Engine {
         };
         let table = self.table(name)?;
         let targets = target_columns(&table, &insert.columns)?;
-        let source = insert
-            .source
-            .ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
+        let source =
+            insert.source.ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let state = self.query_state();
@@ -89,12 +89,7 @@ impl Engine {
         };
         let mut rows = Vec::with_capacity(batches.len());
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
-            rows.push(full_rows(
-                &table,
-                &targets,
-                batch.columns(),
-                batch.num_rows(),
-            )?);
+            rows.push(full_rows(&table, &targets, batch.columns(), batch.num_rows())?);
         }
         let count = self.insert_rows(&table, &job, rows).await?;
         Ok(Output::Command(CommandTag::with_rows("INSERT", count)))
@@ -111,26 +106,18 @@ impl Engine {
             let ast::AssignmentTarget::ColumnName(col) = &a.target else {
                 return Err(unsupported!("UPDATE of a column tuple"));
             };
-            let name = col
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .map(normalize_ident)
-                .unwrap_or_default();
+            let name =
+                col.0.last().and_then(|p| p.as_ident()).map(normalize_ident).unwrap_or_default();
             let index = visible_column(&table, &name)?;
             if assigned.iter().any(|(i, _)| *i == index) {
-                return Err(invalid!(
-                    "multiple assignments to the same column \"{name}\""
-                ));
+                return Err(invalid!("multiple assignments to the same column \"{name}\""));
             }
             assigned.push((index, a.value.to_string()));
         }
         let exprs: Vec<String> = assigned.iter().map(|(_, e)| e.clone()).collect();
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
-        let old = self
-            .select_rows(&table, &alias, &exprs, update.selection.as_ref())
-            .await?;
+        let old = self.select_rows(&table, &alias, &exprs, update.selection.as_ref()).await?;
         let n = old.num_rows();
         if n == 0 {
             return Ok(Output::Command(CommandTag::with_rows("UPDATE", 0)));
@@ -172,9 +159,7 @@ impl Engine {
         let (table, alias) = self.table_in_from(&from.relation)?;
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
-        let rows = self
-            .select_rows(&table, &alias, &[], delete.selection.as_ref())
-            .await?;
+        let rows = self.select_rows(&table, &alias, &[], delete.selection.as_ref()).await?;
         let n = rows.num_rows();
         if n > 0 {
             self.apply(&job, vec![StreamChunk::deletes(rows)]).await?;
@@ -189,25 +174,15 @@ impl Engine {
         options: &[ast::CopyOption],
         legacy: &[ast::CopyLegacyOption],
     ) -> Result<Output> {
-        let ast::CopySource::Table {
-            table_name,
-            columns,
-        } = source
-        else {
+        let ast::CopySource::Table { table_name, columns } = source else {
             return Err(unsupported!("COPY (query) FROM"));
         };
         let table = self.table(&table_name)?;
-        let names: Vec<ast::ObjectName> = columns
-            .into_iter()
-            .map(|c| ast::ObjectName::from(vec![c]))
-            .collect();
+        let names: Vec<ast::ObjectName> =
+            columns.into_iter().map(|c| ast::ObjectName::from(vec![c])).collect();
         let columns = target_columns(&table, &names)?;
         let format = copy_format(options, legacy)?;
-        Ok(Output::CopyIn(CopyTarget {
-            table,
-            columns,
-            format,
-        }))
+        Ok(Output::CopyIn(CopyTarget { table, columns, format }))
     }
 
     /// Loads the data of a finished `COPY .. FROM STDIN`; returns the number of rows.
@@ -220,12 +195,7 @@ impl Engine {
         };
         let mut rows = Vec::with_capacity(texts.len());
         for batch in texts.iter().filter(|b| b.num_rows() > 0) {
-            rows.push(full_rows(
-                table,
-                &target.columns,
-                batch.columns(),
-                batch.num_rows(),
-            )?);
+            rows.push(full_rows(table, &target.columns, batch.columns(), batch.num_rows())?);
         }
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
@@ -236,7 +206,7 @@ impl Engine {
     async fn insert_rows(
         &self,
         table: &TableCatalog,
-        job: &TableJob,
+        job: &Job,
         rows: Vec<RecordBatch>,
     ) -> Result<usize> {
         if rows.is_empty() {
@@ -281,10 +251,10 @@ impl Engine {
     }
 
     /// Sends one statement's chunks and waits until the epoch holding them is committed.
-    async fn apply(&self, job: &TableJob, chunks: Vec<StreamChunk>) -> Result<()> {
+    async fn apply(&self, job: &Job, chunks: Vec<StreamChunk>) -> Result<()> {
         let (reply, epoch) = oneshot::channel();
-        job.dml
-            .send(DmlRequest { chunks, reply })
+        let dml = job.dml.as_ref().ok_or_else(|| Error::Stream("not a table".into()))?;
+        dml.send(DmlRequest { chunks, reply })
             .await
             .map_err(|_| Error::Stream("the table's streaming job has stopped".into()))?;
         let epoch = epoch
@@ -297,10 +267,7 @@ impl Engine {
     pub(crate) async fn wait_committed(&self, epoch: Epoch) -> Result<()> {
         let mut committed = self.store.subscribe_committed();
         self.barrier.request_checkpoint();
-        committed
-            .wait_for(|c| *c >= epoch)
-            .await
-            .map_err(|_| Error::Shutdown)?;
+        committed.wait_for(|c| *c >= epoch).await.map_err(|_| Error::Shutdown)?;
         Ok(())
     }
 
@@ -339,14 +306,20 @@ impl Engine {
     }
 
     /// The table a statement names.
+    /// Only tables take DML; views and internal tables are written by their jobs.
     pub(crate) fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableCatalog>> {
         let name = relation_name(name)?;
-        self.catalog
+        let table = self
+            .catalog
             .table_by_name(&name)
-            .ok_or(Error::UnknownRelation {
-                kind: "relation",
-                name,
-            })
+            .ok_or(Error::UnknownRelation { kind: "relation", name: name.clone() })?;
+        if table.kind != RelationKind::Table {
+            return Err(Error::WrongObjectType(format!(
+                "cannot change {} \"{name}\": only tables take INSERT, UPDATE, DELETE and COPY",
+                table.kind.noun()
+            )));
+        }
+        Ok(table)
     }
 
     /// The table and the name it goes by in an UPDATE or DELETE.
@@ -355,9 +328,7 @@ impl Engine {
             return Err(unsupported!("UPDATE or DELETE of {relation}"));
         };
         let table = self.table(name)?;
-        let alias = alias
-            .as_ref()
-            .map_or(table.name.clone(), |a| normalize_ident(&a.name));
+        let alias = alias.as_ref().map_or(table.name.clone(), |a| normalize_ident(&a.name));
         Ok((table, alias))
     }
 }
@@ -369,12 +340,7 @@ fn target_columns(table: &TableCatalog, names: &[ast::ObjectName]) -> Result<Vec
     }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let col = name
-            .0
-            .last()
-            .and_then(|p| p.as_ident())
-            .map(normalize_ident)
-            .unwrap_or_default();
+        let col = name.0.last().and_then(|p| p.as_ident()).map(normalize_ident).unwrap_or_default();
         let index = visible_column(table, &col)?;
         if out.contains(&index) {
             return Err(invalid!("column \"{col}\" specified more than once"));
@@ -448,10 +414,7 @@ fn cast_to(array: &ArrayRef, ty: DataType) -> Result<ArrayRef> {
     if ty == DataType::Bytea && array.data_type() == &ArrowType::Utf8 {
         return bytea_from_text(array);
     }
-    let options = CastOptions {
-        safe: false,
-        format_options: FormatOptions::default(),
-    };
+    let options = CastOptions { safe: false, format_options: FormatOptions::default() };
     cast_with_options(array, &target, &options).map_err(|e| {
         Error::InvalidInput(format!("cannot convert {} to {ty}: {e}", array.data_type()))
     })
@@ -497,24 +460,18 @@ fn update_pairs(old: &RecordBatch, new: &RecordBatch) -> Result<StreamChunk> {
         .map(|c| take(c, &order, None))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let data = RecordBatch::try_new(old.schema(), columns)?;
-    let ops = (0..n)
-        .flat_map(|_| [Op::UpdateDelete, Op::UpdateInsert])
-        .collect();
+    let ops = (0..n).flat_map(|_| [Op::UpdateDelete, Op::UpdateInsert]).collect();
     Ok(StreamChunk::new(ops, data))
 }
 
 fn table_keys(table: &TableCatalog, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
     let pk: Vec<ArrayRef> = table.pk.iter().map(|&i| batch.column(i).clone()).collect();
-    encode_keys(table.id, &pk, batch.num_rows())
+    encode_keys(table.id, &pk, batch.num_rows(), table.dist_key_len)
 }
 
 /// `id=5` style rendering of one row's key, for error messages.
 fn render_key(table: &TableCatalog, batch: &RecordBatch, row: usize) -> String {
-    let names: Vec<&str> = table
-        .pk
-        .iter()
-        .map(|&i| table.columns[i].name.as_str())
-        .collect();
+    let names: Vec<&str> = table.pk.iter().map(|&i| table.columns[i].name.as_str()).collect();
     let values: Vec<String> = table
         .pk
         .iter()
@@ -534,14 +491,9 @@ fn quote(ident: &str) -> String {
 /// ids generated within the same microsecond, and never decreasing within the process.
 fn next_row_id() -> i64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-        << 8;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64) << 8;
     let prev = LAST
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
-            Some(now.max(last + 1))
-        })
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(now.max(last + 1)))
         .expect("the update closure always succeeds");
     now.max(prev + 1) as i64
 }
@@ -551,13 +503,8 @@ fn copy_format(
     options: &[ast::CopyOption],
     legacy: &[ast::CopyLegacyOption],
 ) -> Result<CopyFormat> {
-    let mut format = CopyFormat {
-        csv: false,
-        delimiter: b'\t',
-        quote: b'"',
-        header: false,
-        null: "\\N".into(),
-    };
+    let mut format =
+        CopyFormat { csv: false, delimiter: b'\t', quote: b'"', header: false, null: "\\N".into() };
     let mut delimiter = None;
     let mut null = None;
     for option in options {

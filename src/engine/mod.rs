@@ -7,13 +7,15 @@
 
 pub mod ddl;
 pub mod dml;
+mod jobs;
+mod mv;
 pub mod query;
 pub mod session;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
@@ -21,24 +23,16 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::catalog::{ActorId, Catalog, TableCatalog, TableId};
+use crate::catalog::{Catalog, RelationKind, TableId};
 use crate::error::{Error, Result};
 use crate::sql::parser::Statement;
-use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
-use crate::stream::actor::Actor;
 use crate::stream::barrier::{BarrierHandle, BarrierManager};
-use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
-use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::unsupported;
 
 pub use session::Session;
-
-/// How many DML requests may queue for one table.
-const DML_QUEUE: usize = 16;
 
 /// Start-up settings.
 #[derive(Debug, Clone)]
@@ -83,28 +77,13 @@ pub struct CommandTag {
 impl CommandTag {
     /// A tag without a row count.
     pub fn new(command: &'static str) -> Self {
-        Self {
-            command,
-            rows: None,
-        }
+        Self { command, rows: None }
     }
 
     /// A tag with a row count.
     pub fn with_rows(command: &'static str, rows: usize) -> Self {
-        Self {
-            command,
-            rows: Some(rows),
-        }
+        Self { command, rows: Some(rows) }
     }
-}
-
-/// The running streaming job of a table.
-pub(crate) struct TableJob {
-    actor: ActorId,
-    dml: mpsc::Sender<DmlRequest>,
-    /// Held by a DML statement from its read until its epoch commits, so statements on one
-    /// table apply one after another against committed data.
-    write_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The database: catalog, storage, stream runtime and query engine.
@@ -112,7 +91,7 @@ pub struct Engine {
     store: Arc<Store>,
     catalog: Arc<Catalog>,
     barrier: BarrierHandle,
-    jobs: Mutex<HashMap<TableId, Arc<TableJob>>>,
+    jobs: Mutex<HashMap<TableId, Arc<jobs::Job>>>,
     ctx: SessionContext,
     /// Serializes DDL statements.
     ddl_lock: tokio::sync::Mutex<()>,
@@ -125,10 +104,7 @@ impl Engine {
     /// checkpoint fails.
     pub async fn start(config: Config) -> Result<(Arc<Engine>, JoinHandle<Result<()>>)> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-            Error::Storage(format!(
-                "cannot create data dir {}: {e}",
-                config.data_dir.display()
-            ))
+            Error::Storage(format!("cannot create data dir {}: {e}", config.data_dir.display()))
         })?;
         let store = Store::open(&config.data_dir)?;
         let catalog = Arc::new(Catalog::load(store.clone())?);
@@ -144,9 +120,7 @@ impl Engine {
             ddl_lock: tokio::sync::Mutex::new(()),
             next_actor: AtomicU32::new(1),
         });
-        for table in engine.catalog.tables() {
-            engine.start_table_job(&table).await?;
-        }
+        engine.start_jobs().await?;
         tracing::info!(
             tables = engine.catalog.tables().len(),
             committed_epoch = %engine.store.committed_epoch(),
@@ -169,14 +143,25 @@ impl Engine {
     async fn execute_sql(&self, session: &Session, stmt: ast::Statement) -> Result<Output> {
         use ast::Statement as S;
         match stmt {
+            S::Explain { statement, .. } if is_create_materialized_view(&statement) => {
+                self.explain_materialized_view(*statement).await
+            }
             S::Query(_) | S::Explain { .. } => self.query(session, stmt).await,
             S::CreateTable(create) => self.create_table(create).await,
+            S::CreateView(view) if view.materialized => self.create_materialized_view(view).await,
+            S::Drop { object_type: ast::ObjectType::Table, if_exists, names, cascade, .. } => {
+                self.drop_relations(RelationKind::Table, if_exists, &names, cascade).await
+            }
             S::Drop {
-                object_type: ast::ObjectType::Table,
+                object_type: ast::ObjectType::MaterializedView,
                 if_exists,
                 names,
+                cascade,
                 ..
-            } => self.drop_tables(if_exists, &names).await,
+            } => {
+                self.drop_relations(RelationKind::MaterializedView, if_exists, &names, cascade)
+                    .await
+            }
             S::Insert(insert) => self.insert(insert).await,
             S::Update(update) => self.update(update).await,
             S::Delete(delete) => self.delete(delete).await,
@@ -192,18 +177,9 @@ impl Engine {
             S::ExplainTable { table_name, .. } => self.describe(&table_name),
             S::Set(set) => session.set(set),
             S::ShowVariable { variable } => session.show(&variable),
-            S::StartTransaction { .. } => Ok(Output::Transaction {
-                tag: "BEGIN",
-                start: true,
-            }),
-            S::Commit { .. } => Ok(Output::Transaction {
-                tag: "COMMIT",
-                start: false,
-            }),
-            S::Rollback { .. } => Ok(Output::Transaction {
-                tag: "ROLLBACK",
-                start: false,
-            }),
+            S::StartTransaction { .. } => Ok(Output::Transaction { tag: "BEGIN", start: true }),
+            S::Commit { .. } => Ok(Output::Transaction { tag: "COMMIT", start: false }),
+            S::Rollback { .. } => Ok(Output::Transaction { tag: "ROLLBACK", start: false }),
             other => Err(unsupported!("{}", statement_kind(&other))),
         }
     }
@@ -212,33 +188,10 @@ impl Engine {
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
+}
 
-    /// Builds and starts the `dml -> materialize` job of a table.
-    async fn start_table_job(&self, table: &TableCatalog) -> Result<()> {
-        let actor = ActorId(self.next_actor.fetch_add(1, Ordering::Relaxed));
-        let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
-        let (dml_tx, dml_rx) = mpsc::channel(DML_QUEUE);
-        let state = StateTable::new(self.store.clone(), table.id, table.pk.clone());
-        let source = Box::new(DmlExecutor::new(barrier_rx, dml_rx));
-        let root = Box::new(MaterializeExecutor::new(source, state));
-        Actor::new(actor, root, self.barrier.collector()).spawn();
-        self.barrier.add_actor(actor, barrier_tx).await?;
-        let job = TableJob {
-            actor,
-            dml: dml_tx,
-            write_lock: Arc::new(tokio::sync::Mutex::new(())),
-        };
-        self.jobs.lock().insert(table.id, Arc::new(job));
-        Ok(())
-    }
-
-    fn job(&self, table: TableId) -> Result<Arc<TableJob>> {
-        self.jobs
-            .lock()
-            .get(&table)
-            .cloned()
-            .ok_or_else(|| Error::Stream(format!("table {table} has no running job")))
-    }
+fn is_create_materialized_view(stmt: &ast::Statement) -> bool {
+    matches!(stmt, ast::Statement::CreateView(v) if v.materialized)
 }
 
 /// A short name of a statement kind for "not supported" errors.

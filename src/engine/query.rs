@@ -27,10 +27,7 @@ pub fn session_context(catalog: Arc<Catalog>, store: Arc<Store>) -> Result<Sessi
     // Literals like 12.50 are numeric in Postgres, not double precision.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
     let ctx = SessionContext::new_with_config(config);
-    ctx.register_catalog(
-        DEFAULT_DATABASE,
-        Arc::new(SluiceCatalog::new(catalog, store)),
-    );
+    ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store)));
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
         .map_err(|e| Error::DataFusion(*e))?;
     Ok(ctx)
@@ -40,9 +37,7 @@ impl Engine {
     /// A planning state whose scans all read one snapshot of the last committed epoch.
     pub(crate) fn query_state(&self) -> SessionState {
         let mut state = self.ctx.state();
-        state
-            .config_mut()
-            .set_extension(Arc::new(QuerySnapshot(self.store.snapshot())));
+        state.config_mut().set_extension(Arc::new(QuerySnapshot(self.store.snapshot())));
         state
     }
 
@@ -52,9 +47,7 @@ impl Engine {
         state: &SessionState,
         stmt: ast::Statement,
     ) -> Result<LogicalPlan> {
-        Ok(state
-            .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
-            .await?)
+        Ok(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))).await?)
     }
 
     /// Runs a query or EXPLAIN.
@@ -67,9 +60,6 @@ impl Engine {
     /// Executes a planned query, streaming its rows.
     pub(crate) async fn run_plan(&self, state: SessionState, plan: LogicalPlan) -> Result<Output> {
         let stream = DataFrame::new(state, plan).execute_stream().await?;
-        Ok(Output::Rows {
-            schema: stream.schema(),
-            stream,
-        })
+        Ok(Output::Rows { schema: stream.schema(), stream })
     }
 }

@@ -51,27 +51,19 @@ impl Session {
             .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        Self {
-            vars: Mutex::new(vars),
-        }
+        Self { vars: Mutex::new(vars) }
     }
 
     /// The current value of a variable, if it has one.
     pub fn get(&self, name: &str) -> Option<String> {
         let name = name.to_lowercase();
-        self.vars
-            .lock()
-            .get(&name)
-            .cloned()
-            .or_else(|| default_of(&name).map(str::to_owned))
+        self.vars.lock().get(&name).cloned().or_else(|| default_of(&name).map(str::to_owned))
     }
 
     /// Runs a `SET` statement.
     pub fn set(&self, set: ast::Set) -> Result<Output> {
         let (name, values) = match set {
-            ast::Set::SingleAssignment {
-                variable, values, ..
-            } => (variable.to_string(), values),
+            ast::Set::SingleAssignment { variable, values, .. } => (variable.to_string(), values),
             ast::Set::SetTimeZone { value, .. } => ("timezone".to_owned(), vec![value]),
             other => return Err(Error::Unsupported(format!("SET form {other}"))),
         };
@@ -82,17 +74,9 @@ impl Session {
 
     /// Runs a `SHOW` statement: one row, one column named after the variable.
     pub fn show(&self, variable: &[ast::Ident]) -> Result<Output> {
-        let name = variable
-            .iter()
-            .map(|i| i.value.to_lowercase())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let value = self
-            .get(&name)
-            .ok_or_else(|| Error::UnknownSetting(name.clone()))?;
-        let column = variable
-            .last()
-            .map_or(name.clone(), |i| i.value.to_lowercase());
+        let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
+        let value = self.get(&name).ok_or_else(|| Error::UnknownSetting(name.clone()))?;
+        let column = variable.last().map_or(name.clone(), |i| i.value.to_lowercase());
         Ok(single_text_row(&column, &value))
     }
 }
@@ -120,24 +104,14 @@ pub fn single_text_row(column: &str, value: &str) -> Output {
 
 /// An output of text columns, built from rows of strings.
 pub fn text_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Output {
-    let fields: Vec<Field> = columns
-        .iter()
-        .map(|c| Field::new(*c, DataType::Utf8, true))
-        .collect();
+    let fields: Vec<Field> = columns.iter().map(|c| Field::new(*c, DataType::Utf8, true)).collect();
     let schema = Arc::new(Schema::new(fields));
     let arrays = (0..columns.len())
-        .map(|i| {
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r[i].as_str()),
-            )) as _
-        })
+        .map(|i| Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r[i].as_str()))) as _)
         .collect();
     let batch = RecordBatch::try_new(schema.clone(), arrays).expect("columns match schema");
     let stream = RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter([Ok(batch)]));
-    Output::Rows {
-        schema,
-        stream: Box::pin(stream),
-    }
+    Output::Rows { schema, stream: Box::pin(stream) }
 }
 
 #[cfg(test)]
@@ -146,12 +120,8 @@ mod tests {
     use crate::sql::parser::{Statement, parse};
 
     fn set(session: &Session, sql: &str) {
-        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else {
-            panic!()
-        };
-        let ast::Statement::Set(s) = *stmt else {
-            panic!("not a SET")
-        };
+        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else { panic!() };
+        let ast::Statement::Set(s) = *stmt else { panic!("not a SET") };
         session.set(s).unwrap();
     }
 

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{
-    DataType as ArrowType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
+    DataType as ArrowType, Field, Float32Type, Float64Type, Schema, SchemaRef, TimeUnit,
+    TimestampMicrosecondType,
 };
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
 use datafusion::execution::SendableRecordBatchStream;
@@ -47,29 +48,41 @@ pub fn rows(
     Ok(Response::Query(QueryResponse::new(fields, rows)))
 }
 
-/// Rewrites the text-format timestamp columns of `batch` as Postgres prints them: fractional
-/// seconds only when present, with trailing zeros trimmed, and `+00` for UTC instants.
+/// Rewrites the text-format timestamp and float columns of `batch` as Postgres prints them:
+/// timestamps with fractional seconds only when present and `+00` for UTC instants; floats in
+/// their shortest form (`6`, not `6.0`), with an exponent when very large or small.
 fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
     let mut columns = batch.columns().to_vec();
     let mut changed = false;
     for (i, column) in columns.iter_mut().enumerate() {
-        let ArrowType::Timestamp(_, tz) = column.data_type() else {
-            continue;
-        };
         if !format.is_text(i) {
             continue;
         }
-        let Ok(micros) =
-            arrow::compute::cast(column, &ArrowType::Timestamp(TimeUnit::Microsecond, None))
-        else {
-            continue;
+        let text = match column.data_type() {
+            ArrowType::Timestamp(_, tz) => {
+                let suffix = if tz.is_some() { "+00" } else { "" };
+                let Ok(micros) = arrow::compute::cast(
+                    column,
+                    &ArrowType::Timestamp(TimeUnit::Microsecond, None),
+                ) else {
+                    continue;
+                };
+                let micros = micros.as_primitive::<TimestampMicrosecondType>();
+                micros
+                    .iter()
+                    .map(|v| v.map(|v| format_timestamp(v, suffix)))
+                    .collect::<StringArray>()
+            }
+            ArrowType::Float64 => {
+                let values = column.as_primitive::<Float64Type>();
+                values.iter().map(|v| v.map(format_float)).collect()
+            }
+            ArrowType::Float32 => {
+                let values = column.as_primitive::<Float32Type>();
+                values.iter().map(|v| v.map(|v| format_float(v as f64))).collect()
+            }
+            _ => continue,
         };
-        let suffix = if tz.is_some() { "+00" } else { "" };
-        let micros = micros.as_primitive::<TimestampMicrosecondType>();
-        let text: StringArray = micros
-            .iter()
-            .map(|v| v.map(|v| format_timestamp(v, suffix)))
-            .collect();
         *column = Arc::new(text);
         changed = true;
     }
@@ -83,8 +96,26 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         .zip(&columns)
         .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
         .collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .expect("same columns, text timestamps")
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
+}
+
+/// A float as Postgres prints it: `6`, `1.5`, `1e+20`, `1.5e-05`, `NaN`, `Infinity`.
+fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    }
+    let abs = v.abs();
+    if abs != 0.0 && !(1e-4..1e16).contains(&abs) {
+        let s = format!("{v:e}");
+        let (mantissa, exponent) = s.split_once('e').expect("exponent format");
+        let exponent: i32 = exponent.parse().expect("exponent is a number");
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exponent.abs());
+    }
+    format!("{v}")
 }
 
 /// `2024-01-02 03:04:05.25` from microseconds since the epoch.
@@ -115,8 +146,7 @@ pub fn tag(tag: &CommandTag) -> Tag {
 
 /// The Postgres type a parameter of Arrow type `ty` is announced as.
 pub fn parameter_type(ty: Option<&arrow::datatypes::DataType>) -> Type {
-    ty.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok())
-        .unwrap_or(Type::UNKNOWN)
+    ty.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN)
 }
 
 #[cfg(test)]
@@ -126,10 +156,17 @@ mod tests {
     #[test]
     fn timestamps_print_like_postgres() {
         assert_eq!(format_timestamp(0, ""), "1970-01-01 00:00:00");
-        assert_eq!(
-            format_timestamp(1_250_000, "+00"),
-            "1970-01-01 00:00:01.25+00"
-        );
+        assert_eq!(format_timestamp(1_250_000, "+00"), "1970-01-01 00:00:01.25+00");
         assert_eq!(format_timestamp(-1, ""), "1969-12-31 23:59:59.999999");
+    }
+
+    #[test]
+    fn floats_print_like_postgres() {
+        assert_eq!(format_float(6.0), "6");
+        assert_eq!(format_float(1.5), "1.5");
+        assert_eq!(format_float(-0.25), "-0.25");
+        assert_eq!(format_float(1e20), "1e+20");
+        assert_eq!(format_float(1.5e-5), "1.5e-05");
+        assert_eq!(format_float(f64::NAN), "NaN");
     }
 }

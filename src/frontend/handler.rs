@@ -60,12 +60,7 @@ pub struct Backend {
 impl Backend {
     /// A backend running statements on `engine`.
     pub fn new(engine: Arc<Engine>) -> Self {
-        Self {
-            parser: Arc::new(PreparedParser {
-                engine: engine.clone(),
-            }),
-            engine,
-        }
+        Self { parser: Arc::new(PreparedParser { engine: engine.clone() }), engine }
     }
 }
 
@@ -105,13 +100,9 @@ impl SimpleQueryHandler for Backend {
             match self.engine.execute(&session, statement).await {
                 Ok(Output::CopyIn(target)) => {
                     let columns = target.columns.len();
-                    let slot: Arc<CopySlot> = client
-                        .session_extensions()
-                        .get_or_insert_with(CopySlot::default);
-                    *slot.lock() = Some(PendingCopy {
-                        target,
-                        data: Vec::new(),
-                    });
+                    let slot: Arc<CopySlot> =
+                        client.session_extensions().get_or_insert_with(CopySlot::default);
+                    *slot.lock() = Some(PendingCopy { target, data: Vec::new() });
                     responses.push(Response::CopyIn(CopyResponse::new(
                         0,
                         columns,
@@ -143,19 +134,12 @@ fn transaction_notice(output: &Output) -> Option<ErrorInfo> {
             "NOTICE",
             "Sluice runs every statement in its own transaction: each commits when it returns",
         ),
-        Output::Transaction {
-            tag: "ROLLBACK", ..
-        } => (
-            "WARNING",
-            "ROLLBACK cannot undo statements: each was committed when it returned",
-        ),
+        Output::Transaction { tag: "ROLLBACK", .. } => {
+            ("WARNING", "ROLLBACK cannot undo statements: each was committed when it returned")
+        }
         _ => return None,
     };
-    Some(ErrorInfo::new(
-        severity.to_owned(),
-        "00000".to_owned(),
-        message.to_owned(),
-    ))
+    Some(ErrorInfo::new(severity.to_owned(), "00000".to_owned(), message.to_owned()))
 }
 
 async fn send_notice<C>(client: &mut C, notice: ErrorInfo) -> PgWireResult<()>
@@ -220,9 +204,8 @@ impl QueryParser for PreparedParser {
         let Some(statement) = statements.pop() else {
             return Ok(None);
         };
-        let (mut param_types, schema) = describe(&self.engine, &statement)
-            .await
-            .map_err(|e| pg_error(&e))?;
+        let (mut param_types, schema) =
+            describe(&self.engine, &statement).await.map_err(|e| pg_error(&e))?;
         for (i, client_type) in types.iter().enumerate() {
             if let Some(ty) = client_type.as_ref().and_then(arrow_of_pg) {
                 if param_types.len() <= i {
@@ -231,19 +214,11 @@ impl QueryParser for PreparedParser {
                 param_types[i] = Some(ty);
             }
         }
-        Ok(Some(Prepared {
-            statement: Some(statement),
-            param_types,
-            schema,
-        }))
+        Ok(Some(Prepared { statement: Some(statement), param_types, schema }))
     }
 
     fn get_parameter_types(&self, stmt: &Prepared) -> PgWireResult<Vec<Type>> {
-        Ok(stmt
-            .param_types
-            .iter()
-            .map(|t| encode::parameter_type(t.as_ref()))
-            .collect())
+        Ok(stmt.param_types.iter().map(|t| encode::parameter_type(t.as_ref())).collect())
     }
 
     fn get_result_schema(
@@ -301,11 +276,7 @@ impl ExtendedQueryHandler for Backend {
         };
         let statement = substitute(portal, prepared, statement)?;
         let session = session(client);
-        let output = self
-            .engine
-            .execute(&session, statement)
-            .await
-            .map_err(|e| pg_error(&e))?;
+        let output = self.engine.execute(&session, statement).await.map_err(|e| pg_error(&e))?;
         respond(output, &portal.result_column_format)
     }
 }
@@ -318,16 +289,9 @@ impl CopyHandler for Backend {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let slot = client
-            .session_extensions()
-            .get::<CopySlot>()
-            .ok_or_else(no_copy)?;
+        let slot = client.session_extensions().get::<CopySlot>().ok_or_else(no_copy)?;
         let mut pending = slot.lock();
-        pending
-            .as_mut()
-            .ok_or_else(no_copy)?
-            .data
-            .extend_from_slice(&copy_data.data);
+        pending.as_mut().ok_or_else(no_copy)?.data.extend_from_slice(&copy_data.data);
         Ok(())
     }
 
@@ -337,16 +301,10 @@ impl CopyHandler for Backend {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let pending = client
-            .session_extensions()
-            .get::<CopySlot>()
-            .and_then(|s| s.lock().take());
+        let pending = client.session_extensions().get::<CopySlot>().and_then(|s| s.lock().take());
         let pending = pending.ok_or_else(no_copy)?;
-        let rows = self
-            .engine
-            .copy_in(&pending.target, &pending.data)
-            .await
-            .map_err(|e| pg_error(&e))?;
+        let rows =
+            self.engine.copy_in(&pending.target, &pending.data).await.map_err(|e| pg_error(&e))?;
         let tag = encode::tag(&crate::engine::CommandTag::with_rows("COPY", rows));
         futures::SinkExt::send(client, PgWireBackendMessage::CommandComplete(tag.into())).await?;
         Ok(())
@@ -361,10 +319,7 @@ impl CopyHandler for Backend {
         if let Some(slot) = client.session_extensions().get::<CopySlot>() {
             slot.lock().take();
         }
-        pg_error(&Error::InvalidInput(format!(
-            "COPY from stdin failed: {}",
-            fail.message
-        )))
+        pg_error(&Error::InvalidInput(format!("COPY from stdin failed: {}", fail.message)))
     }
 }
 

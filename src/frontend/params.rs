@@ -53,20 +53,12 @@ pub async fn describe(
             let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
                 &delete.from;
             if let Some(from) = from.first() {
-                where_types(
-                    engine,
-                    &from.relation,
-                    delete.selection.as_ref(),
-                    &mut types,
-                )
-                .await?;
+                where_types(engine, &from.relation, delete.selection.as_ref(), &mut types).await?;
             }
             None
         }
         ast::Statement::ShowVariable { variable } => {
-            let name = variable
-                .last()
-                .map_or(String::new(), |i| i.value.to_lowercase());
+            let name = variable.last().map_or(String::new(), |i| i.value.to_lowercase());
             Some(text_schema(&[&name]))
         }
         ast::Statement::ShowTables { .. } => Some(text_schema(&["Name"])),
@@ -78,10 +70,7 @@ pub async fn describe(
 
 fn text_schema(names: &[&str]) -> SchemaRef {
     Arc::new(Schema::new(
-        names
-            .iter()
-            .map(|n| Field::new(*n, ArrowType::Utf8, true))
-            .collect::<Vec<_>>(),
+        names.iter().map(|n| Field::new(*n, ArrowType::Utf8, true)).collect::<Vec<_>>(),
     ))
 }
 
@@ -149,17 +138,9 @@ fn insert_types(
         let names: Vec<String> = insert
             .columns
             .iter()
-            .map(|c| {
-                c.0.last()
-                    .and_then(|p| p.as_ident())
-                    .map(normalize_ident)
-                    .unwrap_or_default()
-            })
+            .map(|c| c.0.last().and_then(|p| p.as_ident()).map(normalize_ident).unwrap_or_default())
             .collect();
-        names
-            .iter()
-            .filter_map(|n| table.columns.iter().position(|c| &c.name == n))
-            .collect()
+        names.iter().filter_map(|n| table.columns.iter().position(|c| &c.name == n)).collect()
     };
     let Some(source) = &insert.source else {
         return Ok(());
@@ -189,23 +170,12 @@ async fn update_types(
         let ast::AssignmentTarget::ColumnName(col) = &assignment.target else {
             continue;
         };
-        let col = col
-            .0
-            .last()
-            .and_then(|p| p.as_ident())
-            .map(normalize_ident)
-            .unwrap_or_default();
+        let col = col.0.last().and_then(|p| p.as_ident()).map(normalize_ident).unwrap_or_default();
         if let Some(c) = table.columns.iter().find(|c| c.name == col) {
             set_type(types, &assignment.value, c.data_type.to_arrow());
         }
     }
-    where_types(
-        engine,
-        &update.table.relation,
-        update.selection.as_ref(),
-        types,
-    )
-    .await
+    where_types(engine, &update.table.relation, update.selection.as_ref(), types).await
 }
 
 /// Infers the placeholders of a WHERE clause by planning `SELECT * FROM t WHERE ..`.
@@ -220,14 +190,10 @@ async fn where_types(
         return Ok(());
     };
     let table = relation_name(name)?;
-    let alias = alias
-        .as_ref()
-        .map_or(table.clone(), |a| normalize_ident(&a.name));
+    let alias = alias.as_ref().map_or(table.clone(), |a| normalize_ident(&a.name));
     let sql =
         format!("SELECT * FROM \"{DML_SCHEMA}\".\"{table}\" AS \"{alias}\" WHERE {selection}");
-    let stmt = Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(&sql)?
-        .parse_statement()?;
+    let stmt = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_statement()?;
     let state = engine.query_state();
     let plan = engine.plan(&state, stmt).await?;
     merge(types, plan.get_parameter_types()?);
@@ -304,7 +270,5 @@ fn literal(value: &ScalarValue) -> Result<ast::Expr> {
         }
         other => quoted(&other.to_string()),
     };
-    Ok(Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(&sql)?
-        .parse_expr()?)
+    Ok(Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_expr()?)
 }

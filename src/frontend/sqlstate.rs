@@ -17,6 +17,8 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::InvalidInput(_) => "22P02",
         Error::TypeMismatch(_) => "42804",
         Error::UnknownSetting(_) => "42704",
+        Error::WrongObjectType(_) => "42809",
+        Error::DependentObjects(_) => "2BP01",
         Error::Unsupported(_) => "0A000",
         Error::InvalidStatement(_) => "42601",
         Error::DataFusion(e) => datafusion_sqlstate(e),
@@ -95,21 +97,13 @@ mod tests {
 
     #[test]
     fn user_errors_map_to_their_codes() {
-        let unknown = Error::UnknownRelation {
-            kind: "table",
-            name: "t".into(),
-        };
+        let unknown = Error::UnknownRelation { kind: "table", name: "t".into() };
         assert_eq!(sqlstate(&unknown), "42P01");
         assert_eq!(sqlstate(&Error::Parse("x".into())), "42601");
-        let dup = Error::DuplicateKey {
-            table: "t".into(),
-            key: "id)=(1".into(),
-        };
+        let dup = Error::DuplicateKey { table: "t".into(), key: "id)=(1".into() };
         assert_eq!(sqlstate(&dup), "23505");
         assert_eq!(error_info(&dup).message, dup.to_string());
-        let df = Error::DataFusion(DataFusionError::Plan(
-            "table 'dev.public.x' not found".into(),
-        ));
+        let df = Error::DataFusion(DataFusionError::Plan("table 'dev.public.x' not found".into()));
         assert_eq!(sqlstate(&df), "42P01");
         assert_eq!(error_info(&df).message, "relation \"x\" does not exist");
     }

@@ -2,3 +2,4 @@
 
 pub mod names;
 pub mod parser;
+pub mod planner;

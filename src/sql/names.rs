@@ -37,18 +37,12 @@ pub fn alias_output_columns(query: &mut ast::Query) {
             continue;
         };
         if counts[name.as_str()] > 1
-            || matches!(
-                expr,
-                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
-            )
+            || matches!(expr, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_))
         {
             continue;
         }
         let alias = ast::Ident::with_quote('"', name.clone());
-        *item = ast::SelectItem::ExprWithAlias {
-            expr: expr.clone(),
-            alias,
-        };
+        *item = ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias };
     }
 }
 
@@ -56,9 +50,9 @@ pub fn alias_output_columns(query: &mut ast::Query) {
 fn postgres_name(expr: &ast::Expr) -> String {
     match expr {
         ast::Expr::Identifier(ident) => ident.value.to_lowercase(),
-        ast::Expr::CompoundIdentifier(parts) => parts
-            .last()
-            .map_or_else(String::new, |i| i.value.to_lowercase()),
+        ast::Expr::CompoundIdentifier(parts) => {
+            parts.last().map_or_else(String::new, |i| i.value.to_lowercase())
+        }
         ast::Expr::Function(f) => f
             .name
             .0
@@ -67,10 +61,7 @@ fn postgres_name(expr: &ast::Expr) -> String {
             .map_or_else(|| "?column?".to_owned(), |i| i.value.to_lowercase()),
         ast::Expr::Nested(inner) => postgres_name(inner),
         ast::Expr::Cast { expr, .. }
-            if matches!(
-                **expr,
-                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
-            ) =>
+            if matches!(**expr, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)) =>
         {
             postgres_name(expr)
         }
@@ -84,9 +75,7 @@ mod tests {
     use crate::sql::parser::{Statement, parse};
 
     fn names_of(sql: &str) -> String {
-        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else {
-            panic!()
-        };
+        let Statement::Sql(stmt) = parse(sql).unwrap().remove(0) else { panic!() };
         stmt.to_string()
     }
 
@@ -96,13 +85,7 @@ mod tests {
             names_of("SELECT customer, sum(amount), 1 + 1 FROM orders"),
             "SELECT customer, sum(amount) AS \"sum\", 1 + 1 AS \"?column?\" FROM orders"
         );
-        assert_eq!(
-            names_of("SELECT sum(a), sum(b) FROM t"),
-            "SELECT sum(a), sum(b) FROM t"
-        );
-        assert_eq!(
-            names_of("SELECT *, count(*) FROM t"),
-            "SELECT *, count(*) FROM t"
-        );
+        assert_eq!(names_of("SELECT sum(a), sum(b) FROM t"), "SELECT sum(a), sum(b) FROM t");
+        assert_eq!(names_of("SELECT *, count(*) FROM t"), "SELECT *, count(*) FROM t");
     }
 }

@@ -57,10 +57,7 @@ fn with_compat_rewrites(sql: &str, statements: Vec<Statement>) -> Vec<Statement>
         && let Ok(rewritten) = PG_COMPAT.parse(sql)
         && rewritten.len() == statements.len()
     {
-        return rewritten
-            .into_iter()
-            .map(|s| Statement::Sql(Box::new(s)))
-            .collect();
+        return rewritten.into_iter().map(|s| Statement::Sql(Box::new(s))).collect();
     }
     statements
 }
@@ -77,9 +74,7 @@ fn parse_sluice(sql: &str) -> Result<Vec<Statement>> {
         statements.push(parse_one(&mut parser)?);
         let next = parser.peek_token();
         if !matches!(next.token, Token::SemiColon | Token::EOF) {
-            return Err(Error::Parse(format!(
-                "expected end of statement, found: {next}"
-            )));
+            return Err(Error::Parse(format!("expected end of statement, found: {next}")));
         }
     }
     Ok(statements)

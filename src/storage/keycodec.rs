@@ -42,7 +42,14 @@ pub fn vnode_in_key(key: &[u8]) -> VirtualNode {
 }
 
 /// Encodes the storage key of every row of `columns` (the primary-key columns, in key order).
-pub fn encode_keys(table: TableId, columns: &[ArrayRef], num_rows: usize) -> Result<Vec<Vec<u8>>> {
+/// The first `dist_key_len` columns are the distribution key: they alone choose the vnode, so
+/// rows sharing them are stored together and can be scanned by that prefix.
+pub fn encode_keys(
+    table: TableId,
+    columns: &[ArrayRef],
+    num_rows: usize,
+    dist_key_len: usize,
+) -> Result<Vec<Vec<u8>>> {
     let mut keys: Vec<Vec<u8>> = (0..num_rows)
         .map(|_| {
             let mut k = Vec::with_capacity(KEY_PREFIX_LEN + 9 * columns.len());
@@ -50,12 +57,16 @@ pub fn encode_keys(table: TableId, columns: &[ArrayRef], num_rows: usize) -> Res
             k
         })
         .collect();
-    for column in columns {
+    let (dist, rest) = columns.split_at(dist_key_len.min(columns.len()));
+    for column in dist {
         encode_column(column, &mut keys)?;
     }
     for key in &mut keys {
         let vnode = vnode_of(&key[KEY_PREFIX_LEN..]);
         key[4..KEY_PREFIX_LEN].copy_from_slice(&vnode.0.to_be_bytes());
+    }
+    for column in rest {
+        encode_column(column, &mut keys)?;
     }
     Ok(keys)
 }
@@ -77,27 +88,21 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
         }
         // All values of a column share its scale, so mantissas order like the values.
         ArrowType::Decimal128(_, _) => {
-            encode_with(column.as_primitive::<Decimal128Type>(), out, |a, i| {
-                a.value(i)
-            })
+            encode_with(column.as_primitive::<Decimal128Type>(), out, |a, i| a.value(i))
         }
         ArrowType::Date32 => {
             encode_with(column.as_primitive::<Date32Type>(), out, |a, i| a.value(i))
         }
-        ArrowType::Timestamp(_, _) => encode_with(
-            column.as_primitive::<TimestampMicrosecondType>(),
-            out,
-            |a, i| a.value(i),
-        ),
-        ArrowType::Utf8 => encode_with(column.as_string::<i32>(), out, |a: &StringArray, i| {
-            a.value(i)
-        }),
+        ArrowType::Timestamp(_, _) => {
+            encode_with(column.as_primitive::<TimestampMicrosecondType>(), out, |a, i| a.value(i))
+        }
+        ArrowType::Utf8 => {
+            encode_with(column.as_string::<i32>(), out, |a: &StringArray, i| a.value(i))
+        }
         ArrowType::Binary => encode_with(column.as_binary::<i32>(), out, |a: &BinaryArray, i| {
             serde_bytes_ref(a.value(i))
         }),
-        other => Err(Error::Storage(format!(
-            "cannot encode key column of type {other}"
-        ))),
+        other => Err(Error::Storage(format!("cannot encode key column of type {other}"))),
     }
 }
 
@@ -123,10 +128,21 @@ where
     for (i, buf) in out.iter_mut().enumerate() {
         let mut ser = Serializer::new(buf);
         let v = (!array.is_null(i)).then(|| value(array, i));
-        v.serialize(&mut ser)
-            .map_err(|e| Error::Storage(format!("key encoding failed: {e}")))?;
+        v.serialize(&mut ser).map_err(|e| Error::Storage(format!("key encoding failed: {e}")))?;
     }
     Ok(())
+}
+
+/// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -61,31 +61,17 @@ fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) {
     let c = column.as_ref();
     match c.data_type() {
         A::Boolean => put_fixed(c, out, |i| [c.as_boolean().value(i) as u8]),
-        A::Int16 => put_fixed(c, out, |i| {
-            c.as_primitive::<Int16Type>().value(i).to_le_bytes()
-        }),
-        A::Int32 => put_fixed(c, out, |i| {
-            c.as_primitive::<Int32Type>().value(i).to_le_bytes()
-        }),
-        A::Int64 => put_fixed(c, out, |i| {
-            c.as_primitive::<Int64Type>().value(i).to_le_bytes()
-        }),
-        A::Float32 => put_fixed(c, out, |i| {
-            c.as_primitive::<Float32Type>().value(i).to_le_bytes()
-        }),
-        A::Float64 => put_fixed(c, out, |i| {
-            c.as_primitive::<Float64Type>().value(i).to_le_bytes()
-        }),
-        A::Decimal128(_, _) => put_fixed(c, out, |i| {
-            c.as_primitive::<Decimal128Type>().value(i).to_le_bytes()
-        }),
-        A::Date32 => put_fixed(c, out, |i| {
-            c.as_primitive::<Date32Type>().value(i).to_le_bytes()
-        }),
+        A::Int16 => put_fixed(c, out, |i| c.as_primitive::<Int16Type>().value(i).to_le_bytes()),
+        A::Int32 => put_fixed(c, out, |i| c.as_primitive::<Int32Type>().value(i).to_le_bytes()),
+        A::Int64 => put_fixed(c, out, |i| c.as_primitive::<Int64Type>().value(i).to_le_bytes()),
+        A::Float32 => put_fixed(c, out, |i| c.as_primitive::<Float32Type>().value(i).to_le_bytes()),
+        A::Float64 => put_fixed(c, out, |i| c.as_primitive::<Float64Type>().value(i).to_le_bytes()),
+        A::Decimal128(_, _) => {
+            put_fixed(c, out, |i| c.as_primitive::<Decimal128Type>().value(i).to_le_bytes())
+        }
+        A::Date32 => put_fixed(c, out, |i| c.as_primitive::<Date32Type>().value(i).to_le_bytes()),
         A::Timestamp(_, _) => put_fixed(c, out, |i| {
-            c.as_primitive::<TimestampMicrosecondType>()
-                .value(i)
-                .to_le_bytes()
+            c.as_primitive::<TimestampMicrosecondType>().value(i).to_le_bytes()
         }),
         A::Utf8 => {
             let s = c.as_string::<i32>();
@@ -117,15 +103,8 @@ impl RowDecoder {
         for (slot, &col) in projection.iter().enumerate() {
             slots[col] = Some(slot);
         }
-        let builders = projection
-            .iter()
-            .map(|&c| builder_for(types[c], capacity))
-            .collect();
-        Self {
-            types: types.to_vec(),
-            slots,
-            builders,
-        }
+        let builders = projection.iter().map(|&c| builder_for(types[c], capacity)).collect();
+        Self { types: types.to_vec(), slots, builders }
     }
 
     /// Decodes one stored row, appending its projected values.
@@ -133,19 +112,11 @@ impl RowDecoder {
         for (col, ty) in self.types.iter().enumerate() {
             let (&tag, rest) = value.split_first().ok_or_else(corrupt)?;
             value = rest;
-            let len = if tag == 0 {
-                0
-            } else {
-                payload_len(*ty, value)?
-            };
+            let len = if tag == 0 { 0 } else { payload_len(*ty, value)? };
             let (payload, rest) = value.split_at_checked(len).ok_or_else(corrupt)?;
             value = rest;
             if let Some(slot) = self.slots[col] {
-                append(
-                    self.builders[slot].as_mut(),
-                    *ty,
-                    (tag != 0).then_some(payload),
-                );
+                append(self.builders[slot].as_mut(), *ty, (tag != 0).then_some(payload));
             }
         }
         Ok(())
@@ -180,11 +151,7 @@ fn payload_len(ty: DataType, rest: &[u8]) -> Result<usize> {
         DataType::Int64 | DataType::Float64 | DataType::Timestamp | DataType::Timestamptz => 8,
         DataType::Decimal { .. } => 16,
         DataType::Varchar | DataType::Jsonb | DataType::Bytea => {
-            let len: [u8; 4] = rest
-                .get(..4)
-                .ok_or_else(corrupt)?
-                .try_into()
-                .expect("4 bytes");
+            let len: [u8; 4] = rest.get(..4).ok_or_else(corrupt)?.try_into().expect("4 bytes");
             4 + u32::from_le_bytes(len) as usize
         }
     })
@@ -216,16 +183,12 @@ fn builder_for(ty: DataType, capacity: usize) -> Box<dyn ArrayBuilder> {
 }
 
 fn le<const N: usize>(p: &[u8]) -> [u8; N] {
-    p[..N]
-        .try_into()
-        .expect("payload length checked by payload_len")
+    p[..N].try_into().expect("payload length checked by payload_len")
 }
 
 fn append(b: &mut dyn ArrayBuilder, ty: DataType, payload: Option<&[u8]>) {
     fn typed<T: 'static>(b: &mut dyn ArrayBuilder) -> &mut T {
-        b.as_any_mut()
-            .downcast_mut::<T>()
-            .expect("builder made by builder_for")
+        b.as_any_mut().downcast_mut::<T>().expect("builder made by builder_for")
     }
     match ty {
         DataType::Boolean => typed::<BooleanBuilder>(b).append_option(payload.map(|p| p[0] != 0)),
@@ -275,14 +238,8 @@ mod tests {
                 .with_precision_and_scale(10, 2)
                 .unwrap(),
         );
-        let types = [
-            DataType::Int32,
-            DataType::Varchar,
-            DataType::Decimal {
-                precision: 10,
-                scale: 2,
-            },
-        ];
+        let types =
+            [DataType::Int32, DataType::Varchar, DataType::Decimal { precision: 10, scale: 2 }];
         let mut rows = vec![Vec::new(); 3];
         encode_rows(&[ints.clone(), text.clone(), dec.clone()], &mut rows);
 
@@ -303,10 +260,7 @@ mod tests {
     #[test]
     fn truncated_rows_are_an_error() {
         let mut rows = vec![Vec::new(); 1];
-        encode_rows(
-            &[Arc::new(StringArray::from(vec!["hello"])) as ArrayRef],
-            &mut rows,
-        );
+        encode_rows(&[Arc::new(StringArray::from(vec!["hello"])) as ArrayRef], &mut rows);
         let mut d = RowDecoder::new(&[DataType::Varchar], &[0], 1);
         assert!(d.push(&rows[0][..4]).is_err());
     }

@@ -22,21 +22,34 @@ use crate::stream::message::StreamChunk;
 pub struct StateTable {
     table_id: TableId,
     pk_indices: Vec<usize>,
+    dist_key_len: usize,
     store: Arc<Store>,
     buffer: WriteBuffer,
     sealed: VecDeque<(Epoch, Arc<WriteBuffer>)>,
 }
 
 impl StateTable {
-    /// A state table for relation `table_id` whose primary key is the columns `pk_indices`.
-    pub fn new(store: Arc<Store>, table_id: TableId, pk_indices: Vec<usize>) -> Self {
+    /// A state table for relation `table_id` whose primary key is the columns `pk_indices`, of
+    /// which the first `dist_key_len` choose the vnode.
+    pub fn new(
+        store: Arc<Store>,
+        table_id: TableId,
+        pk_indices: Vec<usize>,
+        dist_key_len: usize,
+    ) -> Self {
         Self {
             table_id,
             pk_indices,
+            dist_key_len,
             store,
             buffer: WriteBuffer::new(),
             sealed: VecDeque::new(),
         }
+    }
+
+    /// The state table of a catalog relation.
+    pub fn for_relation(store: Arc<Store>, table: &crate::catalog::TableCatalog) -> Self {
+        Self::new(store, table.id, table.pk.clone(), table.dist_key_len)
     }
 
     /// The relation this table stores.
@@ -46,12 +59,8 @@ impl StateTable {
 
     /// The storage keys of every row of `columns` (all columns of the relation).
     pub fn keys(&self, columns: &[ArrayRef], num_rows: usize) -> Result<Vec<Vec<u8>>> {
-        let pk: Vec<ArrayRef> = self
-            .pk_indices
-            .iter()
-            .map(|&i| columns[i].clone())
-            .collect();
-        encode_keys(self.table_id, &pk, num_rows)
+        let pk: Vec<ArrayRef> = self.pk_indices.iter().map(|&i| columns[i].clone()).collect();
+        encode_keys(self.table_id, &pk, num_rows, self.dist_key_len)
     }
 
     /// Applies every change of `chunk`: inserts put the row under its key, deletes remove it.
@@ -90,9 +99,7 @@ impl StateTable {
     }
 
     fn overlay_get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        self.buffer
-            .get(key)
-            .or_else(|| self.sealed.iter().rev().find_map(|(_, b)| b.get(key)))
+        self.buffer.get(key).or_else(|| self.sealed.iter().rev().find_map(|(_, b)| b.get(key)))
     }
 
     /// Up to `limit` current rows with `start <= key < end`, in key order, including writes not
@@ -116,22 +123,10 @@ impl StateTable {
         };
         let range = (Bound::Included(start.to_vec()), upper);
         for (_, sealed) in &self.sealed {
-            rows.extend(
-                sealed
-                    .range(range.clone())
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
+            rows.extend(sealed.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())));
         }
-        rows.extend(
-            self.buffer
-                .range(range)
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        Ok(rows
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .take(limit)
-            .collect())
+        rows.extend(self.buffer.range(range).map(|(k, v)| (k.clone(), v.clone())));
+        Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
     }
 
     /// Seals this epoch's writes and stages them with the store for the checkpoint of `epoch`.
@@ -152,10 +147,7 @@ impl StateTable {
     /// The key range holding all of this table's rows.
     pub fn full_range(&self) -> (Vec<u8>, Vec<u8>) {
         let end = TableId(self.table_id.0 + 1);
-        (
-            table_prefix(self.table_id).to_vec(),
-            table_prefix(end).to_vec(),
-        )
+        (table_prefix(self.table_id).to_vec(), table_prefix(end).to_vec())
     }
 }
 
@@ -174,10 +166,7 @@ mod tests {
         ]));
         let data = RecordBatch::try_new(
             schema,
-            vec![
-                Arc::new(Int64Array::from(ids)),
-                Arc::new(Int32Array::from(vals)),
-            ],
+            vec![Arc::new(Int64Array::from(ids)), Arc::new(Int32Array::from(vals))],
         )
         .unwrap();
         StreamChunk::new(ops, data)
@@ -187,10 +176,8 @@ mod tests {
     fn reads_own_writes_across_commit_and_iterates_merged() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let mut table = StateTable::new(store.clone(), TableId(3), vec![0]);
-        table
-            .write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30]))
-            .unwrap();
+        let mut table = StateTable::new(store.clone(), TableId(3), vec![0], 1);
+        table.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
         table.commit(Epoch(1));
         store.commit(Epoch(1)).unwrap();
 
@@ -207,10 +194,7 @@ mod tests {
         assert_eq!(rows.len(), 3, "1, 3 and 4 remain");
         let keys = table.keys(c.columns(), c.len()).unwrap();
         assert_eq!(table.get(&keys[0]).unwrap(), None, "2 was deleted");
-        assert!(
-            table.get(&keys[3]).unwrap().is_some(),
-            "4 is visible before commit"
-        );
+        assert!(table.get(&keys[3]).unwrap().is_some(), "4 is visible before commit");
         assert_eq!(store.get(&keys[3]).unwrap(), None, "but not yet durable");
 
         store.commit(Epoch(2)).unwrap();

@@ -180,15 +180,11 @@ impl Store {
     }
 
     fn state_cf(&self) -> &ColumnFamily {
-        self.db
-            .cf_handle(STATE_CF)
-            .expect("state column family exists")
+        self.db.cf_handle(STATE_CF).expect("state column family exists")
     }
 
     fn meta_cf(&self) -> &ColumnFamily {
-        self.db
-            .cf_handle(META_CF)
-            .expect("meta column family exists")
+        self.db.cf_handle(META_CF).expect("meta column family exists")
     }
 }
 
@@ -222,19 +218,13 @@ impl ReadSnapshot {
 
     /// Reads one row by its full key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .expect("state column family exists");
+        let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
         Ok(self.snapshot.get_cf(cf, key)?)
     }
 
     /// Reads many rows by full key, in the order of `keys`.
     pub fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .expect("state column family exists");
+        let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
         self.snapshot
             .multi_get_cf(keys.iter().map(|k| (cf, k.as_slice())))
             .into_iter()
@@ -251,10 +241,7 @@ impl ReadSnapshot {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<Option<Vec<u8>>> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .expect("state column family exists");
+        let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
         let mut ro = ReadOptions::default();
         ro.set_iterate_range(start.to_vec()..end.to_vec());
         let mut iter = self.snapshot.raw_iterator_cf_opt(cf, ro);
@@ -288,19 +275,11 @@ mod tests {
             let mut buf = WriteBuffer::new();
             buf.insert(b"\0\0\0\x01k1".to_vec(), Some(b"v1".to_vec()));
             store.stage(Epoch(1), Arc::new(buf));
-            assert_eq!(
-                store.get(b"\0\0\0\x01k1").unwrap(),
-                None,
-                "staged is not visible"
-            );
+            assert_eq!(store.get(b"\0\0\0\x01k1").unwrap(), None, "staged is not visible");
             store.commit(Epoch(1)).unwrap();
             assert_eq!(store.committed_epoch(), Epoch(1));
             assert_eq!(store.get(b"\0\0\0\x01k1").unwrap(), Some(b"v1".to_vec()));
-            assert_eq!(
-                snap_before.get(b"\0\0\0\x01k1").unwrap(),
-                None,
-                "snapshot is stable"
-            );
+            assert_eq!(snap_before.get(b"\0\0\0\x01k1").unwrap(), None, "snapshot is stable");
         }
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.committed_epoch(), Epoch(1));

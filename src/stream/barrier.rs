@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use crate::catalog::{ActorId, Epoch};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
-use crate::stream::message::Barrier;
+use crate::stream::message::{Barrier, Mutation, OutputSender};
 
 /// What an actor reports back to the barrier manager.
 #[derive(Debug)]
@@ -38,13 +39,15 @@ pub enum Collect {
 }
 
 enum Command {
-    AddActor {
-        actor: ActorId,
-        barriers: mpsc::UnboundedSender<Barrier>,
-        done: oneshot::Sender<()>,
+    Register {
+        sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
+        actors: Vec<ActorId>,
+        outputs: HashMap<ActorId, Vec<OutputSender>>,
+        done: oneshot::Sender<Epoch>,
     },
-    RemoveActor {
-        actor: ActorId,
+    Unregister {
+        actors: Vec<ActorId>,
+        tasks: Vec<JoinHandle<()>>,
         done: oneshot::Sender<()>,
     },
     Checkpoint {
@@ -60,26 +63,28 @@ pub struct BarrierHandle {
 }
 
 impl BarrierHandle {
-    /// Registers a source actor; it receives its initial barrier right away.
-    pub async fn add_actor(
+    /// Registers the actors of a job. Each source actor gets its initial barrier right away.
+    ///
+    /// With no `outputs`, the actors start with the next barrier their upstreams send (this is
+    /// how jobs are wired at start-up). With `outputs`, the next checkpoint barrier carries them
+    /// to the upstream actors, which attach the new job's input channels at that barrier; the
+    /// call returns the epoch that barrier ends, which is committed once the call returns.
+    pub async fn register(
         &self,
-        actor: ActorId,
-        barriers: mpsc::UnboundedSender<Barrier>,
-    ) -> Result<()> {
+        sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
+        actors: Vec<ActorId>,
+        outputs: HashMap<ActorId, Vec<OutputSender>>,
+    ) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
-        self.send(Command::AddActor {
-            actor,
-            barriers,
-            done,
-        })?;
+        self.send(Command::Register { sources, actors, outputs, done })?;
         wait.await.map_err(|_| Error::Shutdown)
     }
 
-    /// Unregisters a source actor between two checkpoints; its barrier channel is closed, which
-    /// ends the actor.
-    pub async fn remove_actor(&self, actor: ActorId) -> Result<()> {
+    /// Stops actors between two checkpoints: they leave the collect set, their tasks are
+    /// aborted and awaited, and source actors' barrier channels close.
+    pub async fn unregister(&self, actors: Vec<ActorId>, tasks: Vec<JoinHandle<()>>) -> Result<()> {
         let (done, wait) = oneshot::channel();
-        self.send(Command::RemoveActor { actor, done })?;
+        self.send(Command::Unregister { actors, tasks, done })?;
         wait.await.map_err(|_| Error::Shutdown)
     }
 
@@ -111,7 +116,12 @@ pub struct BarrierManager {
     interval: Duration,
     /// The epoch currently open: chunks emitted now belong to it.
     curr: Epoch,
-    actors: HashMap<ActorId, mpsc::UnboundedSender<Barrier>>,
+    /// Source actors, which barriers are injected into.
+    sources: HashMap<ActorId, mpsc::UnboundedSender<Barrier>>,
+    /// Every actor, which must collect each checkpoint barrier.
+    actors: HashSet<ActorId>,
+    /// Outputs the next checkpoint barrier adds.
+    outputs: HashMap<ActorId, Vec<OutputSender>>,
     commands: mpsc::UnboundedReceiver<Command>,
     collect: mpsc::UnboundedReceiver<Collect>,
 }
@@ -126,17 +136,13 @@ impl BarrierManager {
             store,
             interval,
             curr,
-            actors: HashMap::new(),
+            sources: HashMap::new(),
+            actors: HashSet::new(),
+            outputs: HashMap::new(),
             commands,
             collect,
         };
-        (
-            manager,
-            BarrierHandle {
-                commands: commands_tx,
-                collect: collect_tx,
-            },
-        )
+        (manager, BarrierHandle { commands: commands_tx, collect: collect_tx })
     }
 
     /// Runs until every handle is dropped; returns an error if a checkpoint cannot complete.
@@ -149,7 +155,7 @@ impl BarrierManager {
                 _ = ticker.tick() => {}
                 command = self.commands.recv() => {
                     let Some(command) = command else { return Ok(()) };
-                    if !self.apply(command, &mut waiters) {
+                    if !self.apply(command, &mut waiters).await {
                         continue;
                     }
                 }
@@ -157,7 +163,7 @@ impl BarrierManager {
             // Commands that queued meanwhile: membership changes happen before the barrier,
             // checkpoint requests are served by it.
             while let Ok(command) = self.commands.try_recv() {
-                self.apply(command, &mut waiters);
+                self.apply(command, &mut waiters).await;
             }
             let epoch = self.checkpoint().await?;
             for waiter in waiters {
@@ -166,23 +172,36 @@ impl BarrierManager {
         }
     }
 
-    /// Applies a command; returns true if it asks for a checkpoint.
-    fn apply(&mut self, command: Command, waiters: &mut Vec<oneshot::Sender<Epoch>>) -> bool {
+    /// Applies a command; returns true if it needs a checkpoint.
+    async fn apply(&mut self, command: Command, waiters: &mut Vec<oneshot::Sender<Epoch>>) -> bool {
         match command {
-            Command::AddActor {
-                actor,
-                barriers,
-                done,
-            } => {
-                // A closed channel means the actor already ended; its failure is reported on
-                // the collect channel.
-                let _ = barriers.send(Barrier::initial(self.curr));
-                self.actors.insert(actor, barriers);
-                let _ = done.send(());
-                false
+            Command::Register { sources, actors, outputs, done } => {
+                for (actor, barriers) in sources {
+                    // A closed channel means the actor already ended; its failure is reported
+                    // on the collect channel.
+                    let _ = barriers.send(Barrier::initial(self.curr));
+                    self.sources.insert(actor, barriers);
+                }
+                self.actors.extend(actors);
+                if outputs.is_empty() {
+                    let _ = done.send(Epoch(self.curr.0.saturating_sub(1)));
+                    return false;
+                }
+                for (actor, senders) in outputs {
+                    self.outputs.entry(actor).or_default().extend(senders);
+                }
+                waiters.push(done);
+                true
             }
-            Command::RemoveActor { actor, done } => {
-                self.actors.remove(&actor);
+            Command::Unregister { actors, tasks, done } => {
+                for actor in &actors {
+                    self.sources.remove(actor);
+                    self.actors.remove(actor);
+                }
+                for task in tasks {
+                    task.abort();
+                    let _ = task.await;
+                }
                 let _ = done.send(());
                 false
             }
@@ -195,13 +214,18 @@ impl BarrierManager {
 
     /// Injects one checkpoint barrier, waits for every actor, and commits the epoch it ends.
     async fn checkpoint(&mut self) -> Result<Epoch> {
-        let barrier = Barrier::checkpoint(self.curr);
+        let mut barrier = Barrier::checkpoint(self.curr);
+        if !self.outputs.is_empty() {
+            barrier =
+                barrier.with_mutation(Mutation::AddOutputs(std::mem::take(&mut self.outputs)));
+        }
         let prev = barrier.epoch.prev;
-        for (actor, tx) in &self.actors {
+        for (actor, tx) in &self.sources {
             tx.send(barrier.clone())
                 .map_err(|_| Error::Stream(format!("actor {actor} stopped unexpectedly")))?;
         }
-        let mut pending: HashSet<ActorId> = self.actors.keys().copied().collect();
+        drop(barrier.mutation.take());
+        let mut pending = self.actors.clone();
         while !pending.is_empty() {
             match self.collect.recv().await.ok_or(Error::Shutdown)? {
                 Collect::Done { actor, epoch } if epoch == prev => {

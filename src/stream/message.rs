@@ -7,7 +7,11 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::scalar::ScalarValue;
 
-use crate::catalog::Epoch;
+use std::collections::HashMap;
+
+use tokio::sync::mpsc;
+
+use crate::catalog::{ActorId, Epoch};
 
 /// The change a row of a chunk makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,13 +107,19 @@ pub enum BarrierKind {
     Checkpoint,
 }
 
+/// The sending end of a channel between two actors.
+pub type OutputSender = mpsc::Sender<Message>;
+
 /// A change to the running graph that travels with a barrier.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Mutation {
     /// Pause snapshot and source reads until a [`Mutation::Resume`].
     Pause,
     /// Resume after a [`Mutation::Pause`].
     Resume,
+    /// New downstream channels: each listed actor sends this barrier, and everything after
+    /// it, to its new outputs too. This is how a new job attaches to running upstreams.
+    AddOutputs(HashMap<ActorId, Vec<OutputSender>>),
 }
 
 /// A barrier: cuts the stream into epochs.
@@ -126,27 +136,27 @@ pub struct Barrier {
 impl Barrier {
     /// A checkpoint barrier ending `prev` and starting the next epoch.
     pub fn checkpoint(prev: Epoch) -> Self {
-        let epoch = EpochPair {
-            curr: prev.next(),
-            prev,
-        };
-        Self {
-            epoch,
-            kind: BarrierKind::Checkpoint,
-            mutation: None,
-        }
+        let epoch = EpochPair { curr: prev.next(), prev };
+        Self { epoch, kind: BarrierKind::Checkpoint, mutation: None }
     }
 
     /// The initial barrier of an actor that starts in epoch `curr`.
     pub fn initial(curr: Epoch) -> Self {
-        let epoch = EpochPair {
-            curr,
-            prev: Epoch(curr.0.saturating_sub(1)),
-        };
-        Self {
-            epoch,
-            kind: BarrierKind::Initial,
-            mutation: None,
+        let epoch = EpochPair { curr, prev: Epoch(curr.0.saturating_sub(1)) };
+        Self { epoch, kind: BarrierKind::Initial, mutation: None }
+    }
+
+    /// The same barrier carrying `mutation`.
+    pub fn with_mutation(mut self, mutation: Mutation) -> Self {
+        self.mutation = Some(Arc::new(mutation));
+        self
+    }
+
+    /// The outputs this barrier adds to `actor`.
+    pub fn added_outputs(&self, actor: ActorId) -> &[OutputSender] {
+        match self.mutation.as_deref() {
+            Some(Mutation::AddOutputs(outputs)) => outputs.get(&actor).map_or(&[], Vec::as_slice),
+            _ => &[],
         }
     }
 

@@ -3,5 +3,27 @@
 
 pub mod actor;
 pub mod barrier;
+pub mod build;
 pub mod executor;
 pub mod message;
+pub mod plan;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::SchemaRef;
+
+use crate::error::Result;
+
+/// Casts each column to the type of its field in `schema` where the two differ.
+pub fn cast_columns(columns: Vec<ArrayRef>, schema: &SchemaRef) -> Result<Vec<ArrayRef>> {
+    columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(column)
+            } else {
+                Ok(arrow::compute::cast(&column, field.data_type())?)
+            }
+        })
+        .collect()
+}

@@ -92,10 +92,22 @@ proptest! {
 #[test]
 fn keys_carry_table_and_vnode() {
     let ids: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
-    let keys = encode_keys(TableId(7), &[ids], 3).unwrap();
+    let keys = encode_keys(TableId(7), &[ids], 3, 1).unwrap();
     for key in &keys {
         assert_eq!(&key[..4], &7u32.to_be_bytes());
         assert_eq!(vnode_in_key(key), vnode_of(&key[KEY_PREFIX_LEN..]));
         assert!((vnode_in_key(key).0 as usize) < VirtualNode::COUNT);
+    }
+}
+
+#[test]
+fn distribution_key_prefix_chooses_the_vnode() {
+    let group: ArrayRef = Arc::new(Int64Array::from(vec![5, 5, 5]));
+    let value: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+    let keys = encode_keys(TableId(7), &[group.clone(), value], 3, 1).unwrap();
+    let alone = encode_keys(TableId(7), &[group], 3, 1).unwrap();
+    for key in &keys {
+        assert_eq!(vnode_in_key(key), vnode_in_key(&alone[0]), "same group, same vnode");
+        assert!(key.starts_with(&alone[0]), "the group's key is a prefix of its rows' keys");
     }
 }

@@ -56,10 +56,7 @@ async fn next_event(
 
 impl Executor for DmlExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self {
-            mut barriers,
-            mut requests,
-        } = *self;
+        let Self { mut barriers, mut requests } = *self;
         async_stream::try_stream! {
             // Nothing is accepted before the initial barrier says which epoch we are in.
             let first = barriers.recv().await.ok_or(Error::Shutdown)?;

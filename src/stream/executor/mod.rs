@@ -5,8 +5,14 @@
 //! tables (commit), then forward the barrier, then do any post-commit work. Chunks are never
 //! reordered across a barrier.
 
+pub mod arrangement_backfill;
 pub mod dml;
+pub mod filter;
+pub mod hash_agg;
+pub mod hash_join;
 pub mod materialize;
+pub mod project;
+pub mod receiver;
 
 use futures::stream::BoxStream;
 

@@ -1,0 +1,230 @@
+//! Streaming jobs: building, starting and stopping the actors of tables and views.
+//!
+//! A table's job is one actor, `DmlExecutor -> MaterializeExecutor`. A view's job is one actor
+//! running its plan (scans, operators) under a `MaterializeExecutor`; its scans read from
+//! channels attached to the output of each upstream relation's actor. At start-up every job is
+//! built first and wired, then all actors start together and wait for their first barrier.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::catalog::{ActorId, RelationKind, TableCatalog, TableId};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::storage::state_table::StateTable;
+use crate::stream::actor::Actor;
+use crate::stream::build::{BuildContext, build_plan};
+use crate::stream::executor::BoxedExecutor;
+use crate::stream::executor::arrangement_backfill::BackfillStatus;
+use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
+use crate::stream::executor::materialize::MaterializeExecutor;
+use crate::stream::message::{Barrier, OutputSender};
+use crate::stream::plan::StreamPlan;
+
+/// How many DML requests may queue for one table.
+const DML_QUEUE: usize = 16;
+
+/// A running streaming job.
+pub(crate) struct Job {
+    /// The actor whose outputs carry the relation's changes.
+    pub output_actor: ActorId,
+    /// Every actor of the job.
+    pub actors: Vec<ActorId>,
+    /// Their tasks.
+    pub tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Where DML statements send their changes (tables only).
+    pub dml: Option<mpsc::Sender<DmlRequest>>,
+    /// Held by a DML statement from its read until its epoch commits, so statements on one
+    /// table apply one after another against committed data.
+    pub write_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A job built but not started.
+pub(crate) struct PreparedJob {
+    relation: TableId,
+    /// The job's actors, in the order of `executors`.
+    ids: Vec<ActorId>,
+    /// The root executor of each actor, until the actors are spawned.
+    executors: Vec<BoxedExecutor>,
+    pub sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
+    /// Channels to attach to upstream actors.
+    pub outputs: HashMap<ActorId, Vec<OutputSender>>,
+    /// Progress of the job's backfills.
+    pub backfills: Vec<watch::Receiver<BackfillStatus>>,
+    dml: Option<mpsc::Sender<DmlRequest>>,
+}
+
+impl PreparedJob {
+    /// The actor ids of the job.
+    pub fn actor_ids(&self) -> Vec<ActorId> {
+        self.ids.clone()
+    }
+
+    /// The actor whose output carries the relation's changes.
+    pub fn output_actor(&self) -> ActorId {
+        *self.ids.last().expect("a job has an actor")
+    }
+}
+
+impl Engine {
+    fn new_actor_id(&self) -> ActorId {
+        ActorId(self.next_actor.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Builds the `dml -> materialize` job of a table.
+    pub(crate) fn prepare_table_job(&self, table: &TableCatalog) -> PreparedJob {
+        let actor = self.new_actor_id();
+        let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
+        let (dml_tx, dml_rx) = mpsc::channel(DML_QUEUE);
+        let state = StateTable::for_relation(self.store.clone(), table);
+        let source = Box::new(DmlExecutor::new(barrier_rx, dml_rx));
+        let root = Box::new(MaterializeExecutor::new(source, state, table.full_schema()));
+        PreparedJob {
+            relation: table.id,
+            ids: vec![actor],
+            executors: vec![root],
+            sources: vec![(actor, barrier_tx)],
+            outputs: HashMap::new(),
+            backfills: Vec::new(),
+            dml: Some(dml_tx),
+        }
+    }
+
+    /// Builds a view's job from its plan; `upstream` finds the output actor of a relation.
+    pub(crate) fn prepare_view_job(
+        &self,
+        view: &TableCatalog,
+        plan: &StreamPlan,
+        upstream: &dyn Fn(TableId) -> Option<ActorId>,
+    ) -> Result<PreparedJob> {
+        let tables = view
+            .internal_tables
+            .iter()
+            .map(|id| {
+                self.catalog.table_by_id(*id).ok_or_else(|| {
+                    Error::Storage(format!("internal table {id} of {} is missing", view.name))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if tables.len() != plan.slots.len() {
+            return Err(Error::Storage(format!(
+                "the plan of {} needs {} state tables but the catalog has {}",
+                view.name,
+                plan.slots.len(),
+                tables.len()
+            )));
+        }
+        let ctx = BuildContext {
+            store: self.store.clone(),
+            tables: &tables,
+            upstream_actor: upstream,
+            rate_limit: view.backfill_rate_limit,
+            barrier: self.barrier.clone(),
+        };
+        let built = build_plan(plan, &ctx)?;
+        let state = StateTable::for_relation(self.store.clone(), view);
+        let root = Box::new(MaterializeExecutor::new(built.root, state, view.full_schema()));
+        Ok(PreparedJob {
+            relation: view.id,
+            ids: vec![self.new_actor_id()],
+            executors: vec![root],
+            sources: Vec::new(),
+            outputs: built.outputs,
+            backfills: built.backfills,
+            dml: None,
+        })
+    }
+
+    /// Spawns a prepared job's actors, sending to the given outputs, and records the job.
+    pub(crate) fn spawn_job(
+        &self,
+        prepared: &mut PreparedJob,
+        outputs: &mut HashMap<ActorId, Vec<OutputSender>>,
+    ) {
+        let mut tasks = Vec::new();
+        for (&id, root) in prepared.ids.iter().zip(prepared.executors.drain(..)) {
+            let actor_outputs = outputs.remove(&id).unwrap_or_default();
+            tasks.push(Actor::new(id, root, self.barrier.collector(), actor_outputs).spawn());
+        }
+        let job = Job {
+            output_actor: prepared.output_actor(),
+            actors: prepared.ids.clone(),
+            tasks: Mutex::new(tasks),
+            dml: prepared.dml.take(),
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        self.jobs.lock().insert(prepared.relation, Arc::new(job));
+    }
+
+    /// Rebuilds the job of every table and view at start-up and starts them together.
+    pub(crate) async fn start_jobs(&self) -> Result<()> {
+        let mut actor_of: HashMap<TableId, ActorId> = HashMap::new();
+        let mut prepared = Vec::new();
+        for relation in self.catalog.tables() {
+            let job = match relation.kind {
+                RelationKind::Table => self.prepare_table_job(&relation),
+                RelationKind::MaterializedView => {
+                    let plan = self.plan_view(&relation.definition).await?;
+                    self.prepare_view_job(&relation, &plan, &|id| actor_of.get(&id).copied())?
+                }
+                RelationKind::Internal => continue,
+            };
+            actor_of.insert(relation.id, job.output_actor());
+            prepared.push(job);
+        }
+        let mut outputs: HashMap<ActorId, Vec<OutputSender>> = HashMap::new();
+        for job in &mut prepared {
+            for (actor, senders) in job.outputs.drain() {
+                outputs.entry(actor).or_default().extend(senders);
+            }
+        }
+        let mut sources = Vec::new();
+        let mut actors = Vec::new();
+        for mut job in prepared {
+            self.spawn_job(&mut job, &mut outputs);
+            sources.append(&mut job.sources);
+            actors.extend(job.actor_ids());
+        }
+        self.barrier.register(sources, actors, HashMap::new()).await?;
+        Ok(())
+    }
+
+    /// Starts a job created at runtime: its actors start, and the next checkpoint attaches its
+    /// inputs to the running upstreams. Returns the epoch of that checkpoint.
+    pub(crate) async fn start_job(
+        &self,
+        mut prepared: PreparedJob,
+    ) -> Result<(crate::catalog::Epoch, Vec<watch::Receiver<BackfillStatus>>)> {
+        self.spawn_job(&mut prepared, &mut HashMap::new());
+        let outputs = std::mem::take(&mut prepared.outputs);
+        let sources = std::mem::take(&mut prepared.sources);
+        let epoch = self.barrier.register(sources, prepared.actor_ids(), outputs).await?;
+        Ok((epoch, prepared.backfills))
+    }
+
+    /// Stops a relation's job between checkpoints and forgets it.
+    pub(crate) async fn stop_job(&self, relation: TableId) -> Result<()> {
+        let Some(job) = self.jobs.lock().remove(&relation) else { return Ok(()) };
+        let tasks = std::mem::take(&mut *job.tasks.lock());
+        self.barrier.unregister(job.actors.clone(), tasks).await
+    }
+
+    /// The running job of a relation.
+    pub(crate) fn job(&self, relation: TableId) -> Result<Arc<Job>> {
+        self.jobs
+            .lock()
+            .get(&relation)
+            .cloned()
+            .ok_or_else(|| Error::Stream(format!("relation {relation} has no running job")))
+    }
+
+    /// The output actor of a relation's running job.
+    pub(crate) fn output_actor(&self, relation: TableId) -> Option<ActorId> {
+        self.jobs.lock().get(&relation).map(|j| j.output_actor)
+    }
+}

@@ -1,0 +1,219 @@
+//! `CREATE MATERIALIZED VIEW`, `EXPLAIN CREATE MATERIALIZED VIEW`.
+//!
+//! Creating a view plans its query (DataFusion, then the stream planner), writes the catalog
+//! entries of the view and of its internal state tables, starts its job, attaches the job to
+//! its upstreams at the next checkpoint, and returns once every backfill has finished and that
+//! is committed. If any step fails, the catalog entries and stored state are removed again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast;
+
+use crate::catalog::{ColumnCatalog, RelationKind, TableCatalog, TableId};
+use crate::engine::ddl::relation_name;
+use crate::engine::session::text_rows;
+use crate::engine::{CommandTag, Engine, Output};
+use crate::error::{Error, Result};
+use crate::sql::parser::{Statement, parse};
+use crate::sql::planner::{check_deterministic, plan_stream};
+use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
+use crate::types::DataType;
+use crate::{invalid, unsupported};
+
+impl Engine {
+    /// Plans a view's query text into a stream plan.
+    pub(crate) async fn plan_view(&self, query: &str) -> Result<StreamPlan> {
+        let Some(Statement::Sql(stmt)) = parse(query)?.pop() else {
+            return Err(invalid!("a materialized view needs a query"));
+        };
+        if !matches!(*stmt, ast::Statement::Query(_)) {
+            return Err(invalid!("a materialized view is defined by a SELECT query"));
+        }
+        let state = self.query_state();
+        let plan = self.plan(&state, *stmt).await?;
+        check_deterministic(&plan)?;
+        let plan = state.optimize(&plan)?;
+        plan_stream(&state, &self.catalog, &plan)
+    }
+
+    /// `CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (..)] AS query`.
+    pub(crate) async fn create_materialized_view(&self, view: ast::CreateView) -> Result<Output> {
+        let _ddl = self.ddl_lock.lock().await;
+        let name = relation_name(&view.name)?;
+        if self.catalog.table_by_name(&name).is_some() {
+            if view.if_not_exists {
+                return Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW")));
+            }
+            return Err(Error::DuplicateRelation(name));
+        }
+        if !view.columns.is_empty() {
+            return Err(unsupported!(
+                "a column list in CREATE MATERIALIZED VIEW; alias the columns in the query"
+            ));
+        }
+        let rate_limit = rate_limit_option(&view.options)?;
+        let definition = view.query.to_string();
+        let plan = self.plan_view(&definition).await?;
+        let view = self.register_view(name, definition, &plan, rate_limit)?;
+        match self.start_view(&view, &plan).await {
+            Ok(()) => Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW"))),
+            Err(e) => {
+                tracing::warn!(view = %view.name, error = %e, "creating the view failed; removing it");
+                self.forget_view(&view).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the catalog entries of a new view and its internal tables.
+    fn register_view(
+        &self,
+        name: String,
+        definition: String,
+        plan: &StreamPlan,
+        rate_limit: Option<u64>,
+    ) -> Result<Arc<TableCatalog>> {
+        let columns = view_columns(&plan.root)?;
+        let id = self.catalog.next_table_id()?;
+        let mut internal_tables = Vec::with_capacity(plan.slots.len());
+        for slot in &plan.slots {
+            let internal_id = self.catalog.next_table_id()?;
+            let table = TableCatalog {
+                id: internal_id,
+                name: format!("__internal_{id}_1_{}_{internal_id}", slot.purpose),
+                kind: RelationKind::Internal,
+                columns: slot.columns.clone(),
+                pk: slot.pk.clone(),
+                dist_key_len: slot.dist_key_len,
+                definition: String::new(),
+                dependencies: Vec::new(),
+                internal_tables: Vec::new(),
+                owner: Some(id),
+                backfill_rate_limit: None,
+            };
+            self.catalog.create_table(table)?;
+            internal_tables.push(internal_id);
+        }
+        let pk = plan.root.stream_key.clone();
+        let view = TableCatalog {
+            id,
+            name,
+            kind: RelationKind::MaterializedView,
+            dist_key_len: pk.len(),
+            columns,
+            pk,
+            definition,
+            dependencies: scanned_relations(&plan.root),
+            internal_tables,
+            owner: None,
+            backfill_rate_limit: rate_limit,
+        };
+        self.catalog.create_table(view)
+    }
+
+    /// Starts a new view's job and waits until its backfill is done and committed.
+    async fn start_view(&self, view: &TableCatalog, plan: &StreamPlan) -> Result<()> {
+        let job = self.prepare_view_job(view, plan, &|id| self.output_actor(id))?;
+        let (_, mut backfills) = self.start_job(job).await?;
+        let mut finished = crate::catalog::Epoch(0);
+        for backfill in &mut backfills {
+            let status = backfill.wait_for(|s| s.finished.is_some()).await.map_err(|_| {
+                Error::Stream(format!("the backfill of {} stopped before it finished", view.name))
+            })?;
+            finished = finished.max(status.finished.expect("waited for it"));
+        }
+        self.wait_committed(finished).await?;
+        tracing::info!(view = %view.name, id = %view.id, "created materialized view");
+        Ok(())
+    }
+
+    /// Removes a view that could not be created: its job, catalog entries and state.
+    async fn forget_view(&self, view: &TableCatalog) {
+        if let Err(e) = self.stop_job(view.id).await {
+            tracing::warn!(error = %e, "stopping the failed view's job");
+        }
+        for id in view.internal_tables.iter().copied().chain([view.id]) {
+            let _ = self.catalog.drop_table(id);
+            let _ = self.store.drop_table_data(id);
+        }
+    }
+
+    /// `EXPLAIN CREATE MATERIALIZED VIEW ..`: the stream plan, one operator per line.
+    pub(crate) async fn explain_materialized_view(&self, stmt: ast::Statement) -> Result<Output> {
+        let ast::Statement::CreateView(view) = stmt else { unreachable!("checked by the caller") };
+        let plan = self.plan_view(&view.query.to_string()).await?;
+        let text = plan.explain(&view.name.to_string());
+        Ok(text_rows(&["QUERY PLAN"], text.lines().map(|l| vec![l.to_owned()]).collect()))
+    }
+}
+
+/// `backfill_rate_limit` from `WITH (..)`.
+fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<u64>> {
+    let list = match options {
+        ast::CreateTableOptions::None => return Ok(None),
+        ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,
+        other => return Err(unsupported!("view options {other}")),
+    };
+    let mut limit = None;
+    for option in list {
+        let ast::SqlOption::KeyValue { key, value } = option else {
+            return Err(unsupported!("view option {option}"));
+        };
+        match key.value.to_lowercase().as_str() {
+            "backfill_rate_limit" => {
+                let text = value.to_string().trim_matches('\'').to_owned();
+                let n: i64 = text
+                    .parse()
+                    .map_err(|_| invalid!("backfill_rate_limit must be an integer, not {text}"))?;
+                limit = (n >= 0).then_some(n as u64);
+            }
+            other => {
+                return Err(invalid!(
+                    "unknown materialized view option {other}; known: backfill_rate_limit"
+                ));
+            }
+        }
+    }
+    Ok(limit)
+}
+
+/// The view's columns: the query's output columns, then hidden key columns.
+fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
+    let mut seen = HashSet::new();
+    let mut columns = Vec::with_capacity(root.schema.fields().len());
+    for (i, field) in root.schema.fields().iter().enumerate() {
+        let hidden = i >= root.visible;
+        let name = if hidden { format!("_key_{}", i - root.visible) } else { field.name().clone() };
+        if !seen.insert(name.clone()) {
+            return Err(invalid!(
+                "column \"{name}\" specified more than once; give the columns distinct aliases"
+            ));
+        }
+        columns.push(ColumnCatalog {
+            name,
+            data_type: DataType::from_arrow(field.data_type())?,
+            hidden,
+        });
+    }
+    Ok(columns)
+}
+
+/// The relations a plan scans, each once.
+fn scanned_relations(node: &StreamNode) -> Vec<TableId> {
+    let mut ids = Vec::new();
+    collect_scans(node, &mut ids);
+    ids.dedup();
+    ids
+}
+
+fn collect_scans(node: &StreamNode, ids: &mut Vec<TableId>) {
+    if let NodeKind::Scan { table, .. } = &node.kind
+        && !ids.contains(&table.id)
+    {
+        ids.push(table.id);
+    }
+    for input in &node.inputs {
+        collect_scans(input, ids);
+    }
+}

@@ -1,0 +1,394 @@
+//! Turns a DataFusion logical plan into a stream plan.
+//!
+//! DataFusion parses, resolves and types the view's query and optimizes it; this module walks
+//! the optimized plan and maps each node to a streaming operator, adding the hidden stream-key
+//! columns each operator needs and describing the state tables it will own. Constructs with no
+//! streaming operator yet fail here with an error naming them.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use datafusion::common::DFSchema;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{Expr, JoinType, LogicalPlan};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::PhysicalExpr;
+
+use crate::catalog::{Catalog, ColumnCatalog, RelationKind};
+use crate::error::{Error, Result};
+use crate::stream::executor::hash_agg::AggKind;
+use crate::stream::plan::{AggCallPlan, NodeKind, StateSlot, StreamNode, StreamPlan};
+use crate::types::DataType;
+use crate::unsupported;
+
+/// Lowers an optimized logical plan.
+pub fn plan_stream(
+    state: &SessionState,
+    catalog: &Catalog,
+    plan: &LogicalPlan,
+) -> Result<StreamPlan> {
+    let mut planner = Planner { state, catalog, slots: Vec::new() };
+    let root = planner.lower(plan)?;
+    Ok(StreamPlan { root, slots: planner.slots })
+}
+
+struct Planner<'a> {
+    state: &'a SessionState,
+    catalog: &'a Catalog,
+    slots: Vec<StateSlot>,
+}
+
+impl Planner<'_> {
+    fn lower(&mut self, plan: &LogicalPlan) -> Result<StreamNode> {
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                if scan.fetch.is_some() {
+                    return Err(unsupported!("LIMIT in a materialized view"));
+                }
+                self.scan(scan.table_name.table(), scan.projection.as_deref())
+            }
+            LogicalPlan::Filter(filter) => {
+                let input = self.lower(&filter.input)?;
+                let predicate = self.physical(&filter.predicate, filter.input.schema())?;
+                let (schema, visible, stream_key) =
+                    (input.schema.clone(), input.visible, input.stream_key.clone());
+                Ok(StreamNode {
+                    kind: NodeKind::Filter { predicate },
+                    inputs: vec![input],
+                    schema,
+                    visible,
+                    stream_key,
+                })
+            }
+            LogicalPlan::Projection(projection) => {
+                let input = self.lower(&projection.input)?;
+                let exprs = projection
+                    .expr
+                    .iter()
+                    .map(|e| self.physical(e, projection.input.schema()))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(with_hidden_key(
+                    NodeKind::Project { exprs },
+                    projection.schema.as_arrow(),
+                    input,
+                ))
+            }
+            LogicalPlan::SubqueryAlias(alias) => self.lower(&alias.input),
+            LogicalPlan::Aggregate(agg) => self.aggregate(agg),
+            LogicalPlan::Join(join) => self.join(join),
+            LogicalPlan::Sort(_) => {
+                Err(unsupported!("ORDER BY in a materialized view; order when you query it"))
+            }
+            LogicalPlan::Limit(_) => Err(unsupported!("LIMIT in a materialized view")),
+            LogicalPlan::Window(_) => Err(unsupported!("window functions in a materialized view")),
+            LogicalPlan::Union(_) => Err(unsupported!("UNION in a materialized view")),
+            LogicalPlan::Distinct(_) => Err(unsupported!("DISTINCT ON in a materialized view")),
+            LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
+                Err(unsupported!("a materialized view that reads no table"))
+            }
+            other => Err(unsupported!("{} in a materialized view", other.display())),
+        }
+    }
+
+    fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        if is_volatile(expr) {
+            return Err(unsupported!(
+                "non-deterministic function in {expr} in a materialized view"
+            ));
+        }
+        Ok(self.state.create_physical_expr(expr.clone(), schema)?)
+    }
+
+    fn slot(&mut self, slot: StateSlot) -> usize {
+        self.slots.push(slot);
+        self.slots.len() - 1
+    }
+
+    /// A scan outputs the projected visible columns, then the upstream's primary key, hidden.
+    fn scan(&mut self, name: &str, projection: Option<&[usize]>) -> Result<StreamNode> {
+        let table = self
+            .catalog
+            .table_by_name(name)
+            .ok_or_else(|| Error::UnknownRelation { kind: "relation", name: name.to_owned() })?;
+        if table.kind == RelationKind::Internal {
+            return Err(unsupported!("a materialized view over the internal table {name}"));
+        }
+        let visible = table.visible_indices();
+        let mut output: Vec<usize> = match projection {
+            Some(p) => p.iter().map(|&i| visible[i]).collect(),
+            None => visible,
+        };
+        let n_visible = output.len();
+        output.extend(table.pk.iter().copied());
+        let fields: Vec<Field> = output
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| {
+                let name = if pos < n_visible {
+                    table.columns[i].name.clone()
+                } else {
+                    format!("_key_{}", pos - n_visible)
+                };
+                Field::new(name, table.columns[i].data_type.to_arrow(), true)
+            })
+            .collect();
+        let mut columns =
+            vec![ColumnCatalog { name: "vnode".into(), data_type: DataType::Int32, hidden: false }];
+        columns.extend(
+            table.pk.iter().map(|&i| ColumnCatalog { hidden: false, ..table.columns[i].clone() }),
+        );
+        columns.push(ColumnCatalog {
+            name: "backfill_finished".into(),
+            data_type: DataType::Boolean,
+            hidden: false,
+        });
+        columns.push(ColumnCatalog {
+            name: "row_count".into(),
+            data_type: DataType::Int64,
+            hidden: false,
+        });
+        let progress =
+            self.slot(StateSlot { purpose: "streamscan", columns, pk: vec![0], dist_key_len: 1 });
+        let stream_key = (n_visible..output.len()).collect();
+        Ok(StreamNode {
+            kind: NodeKind::Scan { table, output_indices: output, progress },
+            inputs: Vec::new(),
+            schema: Arc::new(Schema::new(fields)),
+            visible: n_visible,
+            stream_key,
+        })
+    }
+
+    fn aggregate(&mut self, agg: &datafusion::logical_expr::Aggregate) -> Result<StreamNode> {
+        let input = self.lower(&agg.input)?;
+        let in_schema = agg.input.schema();
+        let group_exprs = agg
+            .group_expr
+            .iter()
+            .map(|e| self.physical(e, in_schema))
+            .collect::<Result<Vec<_>>>()?;
+        if matches!(agg.group_expr.first(), Some(Expr::GroupingSet(_))) {
+            return Err(unsupported!("GROUPING SETS, CUBE and ROLLUP in a materialized view"));
+        }
+        let out = agg.schema.as_arrow().clone();
+        let n_groups = group_exprs.len();
+        let group_columns: Vec<ColumnCatalog> = (0..n_groups)
+            .map(|i| column(&format!("group_{i}"), out.field(i).data_type()))
+            .collect::<Result<_>>()?;
+        let mut result_columns = group_columns.clone();
+        result_columns.push(column("row_count", &ArrowType::Int64)?);
+        let mut calls = Vec::with_capacity(agg.aggr_expr.len());
+        for (i, expr) in agg.aggr_expr.iter().enumerate() {
+            let output_type = out.field(n_groups + i).data_type().clone();
+            let (kind, arg) = agg_call(expr)?;
+            let arg = self.physical(&arg, in_schema)?;
+            let multiset = match kind {
+                AggKind::Min | AggKind::Max => {
+                    let mut columns = group_columns.clone();
+                    columns.push(column("value", &output_type)?);
+                    columns.push(column("count", &ArrowType::Int64)?);
+                    let pk = (0..=n_groups).collect();
+                    Some(self.slot(StateSlot {
+                        purpose: "hashaggvalues",
+                        columns,
+                        pk,
+                        dist_key_len: n_groups,
+                    }))
+                }
+                _ => None,
+            };
+            match kind {
+                AggKind::Count => {
+                    result_columns.push(column(&format!("count_{i}"), &ArrowType::Int64)?)
+                }
+                AggKind::Sum | AggKind::Avg => {
+                    let sum_type =
+                        if kind == AggKind::Avg { ArrowType::Float64 } else { output_type.clone() };
+                    result_columns.push(column(&format!("sum_{i}"), &sum_type)?);
+                    result_columns.push(column(&format!("nonnull_{i}"), &ArrowType::Int64)?);
+                }
+                AggKind::Min | AggKind::Max => {
+                    result_columns.push(column(&format!("extreme_{i}"), &output_type)?)
+                }
+            }
+            calls.push(AggCallPlan { kind, arg, output_type, multiset });
+        }
+        let pk = (0..n_groups).collect();
+        let result = self.slot(StateSlot {
+            purpose: "hashagg",
+            columns: result_columns,
+            pk,
+            dist_key_len: n_groups,
+        });
+        let schema = Arc::new(relaxed(&out));
+        Ok(StreamNode {
+            kind: NodeKind::HashAgg { group_exprs, calls, result },
+            inputs: vec![input],
+            visible: schema.fields().len(),
+            schema,
+            stream_key: (0..n_groups).collect(),
+        })
+    }
+
+    fn join(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
+        if join.join_type != JoinType::Inner {
+            return Err(unsupported!(
+                "{} JOIN in a materialized view (only inner joins so far)",
+                join.join_type
+            ));
+        }
+        if join.on.is_empty() {
+            return Err(unsupported!(
+                "a join without an equality condition in a materialized view"
+            ));
+        }
+        let left = self.lower(&join.left)?;
+        let right = self.lower(&join.right)?;
+        let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
+        let left_keys = join
+            .on
+            .iter()
+            .map(|(l, _)| self.physical(l, left_schema))
+            .collect::<Result<Vec<_>>>()?;
+        let right_keys = join
+            .on
+            .iter()
+            .map(|(_, r)| self.physical(r, right_schema))
+            .collect::<Result<Vec<_>>>()?;
+        let filter = join.filter.as_ref().map(|f| self.physical(f, &join.schema)).transpose()?;
+        let mut tables = [0; 2];
+        for (t, (side, keys)) in
+            [(&left, &left_keys), (&right, &right_keys)].into_iter().enumerate()
+        {
+            let mut columns = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                columns
+                    .push(column(&format!("join_key_{i}"), &key.data_type(side.schema.as_ref())?)?);
+            }
+            for field in side.schema.fields() {
+                columns.push(column(field.name(), field.data_type())?);
+            }
+            let nk = keys.len();
+            let mut pk: Vec<usize> = (0..nk).collect();
+            pk.extend(side.stream_key.iter().map(|&k| nk + k));
+            let purpose = if t == 0 { "hashjoinleft" } else { "hashjoinright" };
+            tables[t] = self.slot(StateSlot { purpose, columns, pk, dist_key_len: nk });
+        }
+        let (lv, rv) = (left.visible, right.visible);
+        let (lh, rh) = (left.schema.fields().len() - lv, right.schema.fields().len() - rv);
+        let at_left = |i: usize| if i < lv { i } else { lv + rv + (i - lv) };
+        let at_right = |i: usize| if i < rv { lv + i } else { lv + rv + lh + (i - rv) };
+        let mut stream_key: Vec<usize> = left.stream_key.iter().map(|&i| at_left(i)).collect();
+        stream_key.extend(right.stream_key.iter().map(|&i| at_right(i)));
+        let mut fields: Vec<Field> = Vec::with_capacity(lv + rv + lh + rh);
+        fields.extend(left.schema.fields()[..lv].iter().map(|f| f.as_ref().clone()));
+        fields.extend(right.schema.fields()[..rv].iter().map(|f| f.as_ref().clone()));
+        fields.extend(left.schema.fields()[lv..].iter().map(|f| f.as_ref().clone()));
+        fields.extend(right.schema.fields()[rv..].iter().map(|f| f.as_ref().clone()));
+        Ok(StreamNode {
+            kind: NodeKind::HashJoin { left_keys, right_keys, filter, tables },
+            inputs: vec![left, right],
+            schema: Arc::new(Schema::new(fields)),
+            visible: lv + rv,
+            stream_key,
+        })
+    }
+}
+
+/// A projection's node: its own columns, then the input's stream key carried along hidden.
+fn with_hidden_key(kind: NodeKind, visible: &Schema, input: StreamNode) -> StreamNode {
+    let NodeKind::Project { mut exprs } = kind else { unreachable!("only projections carry keys") };
+    let mut fields: Vec<Field> =
+        relaxed(visible).fields().iter().map(|f| f.as_ref().clone()).collect();
+    let n_visible = fields.len();
+    for (k, &i) in input.stream_key.iter().enumerate() {
+        let field = input.schema.field(i);
+        exprs.push(Arc::new(Column::new(field.name(), i)));
+        fields.push(Field::new(format!("_key_{k}"), field.data_type().clone(), true));
+    }
+    let stream_key = (n_visible..fields.len()).collect();
+    StreamNode {
+        kind: NodeKind::Project { exprs },
+        inputs: vec![input],
+        schema: Arc::new(Schema::new(fields)),
+        visible: n_visible,
+        stream_key,
+    }
+}
+
+/// The same fields, all nullable (a retraction may carry NULLs anywhere).
+fn relaxed(schema: &Schema) -> Schema {
+    Schema::new(
+        schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+    )
+}
+
+fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
+    Ok(ColumnCatalog { name: name.to_owned(), data_type: DataType::from_arrow(ty)?, hidden: false })
+}
+
+/// The function and argument of an aggregate expression.
+fn agg_call(expr: &Expr) -> Result<(AggKind, Expr)> {
+    let expr = match expr {
+        Expr::Alias(alias) => alias.expr.as_ref(),
+        other => other,
+    };
+    let Expr::AggregateFunction(f) = expr else {
+        return Err(unsupported!("aggregate expression {expr} in a materialized view"));
+    };
+    let p = &f.params;
+    if p.distinct || p.filter.is_some() || !p.order_by.is_empty() {
+        return Err(unsupported!(
+            "{expr} (DISTINCT, FILTER or ORDER BY in an aggregate) in a materialized view"
+        ));
+    }
+    let kind = match f.func.name() {
+        "count" => AggKind::Count,
+        "sum" => AggKind::Sum,
+        "avg" => AggKind::Avg,
+        "min" => AggKind::Min,
+        "max" => AggKind::Max,
+        other => return Err(unsupported!("the aggregate {other} in a materialized view")),
+    };
+    let arg = match p.args.as_slice() {
+        [arg] => arg.clone(),
+        [] => Expr::Literal(datafusion::scalar::ScalarValue::Int64(Some(1)), None),
+        _ => return Err(unsupported!("{expr} with several arguments in a materialized view")),
+    };
+    Ok((kind, arg))
+}
+
+/// Fails if the plan calls a function whose result may change between evaluations (`now()`,
+/// `random()`, ...). Checked before optimization, which folds such calls into constants.
+pub fn check_deterministic(plan: &LogicalPlan) -> Result<()> {
+    let mut found = None;
+    plan.apply(|node| {
+        node.apply_expressions(|e| {
+            if found.is_none() && is_volatile(e) {
+                found = Some(e.to_string());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })
+    })?;
+    match found {
+        Some(expr) => {
+            Err(unsupported!("the non-deterministic function in {expr} in a materialized view"))
+        }
+        None => Ok(()),
+    }
+}
+
+/// True if evaluating `expr` twice may give different results (now(), random(), ...).
+fn is_volatile(expr: &Expr) -> bool {
+    let mut volatile = false;
+    let _ = expr.apply(|e| {
+        if let Expr::ScalarFunction(f) = e
+            && f.func.signature().volatility != datafusion::logical_expr::Volatility::Immutable
+        {
+            volatile = true;
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    volatile
+}

@@ -1,0 +1,478 @@
+//! `ArrangementBackfillExecutor` (the stream scan): a view's input from an upstream relation.
+//!
+//! It reads the upstream's stored rows (its arrangement) vnode by vnode in key order, and merges
+//! the upstream's live changes arriving meanwhile, so the view sees every row exactly once.
+//!
+//! Per vnode the state is `NotStarted`, `InProgress(position)` or `Completed`, persisted at every
+//! checkpoint in the progress table `vnode | upstream pk | backfill_finished | row_count` (no row
+//! means not started). Within an epoch the executor reads snapshot pages from the state committed
+//! at the previous barrier and buffers upstream chunks; at the barrier it emits the buffered
+//! changes by the rule
+//!
+//! - vnode `Completed`: emit;
+//! - vnode `NotStarted`: drop (a later snapshot read sees the change);
+//! - vnode `InProgress(p)`: emit iff the row's key is `<= p` (it was read already), else drop;
+//!   an update whose halves land on different sides becomes a plain insert or delete;
+//!
+//! then persists the positions, forwards the barrier, waits until the epoch it ended is
+//! committed and continues from a snapshot of it. Once every vnode is complete (and that is
+//! persisted) it passes upstream messages straight through.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::scalar::ScalarValue;
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use crate::catalog::{Epoch, TableCatalog, VirtualNode};
+use crate::error::{Error, Result};
+use crate::storage::keycodec::{encode_keys, vnode_in_key, vnode_prefix};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::{ReadSnapshot, Store};
+use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::filter::mask_chunk;
+use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
+use crate::stream::message::{Barrier, Message, StreamChunk};
+
+/// Rows read from the snapshot per page.
+const PAGE_ROWS: usize = 1024;
+
+/// Where the backfill of one vnode stands.
+#[derive(Debug, Clone, PartialEq)]
+enum VnodeState {
+    NotStarted,
+    /// Rows up to and including the storage key `key` (whose primary key is `pk`) were read.
+    InProgress {
+        key: Vec<u8>,
+        pk: Vec<ScalarValue>,
+    },
+    Completed,
+}
+
+#[derive(Debug, Clone)]
+struct VnodeProgress {
+    state: VnodeState,
+    rows: u64,
+    dirty: bool,
+}
+
+/// What a backfill reports to whoever waits for the job: rows read so far, and the epoch whose
+/// checkpoint recorded that every vnode is complete.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackfillStatus {
+    /// Snapshot rows read, over all vnodes.
+    pub rows: u64,
+    /// Set once completion is persisted in this epoch's checkpoint.
+    pub finished: Option<Epoch>,
+}
+
+/// How the executor is set up.
+pub struct BackfillConfig {
+    /// The relation whose stored rows and changes are read.
+    pub upstream_table: Arc<TableCatalog>,
+    /// Storage indices of the upstream columns this scan outputs, in output order.
+    pub output_indices: Vec<usize>,
+    /// Schema of the output rows.
+    pub output_schema: SchemaRef,
+    /// The progress table's catalog entry.
+    pub progress_table: Arc<TableCatalog>,
+    /// Snapshot rows per second; `None` for no limit, `Some(0)` pauses the backfill.
+    pub rate_limit: Option<u64>,
+    /// Asks for an early checkpoint once the snapshot is read, so completion is recorded
+    /// without waiting out the barrier interval.
+    pub barrier: BarrierHandle,
+}
+
+/// The backfilling stream scan.
+pub struct ArrangementBackfillExecutor {
+    upstream: BoxedExecutor,
+    store: Arc<Store>,
+    config: BackfillConfig,
+    status: watch::Sender<BackfillStatus>,
+}
+
+impl ArrangementBackfillExecutor {
+    /// A scan of `config.upstream_table` fed by `upstream`, its change stream.
+    pub fn new(
+        upstream: BoxedExecutor,
+        store: Arc<Store>,
+        config: BackfillConfig,
+        status: watch::Sender<BackfillStatus>,
+    ) -> Self {
+        Self { upstream, store, config, status }
+    }
+}
+
+impl Executor for ArrangementBackfillExecutor {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { upstream, store, config, status } = *self;
+        async_stream::try_stream! {
+            let mut upstream = upstream.execute();
+            let first = next_barrier(&mut upstream).await?;
+            let mut backfill = Backfill::load(store, config, status)?;
+            let prev = first.epoch.prev;
+            yield Message::Barrier(first);
+            if !backfill.is_finished() {
+                backfill.start_epoch(prev).await?;
+                while let Some(msg) = backfill.next_message(&mut upstream).await? {
+                    let barrier = match msg {
+                        Message::Barrier(barrier) => barrier,
+                        other => {
+                            yield other;
+                            continue;
+                        }
+                    };
+                    for chunk in backfill.flush_buffer()? {
+                        yield Message::Chunk(chunk);
+                    }
+                    backfill.persist(barrier.epoch.prev)?;
+                    let prev = barrier.epoch.prev;
+                    yield Message::Barrier(barrier);
+                    if backfill.is_finished() {
+                        break;
+                    }
+                    backfill.start_epoch(prev).await?;
+                }
+            }
+            // Steady state: the view follows the upstream.
+            while let Some(msg) = upstream.next().await {
+                match msg? {
+                    Message::Chunk(chunk) => yield Message::Chunk(backfill.project(&chunk)?),
+                    other => yield other,
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "ArrangementBackfillExecutor"
+    }
+}
+
+async fn next_barrier(upstream: &mut BoxedMessageStream) -> Result<Barrier> {
+    match upstream.next().await {
+        Some(Ok(Message::Barrier(b))) => Ok(b),
+        Some(Ok(_)) => Err(Error::Stream("a stream scan must start with a barrier".into())),
+        Some(Err(e)) => Err(e),
+        None => Err(Error::Shutdown),
+    }
+}
+
+/// The state machine of one backfill.
+struct Backfill {
+    store: Arc<Store>,
+    config: BackfillConfig,
+    progress_table: StateTable,
+    vnodes: Vec<VnodeProgress>,
+    /// Index of the first vnode not yet completed.
+    cursor: usize,
+    /// Snapshot of the epoch before the current one; `None` before the first barrier.
+    snapshot: Option<ReadSnapshot>,
+    /// Upstream changes of the current epoch.
+    buffer: Vec<StreamChunk>,
+    /// Snapshot rows read in this epoch.
+    read_this_epoch: usize,
+    /// Rate-limit tokens, in rows.
+    tokens: f64,
+    last_refill: Instant,
+    status: watch::Sender<BackfillStatus>,
+    finished_persisted: bool,
+}
+
+/// What the executor does next.
+enum Step {
+    Upstream(Option<Result<Message>>),
+    ReadSnapshot,
+}
+
+impl Backfill {
+    /// Loads the persisted progress (committed at the last checkpoint).
+    fn load(
+        store: Arc<Store>,
+        config: BackfillConfig,
+        status: watch::Sender<BackfillStatus>,
+    ) -> Result<Self> {
+        let progress_table = StateTable::for_relation(store.clone(), &config.progress_table);
+        let mut vnodes = vec![
+            VnodeProgress { state: VnodeState::NotStarted, rows: 0, dirty: false };
+            VirtualNode::COUNT
+        ];
+        let (start, end) = progress_table.full_range();
+        let types = config.progress_table.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, VirtualNode::COUNT);
+        for (_, value) in progress_table.iter_range(&start, &end, usize::MAX)? {
+            decoder.push(&value)?;
+        }
+        let columns = decoder.finish();
+        let n_rows = columns.first().map_or(0, |c| c.len());
+        let pk_len = config.upstream_table.pk.len();
+        for row in 0..n_rows {
+            let vnode = ScalarValue::try_from_array(&columns[0], row)?;
+            let ScalarValue::Int32(Some(vnode)) = vnode else {
+                return Err(Error::Storage("backfill progress row without a vnode".into()));
+            };
+            let finished = ScalarValue::try_from_array(&columns[1 + pk_len], row)?
+                == ScalarValue::Boolean(Some(true));
+            let rows = match ScalarValue::try_from_array(&columns[2 + pk_len], row)? {
+                ScalarValue::Int64(Some(n)) => n as u64,
+                _ => 0,
+            };
+            let state = if finished {
+                VnodeState::Completed
+            } else {
+                let pk_columns: Vec<ArrayRef> =
+                    columns[1..=pk_len].iter().map(|c| c.slice(row, 1)).collect();
+                let pk = (0..pk_len)
+                    .map(|i| ScalarValue::try_from_array(&pk_columns[i], 0))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                let key = encode_keys(
+                    config.upstream_table.id,
+                    &pk_columns,
+                    1,
+                    config.upstream_table.dist_key_len,
+                )?
+                .remove(0);
+                VnodeState::InProgress { key, pk }
+            };
+            vnodes[vnode as usize] = VnodeProgress { state, rows, dirty: false };
+        }
+        let cursor = vnodes
+            .iter()
+            .position(|v| v.state != VnodeState::Completed)
+            .unwrap_or(VirtualNode::COUNT);
+        let finished_persisted = cursor == VirtualNode::COUNT;
+        let backfill = Self {
+            store,
+            config,
+            progress_table,
+            vnodes,
+            cursor,
+            snapshot: None,
+            buffer: Vec::new(),
+            read_this_epoch: 0,
+            tokens: 0.0,
+            last_refill: Instant::now(),
+            status,
+            finished_persisted,
+        };
+        backfill.report(finished_persisted.then_some(Epoch(0)));
+        Ok(backfill)
+    }
+
+    /// True once every vnode is complete and that is committed to the progress table.
+    fn is_finished(&self) -> bool {
+        self.finished_persisted
+    }
+
+    /// Waits until `prev` is committed, then reads the rest of this epoch from its snapshot.
+    async fn start_epoch(&mut self, prev: Epoch) -> Result<()> {
+        let mut committed = self.store.subscribe_committed();
+        committed.wait_for(|c| *c >= prev).await.map_err(|_| Error::Shutdown)?;
+        self.snapshot = Some(self.store.snapshot());
+        self.read_this_epoch = 0;
+        self.refill();
+        Ok(())
+    }
+
+    fn refill(&mut self) {
+        let Some(rate) = self.config.rate_limit else { return };
+        let elapsed = self.last_refill.elapsed().as_secs_f64();
+        self.last_refill = Instant::now();
+        self.tokens = (self.tokens + rate as f64 * elapsed).min(rate.max(1) as f64);
+    }
+
+    /// The most snapshot rows the next page may read (0: not now).
+    fn page_budget(&self) -> usize {
+        if self.cursor == VirtualNode::COUNT {
+            return 0;
+        }
+        match self.config.rate_limit {
+            None => PAGE_ROWS,
+            Some(_) => (self.tokens as usize).min(PAGE_ROWS),
+        }
+    }
+
+    /// The next message to emit downstream; upstream chunks are buffered, snapshot pages
+    /// emitted, and a barrier returned for the caller to flush and persist around.
+    async fn next_message(&mut self, upstream: &mut BoxedMessageStream) -> Result<Option<Message>> {
+        loop {
+            let can_read = self.page_budget() > 0;
+            let step = if can_read && self.read_this_epoch == 0 {
+                // At least one page per epoch, so long runs of deleted keys cannot stall it.
+                Step::ReadSnapshot
+            } else if can_read {
+                tokio::select! {
+                    biased;
+                    msg = upstream.next() => Step::Upstream(msg),
+                    _ = std::future::ready(()) => Step::ReadSnapshot,
+                }
+            } else {
+                Step::Upstream(upstream.next().await)
+            };
+            match step {
+                Step::Upstream(None) => return Ok(None),
+                Step::Upstream(Some(msg)) => match msg? {
+                    Message::Chunk(chunk) => self.buffer.push(chunk),
+                    Message::Watermark(_) => {}
+                    barrier @ Message::Barrier(_) => return Ok(Some(barrier)),
+                },
+                Step::ReadSnapshot => {
+                    if let Some(chunk) = self.read_page()? {
+                        return Ok(Some(Message::Chunk(chunk)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the next page of the vnode at the cursor; a short page completes the vnode.
+    fn read_page(&mut self) -> Result<Option<StreamChunk>> {
+        let limit = self.page_budget();
+        let vnode = VirtualNode(self.cursor as u16);
+        let table = &self.config.upstream_table;
+        let start = match &self.vnodes[self.cursor].state {
+            VnodeState::InProgress { key, .. } => successor(key),
+            _ => vnode_prefix(table.id, vnode).to_vec(),
+        };
+        let end = vnode_end(table.id, vnode);
+        let types = table.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, limit);
+        let snapshot = self.snapshot.as_ref().expect("an epoch has started");
+        let last = snapshot.scan(&start, &end, limit, |_, v| decoder.push(v))?;
+        let columns = decoder.finish();
+        let rows = columns.first().map_or(0, |c| c.len());
+        self.read_this_epoch += rows.max(1);
+        if self.config.rate_limit.is_some() {
+            self.tokens -= rows.max(1) as f64;
+        }
+        let progress = &mut self.vnodes[self.cursor];
+        progress.dirty = true;
+        progress.rows += rows as u64;
+        if let Some(key) = last {
+            let pk = table
+                .pk
+                .iter()
+                .map(|&i| ScalarValue::try_from_array(&columns[i], rows - 1))
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            progress.state = VnodeState::InProgress { key, pk };
+        }
+        if rows < limit {
+            progress.state = VnodeState::Completed;
+            self.cursor += 1;
+            if self.cursor == VirtualNode::COUNT {
+                self.config.barrier.request_checkpoint();
+            }
+            while self.cursor < VirtualNode::COUNT
+                && self.vnodes[self.cursor].state == VnodeState::Completed
+            {
+                self.cursor += 1;
+            }
+        }
+        if rows == 0 {
+            return Ok(None);
+        }
+        let output: Vec<ArrayRef> =
+            self.config.output_indices.iter().map(|&i| columns[i].clone()).collect();
+        let data = RecordBatch::try_new(self.config.output_schema.clone(), output)?;
+        Ok(Some(StreamChunk::inserts(data)))
+    }
+
+    /// Applies the merge rule to the buffered upstream changes of this epoch.
+    fn flush_buffer(&mut self) -> Result<Vec<StreamChunk>> {
+        let table = self.config.upstream_table.clone();
+        let mut out = Vec::new();
+        for chunk in std::mem::take(&mut self.buffer) {
+            let pk: Vec<ArrayRef> = table.pk.iter().map(|&i| chunk.columns()[i].clone()).collect();
+            let keys = encode_keys(table.id, &pk, chunk.len(), table.dist_key_len)?;
+            let emit = |i: usize| {
+                let key = &keys[i];
+                match &self.vnodes[vnode_in_key(key).0 as usize].state {
+                    VnodeState::Completed => true,
+                    VnodeState::NotStarted => false,
+                    VnodeState::InProgress { key: position, .. } => key <= position,
+                }
+            };
+            if let Some(kept) = mask_chunk(&chunk, emit)? {
+                out.push(self.project(&kept)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// An upstream chunk narrowed to the scan's output columns.
+    fn project(&self, chunk: &StreamChunk) -> Result<StreamChunk> {
+        let output: Vec<ArrayRef> =
+            self.config.output_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
+        let data = RecordBatch::try_new(self.config.output_schema.clone(), output)?;
+        Ok(StreamChunk::new(chunk.ops().to_vec(), data))
+    }
+
+    /// Writes the progress rows that changed in this epoch and commits the progress table.
+    fn persist(&mut self, epoch: Epoch) -> Result<()> {
+        let dirty: Vec<usize> = (0..VirtualNode::COUNT).filter(|&v| self.vnodes[v].dirty).collect();
+        if !dirty.is_empty() {
+            let batch = self.progress_batch(&dirty)?;
+            self.progress_table.write_chunk(&StreamChunk::inserts(batch))?;
+            for &v in &dirty {
+                self.vnodes[v].dirty = false;
+            }
+        }
+        self.progress_table.commit(epoch);
+        let done = self.cursor == VirtualNode::COUNT;
+        if done {
+            self.finished_persisted = true;
+        }
+        self.report(done.then_some(epoch));
+        Ok(())
+    }
+
+    fn progress_batch(&self, dirty: &[usize]) -> Result<RecordBatch> {
+        let schema = self.config.progress_table.full_schema();
+        let table = &self.config.upstream_table;
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(Int32Array::from_iter_values(dirty.iter().map(|&v| v as i32)))];
+        for (k, &col) in table.pk.iter().enumerate() {
+            let ty = table.columns[col].data_type.to_arrow();
+            let values = dirty.iter().map(|&v| match &self.vnodes[v].state {
+                VnodeState::InProgress { pk, .. } => pk[k].clone(),
+                _ => ScalarValue::try_from(&ty).expect("catalog types have a null scalar"),
+            });
+            columns.push(ScalarValue::iter_to_array(values)?);
+        }
+        columns.push(Arc::new(BooleanArray::from_iter(
+            dirty.iter().map(|&v| Some(self.vnodes[v].state == VnodeState::Completed)),
+        )));
+        columns.push(Arc::new(Int64Array::from_iter_values(
+            dirty.iter().map(|&v| self.vnodes[v].rows as i64),
+        )));
+        let columns = crate::stream::cast_columns(columns, &schema)?;
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+
+    fn report(&self, finished: Option<Epoch>) {
+        let rows = self.vnodes.iter().map(|v| v.rows).sum();
+        self.status.send_replace(BackfillStatus { rows, finished });
+    }
+}
+
+/// The smallest key greater than `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = key.to_vec();
+    next.push(0);
+    next
+}
+
+/// The first key after every key of `vnode` of `table`.
+fn vnode_end(table: crate::catalog::TableId, vnode: VirtualNode) -> Vec<u8> {
+    match vnode.0.checked_add(1).filter(|v| (*v as usize) < VirtualNode::COUNT) {
+        Some(next) => vnode_prefix(table, VirtualNode(next)).to_vec(),
+        None => (table.0 + 1).to_be_bytes().to_vec(),
+    }
+}

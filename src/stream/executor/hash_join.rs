@@ -1,0 +1,254 @@
+//! `HashJoinExecutor`: an inner equi-join of two changing inputs.
+//!
+//! Each side's rows are kept in a state table keyed by `join key | side's stream key`, with the
+//! join key as distribution key, so all rows of one join key are one prefix scan. A change on
+//! one side is joined with the other side's current rows and then applied to its own side's
+//! state; messages are processed one at a time, which makes the symmetric join exact. Barriers
+//! of the two inputs are aligned: a side that delivered its barrier waits for the other.
+//!
+//! Output rows are `left columns ++ right columns ++ left hidden ++ right hidden`, where hidden
+//! columns are the stream-key columns an input carries after its visible ones.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::take;
+use arrow::datatypes::SchemaRef;
+use datafusion::physical_plan::PhysicalExpr;
+use futures::StreamExt;
+
+use crate::catalog::{Epoch, TableCatalog};
+use crate::error::Result;
+use crate::storage::keycodec::{encode_keys, prefix_successor};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::Store;
+use crate::stream::executor::filter::filter_chunk;
+use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
+use crate::stream::message::{Barrier, Message, Op, StreamChunk};
+
+/// One input of the join.
+pub struct JoinSide {
+    /// The input.
+    pub input: BoxedExecutor,
+    /// Join key expressions over the input's rows.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The side's state table: `join key columns ++ input columns`.
+    pub table: Arc<TableCatalog>,
+    /// How many of the input's columns are visible (the rest are hidden stream-key columns).
+    pub visible: usize,
+}
+
+/// Inner hash join.
+pub struct HashJoinExecutor {
+    left: JoinSide,
+    right: JoinSide,
+    store: Arc<Store>,
+    /// A residual (non-equi) condition over the output row.
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    output_schema: SchemaRef,
+}
+
+impl HashJoinExecutor {
+    /// Joins `left` and `right` on their keys.
+    pub fn new(
+        left: JoinSide,
+        right: JoinSide,
+        store: Arc<Store>,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        output_schema: SchemaRef,
+    ) -> Self {
+        Self { left, right, store, filter, output_schema }
+    }
+}
+
+/// A message from one side of a two-input executor, after barrier alignment.
+pub enum Aligned {
+    /// A chunk from the left input.
+    Left(StreamChunk),
+    /// A chunk from the right input.
+    Right(StreamChunk),
+    /// A barrier both inputs have delivered.
+    Barrier(Barrier),
+}
+
+/// Merges two inputs, aligning their barriers.
+pub fn align(
+    mut left: BoxedMessageStream,
+    mut right: BoxedMessageStream,
+) -> futures::stream::BoxStream<'static, Result<Aligned>> {
+    async_stream::try_stream! {
+        let (mut left_barrier, mut right_barrier): (Option<Barrier>, Option<Barrier>) = (None, None);
+        loop {
+            let (msg, from_left) = tokio::select! {
+                msg = left.next(), if left_barrier.is_none() => (msg, true),
+                msg = right.next(), if right_barrier.is_none() => (msg, false),
+            };
+            let Some(msg) = msg else { break };
+            match (msg?, from_left) {
+                (Message::Chunk(c), true) => yield Aligned::Left(c),
+                (Message::Chunk(c), false) => yield Aligned::Right(c),
+                (Message::Barrier(b), true) => left_barrier = Some(b),
+                (Message::Barrier(b), false) => right_barrier = Some(b),
+                (Message::Watermark(_), _) => {}
+            }
+            if left_barrier.is_some() && right_barrier.is_some() {
+                right_barrier = None;
+                yield Aligned::Barrier(left_barrier.take().expect("checked"));
+            }
+        }
+    }
+    .boxed()
+}
+
+struct Side {
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    def: Arc<TableCatalog>,
+    table: StateTable,
+    visible: usize,
+}
+
+impl Side {
+    fn new(side: &JoinSide, store: &Arc<Store>) -> Self {
+        Self {
+            keys: side.keys.clone(),
+            def: side.table.clone(),
+            table: StateTable::for_relation(store.clone(), &side.table),
+            visible: side.visible,
+        }
+    }
+
+    fn key_columns(&self, chunk: &StreamChunk) -> Result<Vec<ArrayRef>> {
+        let schema = self.def.full_schema();
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let a = e.evaluate(chunk.data())?.into_array(chunk.len())?;
+                Ok(arrow::compute::cast(&a, schema.field(i).data_type())?)
+            })
+            .collect()
+    }
+
+    /// Stores (or removes) the chunk's rows with a non-NULL join key.
+    fn apply(&mut self, chunk: &StreamChunk, keys: &[ArrayRef], has_key: &[bool]) -> Result<()> {
+        let mut columns = keys.to_vec();
+        columns.extend(chunk.columns().iter().cloned());
+        let batch = RecordBatch::try_new(self.def.full_schema(), columns)?;
+        let rows = StreamChunk::new(chunk.ops().to_vec(), batch);
+        match crate::stream::executor::filter::mask_chunk(&rows, |i| has_key[i])? {
+            Some(rows) => self.table.write_chunk(&rows),
+            None => Ok(()),
+        }
+    }
+
+    /// The stored rows (input columns only) whose join key encodes to `prefix`.
+    fn matches(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
+        Ok(self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    fn decode(&self, rows: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {
+        let types = self.def.types();
+        let n_keys = self.keys.len();
+        let projection: Vec<usize> = (n_keys..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &projection, rows.len());
+        for row in rows {
+            decoder.push(row)?;
+        }
+        Ok(decoder.finish())
+    }
+}
+
+impl Executor for HashJoinExecutor {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { left, right, store, filter, output_schema } = *self;
+        async_stream::try_stream! {
+            let mut sides = [Side::new(&left, &store), Side::new(&right, &store)];
+            let mut input = align(left.input.execute(), right.input.execute());
+            while let Some(msg) = input.next().await {
+                let (chunk, from_left) = match msg? {
+                    Aligned::Left(c) => (c, true),
+                    Aligned::Right(c) => (c, false),
+                    Aligned::Barrier(barrier) => {
+                        if barrier.is_checkpoint() {
+                            commit(&mut sides, barrier.epoch.prev);
+                        }
+                        yield Message::Barrier(barrier);
+                        continue;
+                    }
+                };
+                let joined = join_chunk(&mut sides, &chunk, from_left, &output_schema)?;
+                let joined = match (&filter, joined) {
+                    (Some(f), Some(j)) => filter_chunk(&j, f.as_ref())?,
+                    (_, j) => j,
+                };
+                if let Some(joined) = joined {
+                    yield Message::Chunk(joined);
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "HashJoinExecutor"
+    }
+}
+
+fn commit(sides: &mut [Side; 2], epoch: Epoch) {
+    for side in sides {
+        side.table.commit(epoch);
+    }
+}
+
+/// Joins one side's chunk with the other side's stored rows, then stores the chunk.
+fn join_chunk(
+    sides: &mut [Side; 2],
+    chunk: &StreamChunk,
+    from_left: bool,
+    schema: &SchemaRef,
+) -> Result<Option<StreamChunk>> {
+    let (this, other) = if from_left { (0, 1) } else { (1, 0) };
+    let keys = sides[this].key_columns(chunk)?;
+    let has_key: Vec<bool> = (0..chunk.len()).map(|i| keys.iter().all(|k| k.is_valid(i))).collect();
+    let other_def = sides[other].def.clone();
+    let prefixes = encode_keys(other_def.id, &keys, chunk.len(), keys.len())?;
+    let mut ops = Vec::new();
+    let mut this_rows = Vec::new();
+    let mut other_rows = Vec::new();
+    for row in 0..chunk.len() {
+        if !has_key[row] {
+            continue;
+        }
+        for stored in sides[other].matches(&prefixes[row])? {
+            // Pairs of an update may match different rows, so changes are plain inserts and deletes.
+            ops.push(if chunk.ops()[row].is_insert() { Op::Insert } else { Op::Delete });
+            this_rows.push(row as u32);
+            other_rows.push(stored);
+        }
+    }
+    sides[this].apply(chunk, &keys, &has_key)?;
+    if ops.is_empty() {
+        return Ok(None);
+    }
+    let indices = UInt32Array::from(this_rows);
+    let this_columns = chunk
+        .columns()
+        .iter()
+        .map(|c| take(c, &indices, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let other_columns = sides[other].decode(&other_rows)?;
+    let (left, right, left_visible, right_visible) = if from_left {
+        (this_columns, other_columns, sides[0].visible, sides[1].visible)
+    } else {
+        (other_columns, this_columns, sides[0].visible, sides[1].visible)
+    };
+    let mut columns = Vec::with_capacity(left.len() + right.len());
+    columns.extend_from_slice(&left[..left_visible]);
+    columns.extend_from_slice(&right[..right_visible]);
+    columns.extend_from_slice(&left[left_visible..]);
+    columns.extend_from_slice(&right[right_visible..]);
+    let columns = crate::stream::cast_columns(columns, schema)?;
+    Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
+}

@@ -1,0 +1,160 @@
+//! The stream plan: a tree of streaming operators, before it is built into executors.
+//!
+//! Every node's output rows are its visible columns (those of the DataFusion plan node it comes
+//! from, in order) followed by hidden columns that complete its stream key, the columns that
+//! identify a row of the node's output. The root's stream key becomes the primary key of the
+//! view's state table.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use datafusion::physical_plan::PhysicalExpr;
+
+use crate::catalog::{ColumnCatalog, TableCatalog};
+use crate::stream::executor::hash_agg::AggKind;
+
+/// An internal state table a node needs, before it has an id.
+#[derive(Debug, Clone)]
+pub struct StateSlot {
+    /// What the table holds, for its name: `streamscan`, `hashagg`, `hashjoinleft`, ...
+    pub purpose: &'static str,
+    /// Columns, in storage order.
+    pub columns: Vec<ColumnCatalog>,
+    /// Primary key column indices.
+    pub pk: Vec<usize>,
+    /// Leading primary-key columns that choose the vnode.
+    pub dist_key_len: usize,
+}
+
+/// An aggregate call in the plan.
+#[derive(Debug, Clone)]
+pub struct AggCallPlan {
+    /// Which function.
+    pub kind: AggKind,
+    /// Its argument over the input rows.
+    pub arg: Arc<dyn PhysicalExpr>,
+    /// Its output type.
+    pub output_type: arrow::datatypes::DataType,
+    /// For min and max, the value multiset table (index into the plan's slots).
+    pub multiset: Option<usize>,
+}
+
+/// What a node does.
+#[derive(Debug, Clone)]
+pub enum NodeKind {
+    /// Backfill and then follow an upstream relation.
+    Scan {
+        /// The upstream relation.
+        table: Arc<TableCatalog>,
+        /// Storage indices of the upstream columns output, visible then hidden.
+        output_indices: Vec<usize>,
+        /// The progress table (slot index).
+        progress: usize,
+    },
+    /// Keep rows satisfying a predicate.
+    Filter {
+        /// The predicate.
+        predicate: Arc<dyn PhysicalExpr>,
+    },
+    /// Compute output columns.
+    Project {
+        /// One expression per output column, hidden ones included.
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+    },
+    /// Grouped aggregation.
+    HashAgg {
+        /// Group-by expressions.
+        group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+        /// Aggregate calls.
+        calls: Vec<AggCallPlan>,
+        /// The result table (slot index).
+        result: usize,
+    },
+    /// Inner equi-join of the two inputs.
+    HashJoin {
+        /// Join key expressions over the left input.
+        left_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// Join key expressions over the right input.
+        right_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// Residual condition over the output.
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        /// Left and right state tables (slot indices).
+        tables: [usize; 2],
+    },
+}
+
+/// A node of the stream plan.
+#[derive(Debug, Clone)]
+pub struct StreamNode {
+    /// What the node does.
+    pub kind: NodeKind,
+    /// Its inputs.
+    pub inputs: Vec<StreamNode>,
+    /// Output row schema: visible columns, then hidden ones.
+    pub schema: SchemaRef,
+    /// How many leading columns are visible.
+    pub visible: usize,
+    /// Columns identifying an output row.
+    pub stream_key: Vec<usize>,
+}
+
+/// A view's whole stream plan: the tree and the state tables it needs.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    /// The root; its output is materialized.
+    pub root: StreamNode,
+    /// Internal state tables, in the order their ids are assigned.
+    pub slots: Vec<StateSlot>,
+}
+
+impl StreamNode {
+    fn name(&self) -> String {
+        match &self.kind {
+            NodeKind::Scan { table, .. } => format!("StreamTableScan {{ table: {} }}", table.name),
+            NodeKind::Filter { predicate } => format!("StreamFilter {{ predicate: {predicate} }}"),
+            NodeKind::Project { exprs } => {
+                let exprs: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
+                format!("StreamProject {{ exprs: [{}] }}", exprs.join(", "))
+            }
+            NodeKind::HashAgg { group_exprs, calls, .. } => {
+                let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
+                let calls: Vec<String> =
+                    calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
+                format!(
+                    "StreamHashAgg {{ group_key: [{}], aggs: [{}] }}",
+                    groups.join(", "),
+                    calls.join(", ")
+                )
+            }
+            NodeKind::HashJoin { left_keys, right_keys, filter, .. } => {
+                let on: Vec<String> =
+                    left_keys.iter().zip(right_keys).map(|(l, r)| format!("{l} = {r}")).collect();
+                let filter = filter.as_ref().map_or(String::new(), |f| format!(", filter: {f}"));
+                format!("StreamHashJoin {{ type: Inner, on: [{}]{filter} }}", on.join(", "))
+            }
+        }
+    }
+
+    fn explain(&self, depth: usize, out: &mut String) {
+        let _ = writeln!(out, "{}└─{}", "  ".repeat(depth), self.name());
+        for input in &self.inputs {
+            input.explain(depth + 1, out);
+        }
+    }
+}
+
+impl StreamPlan {
+    /// The plan as an indented tree, one operator per line, materialize at the top.
+    pub fn explain(&self, view: &str) -> String {
+        let key: Vec<String> = self
+            .root
+            .stream_key
+            .iter()
+            .map(|&i| self.root.schema.field(i).name().clone())
+            .collect();
+        let mut out = format!("StreamMaterialize {{ view: {view}, pk: [{}] }}\n", key.join(", "));
+        self.root.explain(1, &mut out);
+        out
+    }
+}
