@@ -9,5 +9,6 @@
 mod clients;
 mod crash;
 mod harness;
+mod mv;
 mod psycopg;
 mod slt;

@@ -70,8 +70,9 @@ impl Engine {
         };
         let table = self.table(name)?;
         let targets = target_columns(&table, &insert.columns)?;
-        let source =
+        let mut source =
             insert.source.ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
+        alias_positionally(&mut source);
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let state = self.query_state();
@@ -330,6 +331,22 @@ impl Engine {
         let table = self.table(name)?;
         let alias = alias.as_ref().map_or(table.name.clone(), |a| normalize_ident(&a.name));
         Ok((table, alias))
+    }
+}
+
+/// Names the output columns of an INSERT's SELECT by position: INSERT maps them by position,
+/// and DataFusion refuses a SELECT list with two columns of the same name.
+fn alias_positionally(query: &mut ast::Query) {
+    let ast::SetExpr::Select(select) = query.body.as_mut() else { return };
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let alias = ast::Ident::new(format!("column{}", i + 1));
+        match item {
+            ast::SelectItem::UnnamedExpr(expr) => {
+                *item = ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias };
+            }
+            ast::SelectItem::ExprWithAlias { alias: existing, .. } => *existing = alias,
+            _ => {}
+        }
     }
 }
 

@@ -1,0 +1,241 @@
+//! Materialized views end to end: backfill under concurrent writes, crash in the middle of a
+//! backfill, crash in steady state. The oracle is always the view's own query run as a batch
+//! query over the tables once they are quiet.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use tokio_postgres::Client;
+
+use crate::harness::{Sluice, retry_until, text_rows};
+
+/// Rows in the upstream table of these tests.
+const ROWS: i64 = 200_000;
+
+/// Creates `big(id, g, v, s)` with [`ROWS`] rows.
+async fn load_big(client: &Client) -> anyhow::Result<()> {
+    client
+        .batch_execute("CREATE TABLE big (id bigint PRIMARY KEY, g int, v int, s varchar)")
+        .await?;
+    let sql = format!(
+        "INSERT INTO big SELECT value, value % 100, value % 7, 'row' || value FROM generate_series(1, {ROWS})"
+    );
+    client.batch_execute(&sql).await?;
+    Ok(())
+}
+
+/// The rows of a query, sorted, as text.
+async fn sorted(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+    let mut rows = text_rows(client, sql).await?;
+    rows.sort();
+    Ok(rows)
+}
+
+/// Asserts that `view` holds exactly what `query` returns now.
+async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow::Result<()> {
+    let found = sorted(client, &format!("SELECT * FROM {view}")).await?;
+    let expected = sorted(client, query).await?;
+    ensure!(
+        found == expected,
+        "{view} differs from its query: {} rows vs {} expected; first differences: {:?}",
+        found.len(),
+        expected.len(),
+        found.iter().zip(&expected).filter(|(a, b)| a != b).take(3).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// Rows read so far by the only stream scan of the server, from its progress table.
+async fn backfilled_rows(client: &Client) -> anyhow::Result<(i64, i64, i64)> {
+    let tables = text_rows(
+        client,
+        "SELECT relname FROM pg_catalog.pg_class WHERE relname LIKE '__internal%streamscan%'",
+    )
+    .await?;
+    let table =
+        tables.first().and_then(|r| r[0].clone()).context("no stream scan progress table")?;
+    let row = text_rows(
+        client,
+        &format!(
+            "SELECT coalesce(sum(row_count), 0), count(*), \
+             sum(CASE WHEN backfill_finished THEN 1 ELSE 0 END) FROM {table}"
+        ),
+    )
+    .await?;
+    let num = |i: usize| row[0][i].as_deref().unwrap_or("0").parse::<i64>().unwrap_or(0);
+    Ok((num(0), num(1), num(2)))
+}
+
+/// A writer of random changes to `big`, on both sides of any backfill position, until stopped.
+async fn write_randomly(
+    client: Client,
+    mut seed: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<u64> {
+    let mut next = move |bound: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % bound
+    };
+    let mut writes = 0;
+    while !*stop.borrow() {
+        let id = 1 + next(ROWS as u64 + 5_000) as i64;
+        let sql = match next(3) {
+            0 => format!("DELETE FROM big WHERE id = {id}"),
+            1 => format!("UPDATE big SET v = {}, g = {} WHERE id = {id}", next(10), next(100)),
+            _ => format!(
+                "INSERT INTO big VALUES ({}, {}, {}, 'new')",
+                ROWS + 10_000 + writes as i64,
+                next(100),
+                next(10)
+            ),
+        };
+        client.batch_execute(&sql).await?;
+        writes += 1;
+    }
+    Ok(writes)
+}
+
+const AGG_QUERY: &str =
+    "SELECT g, count(*) AS n, sum(v) AS sv, min(v) AS lo, max(id) AS hi FROM big GROUP BY g";
+const FILTER_QUERY: &str = "SELECT id, v, s FROM big WHERE v > 3";
+
+#[tokio::test]
+async fn backfill_under_concurrent_writes_equals_batch_query() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let outcome = concurrent_backfill(&server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+async fn concurrent_backfill(server: &Sluice) -> anyhow::Result<()> {
+    let client = server.connect().await?;
+    load_big(&client).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let writer = tokio::spawn(write_randomly(server.connect().await?, 42, stop_rx));
+    // A rate limit makes the backfill last long enough for the writer to overlap with it.
+    client
+        .batch_execute(&format!(
+            "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 100000) AS {AGG_QUERY}"
+        ))
+        .await?;
+    client
+        .batch_execute(&format!(
+            "CREATE MATERIALIZED VIEW big_filter WITH (backfill_rate_limit = 100000) AS {FILTER_QUERY}"
+        ))
+        .await?;
+    stop_tx.send_replace(true);
+    let writes = writer.await??;
+    ensure!(writes > 10, "the writer made only {writes} changes during the backfills");
+    assert_view_matches(&client, "big_agg", AGG_QUERY).await?;
+    assert_view_matches(&client, "big_filter", FILTER_QUERY).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn backfill_resumes_after_kill9() -> anyhow::Result<()> {
+    let mut server = Sluice::start().await?;
+    let outcome = kill_mid_backfill(&mut server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+async fn kill_mid_backfill(server: &mut Sluice) -> anyhow::Result<()> {
+    let client = server.connect().await?;
+    load_big(&client).await?;
+    let creator = server.connect().await?;
+    let create = tokio::spawn(async move {
+        let sql = format!(
+            "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 20000) AS {AGG_QUERY}"
+        );
+        creator.batch_execute(&sql).await
+    });
+    let before = retry_until(Duration::from_secs(60), || async {
+        let (rows, _, _) = backfilled_rows(&client).await?;
+        ensure!(rows >= ROWS / 5, "only {rows} rows backfilled so far");
+        Ok(rows)
+    })
+    .await?;
+    ensure!(before < ROWS, "the backfill finished before the kill; lower the rate limit");
+    server.kill9().await?;
+    ensure!(create.await?.is_err(), "CREATE returned although the server was killed mid-backfill");
+    server.restart().await?;
+
+    let client = server.connect().await?;
+    let (after, _, _) = backfilled_rows(&client).await?;
+    ensure!(after >= before, "progress went back from {before} to {after} rows after the restart");
+    client.batch_execute("INSERT INTO big VALUES (-1, 5, 5, 'after restart')").await?;
+    client.batch_execute("DELETE FROM big WHERE id = 7").await?;
+    retry_until(Duration::from_secs(120), || async {
+        let (_, vnodes, finished) = backfilled_rows(&client).await?;
+        ensure!(vnodes == 256 && finished == 256, "{finished} of 256 vnodes finished");
+        Ok(())
+    })
+    .await?;
+    assert_view_matches(&client, "big_agg", AGG_QUERY).await
+}
+
+#[tokio::test]
+async fn views_are_maintained_across_kill9() -> anyhow::Result<()> {
+    let mut server = Sluice::start().await?;
+    let outcome = steady_state_kill(&mut server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+async fn steady_state_kill(server: &mut Sluice) -> anyhow::Result<()> {
+    let mut client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE t1 (id int PRIMARY KEY, k int, x int);
+             CREATE TABLE t2 (k int PRIMARY KEY, name varchar);
+             INSERT INTO t1 SELECT value, value % 10, value FROM generate_series(1, 1000);
+             INSERT INTO t2 SELECT value, 'n' || value FROM generate_series(0, 9);",
+        )
+        .await?;
+    let joined = "SELECT t2.name, count(*) AS n, sum(t1.x) AS total FROM t1 JOIN t2 ON t1.k = t2.k GROUP BY t2.name";
+    client.batch_execute(&format!("CREATE MATERIALIZED VIEW joined AS {joined}")).await?;
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW joined_big AS SELECT name, total FROM joined WHERE n > 99",
+        )
+        .await?;
+    for round in 0..3 {
+        let writer = server.connect().await?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let writes = tokio::spawn(async move {
+            let mut i = 0;
+            while !*stop_rx.borrow() {
+                let id = 2000 + round * 1000 + i;
+                let sql = format!(
+                    "INSERT INTO t1 VALUES ({id}, {}, 1); DELETE FROM t1 WHERE id = {}",
+                    i % 10,
+                    1 + i * 3
+                );
+                if writer.batch_execute(&sql).await.is_err() {
+                    break;
+                }
+                i += 1;
+            }
+        });
+        retry_until(Duration::from_secs(30), || async {
+            let rows = text_rows(&client, "SELECT count(*) FROM t1 WHERE id >= 2000").await?;
+            let n: i64 = rows[0][0].as_deref().unwrap_or("0").parse()?;
+            ensure!(n > 5 + 20 * round as i64, "only {n} writes so far");
+            Ok(())
+        })
+        .await?;
+        server.kill9().await?;
+        stop_tx.send_replace(true);
+        let _ = writes.await;
+        server.restart().await?;
+        let reconnected = server.connect().await?;
+        assert_view_matches(&reconnected, "joined", joined).await?;
+        assert_view_matches(
+            &reconnected,
+            "joined_big",
+            &format!("SELECT name, total FROM ({joined}) WHERE n > 99"),
+        )
+        .await?;
+        reconnected.batch_execute("UPDATE t2 SET name = name || 'x' WHERE k = 3").await?;
+        assert_view_matches(&reconnected, "joined", joined).await?;
+        client = reconnected;
+    }
+    Ok(())
+}
