@@ -200,3 +200,6 @@ fn statement_kind(stmt: &ast::Statement) -> String {
     let words: Vec<&str> = text.split_whitespace().take(2).collect();
     format!("the statement {}", words.join(" ").to_uppercase())
 }
+
+#[cfg(test)]
+mod tests;
