@@ -114,12 +114,12 @@ async fn concurrent_backfill(server: &Sluice) -> anyhow::Result<()> {
     // A rate limit makes the backfill last long enough for the writer to overlap with it.
     client
         .batch_execute(&format!(
-            "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 100000) AS {AGG_QUERY}"
+            "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 40000) AS {AGG_QUERY}"
         ))
         .await?;
     client
         .batch_execute(&format!(
-            "CREATE MATERIALIZED VIEW big_filter WITH (backfill_rate_limit = 100000) AS {FILTER_QUERY}"
+            "CREATE MATERIALIZED VIEW big_filter WITH (backfill_rate_limit = 40000) AS {FILTER_QUERY}"
         ))
         .await?;
     stop_tx.send_replace(true);

@@ -16,7 +16,7 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvide
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
@@ -24,6 +24,7 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, TableCatalog};
+use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::types::DataType;
@@ -151,11 +152,25 @@ impl TableProvider for RelationProvider {
         TableType::Base
     }
 
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Key lookups are used to read less; DataFusion still applies every filter itself.
+        Ok(filters
+            .iter()
+            .map(|f| match self.point_key(f) {
+                Some(_) => TableProviderFilterPushDown::Inexact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let projection: Vec<usize> = match projection {
@@ -170,10 +185,34 @@ impl TableProvider for RelationProvider {
             projection: projection.iter().map(|&i| self.columns[i]).collect(),
             schema: schema.clone(),
             limit,
+            point: filters.iter().find_map(|f| self.point_key(f)),
         };
         let exec =
             StreamingTableExec::try_new(schema, vec![Arc::new(scan)], None, [], false, limit)?;
         Ok(Arc::new(exec))
+    }
+}
+
+impl RelationProvider {
+    /// The storage key a filter `pk = literal` selects, for a table with a one-column key.
+    fn point_key(&self, filter: &Expr) -> Option<Vec<u8>> {
+        let [pk] = self.table.pk.as_slice() else { return None };
+        let Expr::BinaryExpr(BinaryExpr { left, op: Operator::Eq, right }) = filter else {
+            return None;
+        };
+        let (column, value) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => {
+                (c, v)
+            }
+            _ => return None,
+        };
+        let key_column = &self.table.columns[*pk];
+        if column.name != key_column.name || value.is_null() {
+            return None;
+        }
+        let value = value.cast_to(&key_column.data_type.to_arrow()).ok()?;
+        let array = value.to_array().ok()?;
+        encode_keys(self.table.id, &[array], 1, self.table.dist_key_len).ok()?.pop()
     }
 }
 
@@ -186,6 +225,8 @@ struct RelationScan {
     projection: Vec<usize>,
     schema: SchemaRef,
     limit: Option<usize>,
+    /// Read only the row under this key (a primary-key lookup).
+    point: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for RelationScan {
@@ -207,6 +248,7 @@ impl PartitionStream for RelationScan {
         let (types, projection, schema) =
             (self.types.clone(), self.projection.clone(), self.schema.clone());
         let mut remaining = self.limit.unwrap_or(usize::MAX);
+        let point = self.point.clone();
         builder.spawn_blocking(move || {
             let owned;
             let snapshot = match &snapshot {
@@ -216,6 +258,15 @@ impl PartitionStream for RelationScan {
                     &owned
                 }
             };
+            if let Some(key) = &point {
+                let mut decoder = RowDecoder::new(&types, &projection, 1);
+                let row = snapshot.get(key).map_err(|e| DataFusionError::External(Box::new(e)))?;
+                if let Some(row) = row {
+                    decoder.push(&row).map_err(|e| DataFusionError::External(Box::new(e)))?;
+                    let _ = tx.blocking_send(Ok(to_batch(&schema, decoder.finish(), 1)?));
+                }
+                return Ok(());
+            }
             let (mut start, end) = key_range(&table);
             let mut decoder = RowDecoder::new(&types, &projection, PAGE_ROWS);
             while remaining > 0 {

@@ -88,6 +88,9 @@ pub struct TableCatalog {
     /// Snapshot rows per second a view's backfill may read; `None` for no limit.
     #[serde(default)]
     pub backfill_rate_limit: Option<u64>,
+    /// Actors per fragment of a view's job (0 reads as 1).
+    #[serde(default)]
+    pub parallelism: usize,
 }
 
 impl TableCatalog {
@@ -132,6 +135,7 @@ impl TableCatalog {
             internal_tables: Vec::new(),
             owner: None,
             backfill_rate_limit: None,
+            parallelism: 1,
         }
     }
 

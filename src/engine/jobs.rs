@@ -19,11 +19,12 @@ use crate::error::{Error, Result};
 use crate::storage::state_table::StateTable;
 use crate::stream::actor::Actor;
 use crate::stream::build::{BuildContext, build_plan};
+use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::arrangement_backfill::BackfillStatus;
 use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
 use crate::stream::executor::materialize::MaterializeExecutor;
-use crate::stream::message::{Barrier, OutputSender};
+use crate::stream::message::Barrier;
 use crate::stream::plan::StreamPlan;
 
 /// How many DML requests may queue for one table.
@@ -31,8 +32,8 @@ const DML_QUEUE: usize = 16;
 
 /// A running streaming job.
 pub(crate) struct Job {
-    /// The actor whose outputs carry the relation's changes.
-    pub output_actor: ActorId,
+    /// The actors whose outputs carry the relation's changes.
+    pub output_actors: Vec<ActorId>,
     /// Every actor of the job.
     pub actors: Vec<ActorId>,
     /// Their tasks.
@@ -51,9 +52,13 @@ pub(crate) struct PreparedJob {
     ids: Vec<ActorId>,
     /// The root executor of each actor, until the actors are spawned.
     executors: Vec<BoxedExecutor>,
+    /// Outputs between the job's own actors.
+    fixed_outputs: HashMap<ActorId, Vec<Output>>,
+    /// The actors whose outputs carry the relation's changes.
+    output_actors: Vec<ActorId>,
     pub sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
     /// Channels to attach to upstream actors.
-    pub outputs: HashMap<ActorId, Vec<OutputSender>>,
+    pub outputs: HashMap<ActorId, Vec<Output>>,
     /// Progress of the job's backfills.
     pub backfills: Vec<watch::Receiver<BackfillStatus>>,
     dml: Option<mpsc::Sender<DmlRequest>>,
@@ -65,9 +70,9 @@ impl PreparedJob {
         self.ids.clone()
     }
 
-    /// The actor whose output carries the relation's changes.
-    pub fn output_actor(&self) -> ActorId {
-        *self.ids.last().expect("a job has an actor")
+    /// The actors whose outputs carry the relation's changes.
+    pub fn output_actors(&self) -> Vec<ActorId> {
+        self.output_actors.clone()
     }
 }
 
@@ -88,6 +93,8 @@ impl Engine {
             relation: table.id,
             ids: vec![actor],
             executors: vec![root],
+            fixed_outputs: HashMap::new(),
+            output_actors: vec![actor],
             sources: vec![(actor, barrier_tx)],
             outputs: HashMap::new(),
             backfills: Vec::new(),
@@ -100,7 +107,7 @@ impl Engine {
         &self,
         view: &TableCatalog,
         plan: &StreamPlan,
-        upstream: &dyn Fn(TableId) -> Option<ActorId>,
+        upstream: &dyn Fn(TableId) -> Vec<ActorId>,
     ) -> Result<PreparedJob> {
         let tables = view
             .internal_tables
@@ -119,20 +126,40 @@ impl Engine {
                 tables.len()
             )));
         }
+        let new_actor = || self.new_actor_id();
         let ctx = BuildContext {
             store: self.store.clone(),
             tables: &tables,
-            upstream_actor: upstream,
+            upstream_actors: upstream,
+            new_actor: &new_actor,
+            parallelism: view.parallelism.max(1),
             rate_limit: view.backfill_rate_limit,
             barrier: self.barrier.clone(),
         };
         let built = build_plan(plan, &ctx)?;
-        let state = StateTable::for_relation(self.store.clone(), view);
-        let root = Box::new(MaterializeExecutor::new(built.root, state, view.full_schema()));
+        let mut ids = Vec::new();
+        let mut executors = Vec::new();
+        let mut fixed_outputs = HashMap::new();
+        for (id, executor, outputs) in built.inner_actors {
+            ids.push(id);
+            executors.push(executor);
+            fixed_outputs.insert(id, outputs);
+        }
+        let mut output_actors = Vec::new();
+        for root in built.roots {
+            let state = StateTable::for_relation(self.store.clone(), view);
+            let id = self.new_actor_id();
+            ids.push(id);
+            output_actors.push(id);
+            executors
+                .push(Box::new(MaterializeExecutor::new(root, state, view.full_schema())) as _);
+        }
         Ok(PreparedJob {
             relation: view.id,
-            ids: vec![self.new_actor_id()],
-            executors: vec![root],
+            ids,
+            executors,
+            fixed_outputs,
+            output_actors,
             sources: Vec::new(),
             outputs: built.outputs,
             backfills: built.backfills,
@@ -144,15 +171,16 @@ impl Engine {
     pub(crate) fn spawn_job(
         &self,
         prepared: &mut PreparedJob,
-        outputs: &mut HashMap<ActorId, Vec<OutputSender>>,
+        outputs: &mut HashMap<ActorId, Vec<Output>>,
     ) {
         let mut tasks = Vec::new();
         for (&id, root) in prepared.ids.iter().zip(prepared.executors.drain(..)) {
-            let actor_outputs = outputs.remove(&id).unwrap_or_default();
+            let mut actor_outputs = prepared.fixed_outputs.remove(&id).unwrap_or_default();
+            actor_outputs.extend(outputs.remove(&id).unwrap_or_default());
             tasks.push(Actor::new(id, root, self.barrier.collector(), actor_outputs).spawn());
         }
         let job = Job {
-            output_actor: prepared.output_actor(),
+            output_actors: prepared.output_actors(),
             actors: prepared.ids.clone(),
             tasks: Mutex::new(tasks),
             dml: prepared.dml.take(),
@@ -163,21 +191,23 @@ impl Engine {
 
     /// Rebuilds the job of every table and view at start-up and starts them together.
     pub(crate) async fn start_jobs(&self) -> Result<()> {
-        let mut actor_of: HashMap<TableId, ActorId> = HashMap::new();
+        let mut actor_of: HashMap<TableId, Vec<ActorId>> = HashMap::new();
         let mut prepared = Vec::new();
         for relation in self.catalog.tables() {
             let job = match relation.kind {
                 RelationKind::Table => self.prepare_table_job(&relation),
                 RelationKind::MaterializedView => {
                     let plan = self.plan_view(&relation.definition).await?;
-                    self.prepare_view_job(&relation, &plan, &|id| actor_of.get(&id).copied())?
+                    self.prepare_view_job(&relation, &plan, &|id| {
+                        actor_of.get(&id).cloned().unwrap_or_default()
+                    })?
                 }
                 RelationKind::Internal => continue,
             };
-            actor_of.insert(relation.id, job.output_actor());
+            actor_of.insert(relation.id, job.output_actors());
             prepared.push(job);
         }
-        let mut outputs: HashMap<ActorId, Vec<OutputSender>> = HashMap::new();
+        let mut outputs: HashMap<ActorId, Vec<Output>> = HashMap::new();
         for job in &mut prepared {
             for (actor, senders) in job.outputs.drain() {
                 outputs.entry(actor).or_default().extend(senders);
@@ -223,8 +253,8 @@ impl Engine {
             .ok_or_else(|| Error::Stream(format!("relation {relation} has no running job")))
     }
 
-    /// The output actor of a relation's running job.
-    pub(crate) fn output_actor(&self, relation: TableId) -> Option<ActorId> {
-        self.jobs.lock().get(&relation).map(|j| j.output_actor)
+    /// The output actors of a relation's running job.
+    pub(crate) fn output_actors(&self, relation: TableId) -> Vec<ActorId> {
+        self.jobs.lock().get(&relation).map(|j| j.output_actors.clone()).unwrap_or_default()
     }
 }

@@ -148,7 +148,9 @@ impl Engine {
             }
             S::Query(_) | S::Explain { .. } => self.query(session, stmt).await,
             S::CreateTable(create) => self.create_table(create).await,
-            S::CreateView(view) if view.materialized => self.create_materialized_view(view).await,
+            S::CreateView(view) if view.materialized => {
+                self.create_materialized_view(view, session).await
+            }
             S::Drop { object_type: ast::ObjectType::Table, if_exists, names, cascade, .. } => {
                 self.drop_relations(RelationKind::Table, if_exists, &names, cascade).await
             }

@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast;
 use crate::catalog::{ColumnCatalog, RelationKind, TableCatalog, TableId};
 use crate::engine::ddl::relation_name;
 use crate::engine::session::text_rows;
-use crate::engine::{CommandTag, Engine, Output};
+use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::sql::parser::{Statement, parse};
 use crate::sql::planner::{check_deterministic, plan_stream};
@@ -38,7 +38,11 @@ impl Engine {
     }
 
     /// `CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (..)] AS query`.
-    pub(crate) async fn create_materialized_view(&self, view: ast::CreateView) -> Result<Output> {
+    pub(crate) async fn create_materialized_view(
+        &self,
+        view: ast::CreateView,
+        session: &Session,
+    ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&view.name)?;
         if self.catalog.table_by_name(&name).is_some() {
@@ -55,7 +59,8 @@ impl Engine {
         let rate_limit = rate_limit_option(&view.options)?;
         let definition = view.query.to_string();
         let plan = self.plan_view(&definition).await?;
-        let view = self.register_view(name, definition, &plan, rate_limit)?;
+        let parallelism = session.streaming_parallelism()?;
+        let view = self.register_view(name, definition, &plan, rate_limit, parallelism)?;
         match self.start_view(&view, &plan).await {
             Ok(()) => Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW"))),
             Err(e) => {
@@ -73,6 +78,7 @@ impl Engine {
         definition: String,
         plan: &StreamPlan,
         rate_limit: Option<u64>,
+        parallelism: usize,
     ) -> Result<Arc<TableCatalog>> {
         let columns = view_columns(&plan.root)?;
         let id = self.catalog.next_table_id()?;
@@ -91,6 +97,7 @@ impl Engine {
                 internal_tables: Vec::new(),
                 owner: Some(id),
                 backfill_rate_limit: None,
+                parallelism: 1,
             };
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
@@ -108,13 +115,14 @@ impl Engine {
             internal_tables,
             owner: None,
             backfill_rate_limit: rate_limit,
+            parallelism,
         };
         self.catalog.create_table(view)
     }
 
     /// Starts a new view's job and waits until its backfill is done and committed.
     async fn start_view(&self, view: &TableCatalog, plan: &StreamPlan) -> Result<()> {
-        let job = self.prepare_view_job(view, plan, &|id| self.output_actor(id))?;
+        let job = self.prepare_view_job(view, plan, &|id| self.output_actors(id))?;
         let (_, mut backfills) = self.start_job(job).await?;
         let mut finished = crate::catalog::Epoch(0);
         for backfill in &mut backfills {

@@ -57,7 +57,29 @@ impl Session {
     /// The current value of a variable, if it has one.
     pub fn get(&self, name: &str) -> Option<String> {
         let name = name.to_lowercase();
-        self.vars.lock().get(&name).cloned().or_else(|| default_of(&name).map(str::to_owned))
+        if let Some(value) = self.vars.lock().get(&name) {
+            return Some(value.clone());
+        }
+        match name.as_str() {
+            "streaming_parallelism" => Some(default_parallelism().to_string()),
+            _ => default_of(&name).map(str::to_owned),
+        }
+    }
+
+    /// Actors per fragment for views created in this session: `streaming_parallelism`, by
+    /// default the number of cores.
+    pub fn streaming_parallelism(&self) -> Result<usize> {
+        let Some(value) = self.vars.lock().get("streaming_parallelism").cloned() else {
+            return Ok(default_parallelism());
+        };
+        match value.to_lowercase().as_str() {
+            "default" | "0" | "" => Ok(default_parallelism()),
+            text => text.parse::<usize>().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| {
+                Error::InvalidStatement(format!(
+                    "streaming_parallelism must be a number from 1 to 256 or DEFAULT, not {value}"
+                ))
+            }),
+        }
     }
 
     /// Runs a `SET` statement.
@@ -79,6 +101,11 @@ impl Session {
         let column = variable.last().map_or(name.clone(), |i| i.value.to_lowercase());
         Ok(single_text_row(&column, &value))
     }
+}
+
+/// The number of cores, at least 1.
+fn default_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn default_of(name: &str) -> Option<&'static str> {

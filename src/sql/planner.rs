@@ -29,8 +29,40 @@ pub fn plan_stream(
     plan: &LogicalPlan,
 ) -> Result<StreamPlan> {
     let mut planner = Planner { state, catalog, slots: Vec::new() };
-    let root = planner.lower(plan)?;
+    let mut root = planner.lower(plan)?;
+    // Each row of the view must always be written by the same actor.
+    let written_by_one_actor =
+        root.dist.as_ref().is_some_and(|d| d.iter().all(|c| root.stream_key.contains(c)));
+    if !written_by_one_actor {
+        let keys = root.stream_key.iter().map(|&i| column_expr(&root, i)).collect();
+        root = exchange(root, keys);
+    }
     Ok(StreamPlan { root, slots: planner.slots })
+}
+
+/// The column an expression is, if it is a plain column reference.
+fn as_column(expr: &Arc<dyn PhysicalExpr>) -> Option<&Column> {
+    let any: &dyn std::any::Any = expr.as_ref();
+    any.downcast_ref::<Column>()
+}
+
+/// A column of a node's output as an expression.
+fn column_expr(node: &StreamNode, index: usize) -> Arc<dyn PhysicalExpr> {
+    Arc::new(Column::new(node.schema.field(index).name(), index))
+}
+
+/// Redistributes `input` by `keys`.
+fn exchange(input: StreamNode, keys: Vec<Arc<dyn PhysicalExpr>>) -> StreamNode {
+    let columns: Option<Vec<usize>> =
+        keys.iter().map(|k| as_column(k).map(Column::index)).collect();
+    StreamNode {
+        schema: input.schema.clone(),
+        visible: input.visible,
+        stream_key: input.stream_key.clone(),
+        dist: columns,
+        kind: NodeKind::Exchange { keys },
+        inputs: vec![input],
+    }
 }
 
 struct Planner<'a> {
@@ -51,15 +83,10 @@ impl Planner<'_> {
             LogicalPlan::Filter(filter) => {
                 let input = self.lower(&filter.input)?;
                 let predicate = self.physical(&filter.predicate, filter.input.schema())?;
-                let (schema, visible, stream_key) =
-                    (input.schema.clone(), input.visible, input.stream_key.clone());
-                Ok(StreamNode {
-                    kind: NodeKind::Filter { predicate },
-                    inputs: vec![input],
-                    schema,
-                    visible,
-                    stream_key,
-                })
+                let (schema, visible) = (input.schema.clone(), input.visible);
+                let (stream_key, dist) = (input.stream_key.clone(), input.dist.clone());
+                let kind = NodeKind::Filter { predicate };
+                Ok(StreamNode { kind, inputs: vec![input], schema, visible, stream_key, dist })
             }
             LogicalPlan::Projection(projection) => {
                 let input = self.lower(&projection.input)?;
@@ -150,8 +177,10 @@ impl Planner<'_> {
         });
         let progress =
             self.slot(StateSlot { purpose: "streamscan", columns, pk: vec![0], dist_key_len: 1 });
-        let stream_key = (n_visible..output.len()).collect();
+        let stream_key: Vec<usize> = (n_visible..output.len()).collect();
+        let dist = Some(stream_key[..table.dist_key_len].to_vec());
         Ok(StreamNode {
+            dist,
             kind: NodeKind::Scan { table, output_indices: output, progress },
             inputs: Vec::new(),
             schema: Arc::new(Schema::new(fields)),
@@ -168,6 +197,7 @@ impl Planner<'_> {
             .iter()
             .map(|e| self.physical(e, in_schema))
             .collect::<Result<Vec<_>>>()?;
+        let input = exchange(input, group_exprs.clone());
         if matches!(agg.group_expr.first(), Some(Expr::GroupingSet(_))) {
             return Err(unsupported!("GROUPING SETS, CUBE and ROLLUP in a materialized view"));
         }
@@ -228,6 +258,7 @@ impl Planner<'_> {
             visible: schema.fields().len(),
             schema,
             stream_key: (0..n_groups).collect(),
+            dist: Some((0..n_groups).collect()),
         })
     }
 
@@ -243,8 +274,6 @@ impl Planner<'_> {
                 "a join without an equality condition in a materialized view"
             ));
         }
-        let left = self.lower(&join.left)?;
-        let right = self.lower(&join.right)?;
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         let left_keys = join
             .on
@@ -256,6 +285,8 @@ impl Planner<'_> {
             .iter()
             .map(|(_, r)| self.physical(r, right_schema))
             .collect::<Result<Vec<_>>>()?;
+        let left = exchange(self.lower(&join.left)?, left_keys.clone());
+        let right = exchange(self.lower(&join.right)?, right_keys.clone());
         let filter = join.filter.as_ref().map(|f| self.physical(f, &join.schema)).transpose()?;
         let mut tables = [0; 2];
         for (t, (side, keys)) in
@@ -292,6 +323,7 @@ impl Planner<'_> {
             schema: Arc::new(Schema::new(fields)),
             visible: lv + rv,
             stream_key,
+            dist: None,
         })
     }
 }
@@ -308,12 +340,18 @@ fn with_hidden_key(kind: NodeKind, visible: &Schema, input: StreamNode) -> Strea
         fields.push(Field::new(format!("_key_{k}"), field.data_type().clone(), true));
     }
     let stream_key = (n_visible..fields.len()).collect();
+    // The input's distribution survives where its columns are carried over unchanged.
+    let position_of = |input_col: usize| {
+        exprs.iter().position(|e| as_column(e).is_some_and(|c| c.index() == input_col))
+    };
+    let dist = input.dist.as_ref().and_then(|d| d.iter().map(|&c| position_of(c)).collect());
     StreamNode {
         kind: NodeKind::Project { exprs },
         inputs: vec![input],
         schema: Arc::new(Schema::new(fields)),
         visible: n_visible,
         stream_key,
+        dist,
     }
 }
 

@@ -12,15 +12,16 @@ use tokio::task::JoinHandle;
 
 use crate::catalog::ActorId;
 use crate::stream::barrier::Collect;
+use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
-use crate::stream::message::{Message, OutputSender};
+use crate::stream::message::Message;
 
 /// A running chain of executors.
 pub struct Actor {
     id: ActorId,
     root: BoxedExecutor,
     collector: mpsc::UnboundedSender<Collect>,
-    outputs: Vec<OutputSender>,
+    outputs: Vec<Output>,
 }
 
 impl Actor {
@@ -30,7 +31,7 @@ impl Actor {
         id: ActorId,
         root: BoxedExecutor,
         collector: mpsc::UnboundedSender<Collect>,
-        outputs: Vec<OutputSender>,
+        outputs: Vec<Output>,
     ) -> Self {
         Self { id, root, collector, outputs }
     }
@@ -66,12 +67,12 @@ impl Actor {
     }
 }
 
-/// Sends `msg` to every output; an output whose receiver is gone (its job was dropped) is
+/// Sends `msg` to every output; an output whose receivers are gone (its job was dropped) is
 /// removed.
-async fn dispatch(outputs: &mut Vec<OutputSender>, msg: Message) {
+async fn dispatch(outputs: &mut Vec<Output>, msg: Message) {
     let mut i = 0;
     while i < outputs.len() {
-        if outputs[i].send(msg.clone()).await.is_ok() {
+        if outputs[i].send(msg.clone()).await {
             i += 1;
         } else {
             outputs.swap_remove(i);

@@ -17,7 +17,8 @@ use tokio::time::MissedTickBehavior;
 use crate::catalog::{ActorId, Epoch};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
-use crate::stream::message::{Barrier, Mutation, OutputSender};
+use crate::stream::dispatch::Output;
+use crate::stream::message::{Barrier, Mutation};
 
 /// What an actor reports back to the barrier manager.
 #[derive(Debug)]
@@ -42,7 +43,7 @@ enum Command {
     Register {
         sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
         actors: Vec<ActorId>,
-        outputs: HashMap<ActorId, Vec<OutputSender>>,
+        outputs: HashMap<ActorId, Vec<Output>>,
         done: oneshot::Sender<Epoch>,
     },
     Unregister {
@@ -73,7 +74,7 @@ impl BarrierHandle {
         &self,
         sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
         actors: Vec<ActorId>,
-        outputs: HashMap<ActorId, Vec<OutputSender>>,
+        outputs: HashMap<ActorId, Vec<Output>>,
     ) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Register { sources, actors, outputs, done })?;
@@ -121,7 +122,7 @@ pub struct BarrierManager {
     /// Every actor, which must collect each checkpoint barrier.
     actors: HashSet<ActorId>,
     /// Outputs the next checkpoint barrier adds.
-    outputs: HashMap<ActorId, Vec<OutputSender>>,
+    outputs: HashMap<ActorId, Vec<Output>>,
     commands: mpsc::UnboundedReceiver<Command>,
     collect: mpsc::UnboundedReceiver<Collect>,
 }

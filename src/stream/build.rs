@@ -1,14 +1,24 @@
-//! Builds a view's stream plan into executors, wired to the actors of its upstream relations.
+//! Builds a view's stream plan into actors, wired to each other and to their upstreams.
+//!
+//! The plan is cut into fragments at its exchanges; every fragment runs `parallelism` actors,
+//! actor `i` owning the vnodes [`owned_vnodes`]`(i, parallelism)`. Below an exchange each actor
+//! hash-dispatches its output to the actors above it, which merge their inputs and align
+//! barriers. A scan's fragment receives the upstream relation's changes the same way: every
+//! upstream actor hash-dispatches by the upstream's distribution key, so a scan actor sees the
+//! changes of exactly the vnodes it backfills.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::PhysicalExpr;
 use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{ActorId, TableCatalog, TableId};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
+use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::arrangement_backfill::{
     ArrangementBackfillExecutor, BackfillConfig, BackfillStatus,
@@ -16,21 +26,27 @@ use crate::stream::executor::arrangement_backfill::{
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HashAggExecutor};
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
+use crate::stream::executor::merge::MergeExecutor;
 use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
-use crate::stream::message::OutputSender;
+use crate::stream::message::Message;
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
 
 /// Messages buffered between two actors.
 pub const CHANNEL_CAPACITY: usize = 16;
 
+/// An actor of a lower fragment: its id, root executor and fixed outputs.
+pub type InnerActor = (ActorId, BoxedExecutor, Vec<Output>);
+
 /// What building a view's plan produced.
 pub struct BuiltPlan {
-    /// The root executor; the caller puts a materialize on top.
-    pub root: BoxedExecutor,
-    /// Channels to attach to upstream actors' outputs.
-    pub outputs: HashMap<ActorId, Vec<OutputSender>>,
-    /// Progress of each backfill of the plan.
+    /// The top fragment's executors, one per actor; the caller puts a materialize on each.
+    pub roots: Vec<BoxedExecutor>,
+    /// Actors of the lower fragments, with their outputs to the fragments above.
+    pub inner_actors: Vec<InnerActor>,
+    /// Outputs to attach to upstream relations' actors.
+    pub outputs: HashMap<ActorId, Vec<Output>>,
+    /// Progress of every backfilling actor.
     pub backfills: Vec<watch::Receiver<BackfillStatus>>,
 }
 
@@ -40,102 +56,175 @@ pub struct BuildContext<'a> {
     pub store: Arc<Store>,
     /// The internal tables of the plan's slots, by slot index.
     pub tables: &'a [Arc<TableCatalog>],
-    /// The actor whose output carries a relation's changes.
-    pub upstream_actor: &'a dyn Fn(TableId) -> Option<ActorId>,
-    /// Snapshot rows per second for every backfill (`None`: unlimited).
+    /// The actors whose outputs carry a relation's changes.
+    pub upstream_actors: &'a dyn Fn(TableId) -> Vec<ActorId>,
+    /// Allocates actor ids.
+    pub new_actor: &'a dyn Fn() -> ActorId,
+    /// Actors per fragment.
+    pub parallelism: usize,
+    /// Snapshot rows per second for every backfilling actor (`None`: unlimited).
     pub rate_limit: Option<u64>,
     /// The barrier manager, for backfills to ask for early checkpoints.
     pub barrier: BarrierHandle,
 }
 
-/// Builds the executors of `plan`.
+/// Builds the actors of `plan`.
 pub fn build_plan(plan: &StreamPlan, ctx: &BuildContext<'_>) -> Result<BuiltPlan> {
-    let mut outputs = HashMap::new();
-    let mut backfills = Vec::new();
-    let root = build_node(&plan.root, ctx, &mut outputs, &mut backfills)?;
-    Ok(BuiltPlan { root, outputs, backfills })
+    let mut built = BuiltPlan {
+        roots: Vec::new(),
+        inner_actors: Vec::new(),
+        outputs: HashMap::new(),
+        backfills: Vec::new(),
+    };
+    built.roots = build_fragment(&plan.root, ctx, &mut built)?;
+    Ok(built)
 }
 
-fn build_node(
+/// `n` channels: the senders for an upstream output and the receivers, one per actor.
+fn channels(n: usize) -> (Vec<mpsc::Sender<Message>>, Vec<mpsc::Receiver<Message>>) {
+    (0..n).map(|_| mpsc::channel(CHANNEL_CAPACITY)).unzip()
+}
+
+fn input_of(mut receivers: Vec<mpsc::Receiver<Message>>) -> BoxedExecutor {
+    if receivers.len() == 1 {
+        Box::new(ReceiverExecutor::new(receivers.pop().expect("one receiver")))
+    } else {
+        Box::new(MergeExecutor::new(receivers))
+    }
+}
+
+/// The executors of the fragment rooted at `node`, one per actor.
+fn build_fragment(
     node: &StreamNode,
     ctx: &BuildContext<'_>,
-    outputs: &mut HashMap<ActorId, Vec<OutputSender>>,
-    backfills: &mut Vec<watch::Receiver<BackfillStatus>>,
-) -> Result<BoxedExecutor> {
-    let mut inputs = Vec::with_capacity(node.inputs.len());
-    for input in &node.inputs {
-        inputs.push(build_node(input, ctx, outputs, backfills)?);
-    }
-    Ok(match &node.kind {
+    built: &mut BuiltPlan,
+) -> Result<Vec<BoxedExecutor>> {
+    let n = ctx.parallelism;
+    match &node.kind {
         NodeKind::Scan { table, output_indices, progress } => {
-            let actor = (ctx.upstream_actor)(table.id)
-                .ok_or_else(|| Error::Stream(format!("{} has no running job", table.name)))?;
-            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-            outputs.entry(actor).or_default().push(tx);
-            let (status, watcher) = watch::channel(BackfillStatus::default());
-            backfills.push(watcher);
-            let config = BackfillConfig {
-                upstream_table: table.clone(),
-                output_indices: output_indices.clone(),
-                output_schema: node.schema.clone(),
-                progress_table: ctx.tables[*progress].clone(),
-                rate_limit: ctx.rate_limit,
-                barrier: ctx.barrier.clone(),
-            };
-            let upstream = Box::new(ReceiverExecutor::new(rx));
-            Box::new(ArrangementBackfillExecutor::new(upstream, ctx.store.clone(), config, status))
+            let upstreams = (ctx.upstream_actors)(table.id);
+            if upstreams.is_empty() {
+                return Err(Error::Stream(format!("{} has no running job", table.name)));
+            }
+            let keys: Vec<Arc<dyn PhysicalExpr>> = table.pk[..table.dist_key_len]
+                .iter()
+                .map(|&i| Arc::new(Column::new(&table.columns[i].name, i)) as _)
+                .collect();
+            let mut inputs: Vec<Vec<mpsc::Receiver<Message>>> =
+                (0..n).map(|_| Vec::new()).collect();
+            for upstream in upstreams {
+                let (senders, receivers) = channels(n);
+                built
+                    .outputs
+                    .entry(upstream)
+                    .or_default()
+                    .push(Output { keys: keys.clone(), senders });
+                for (i, rx) in receivers.into_iter().enumerate() {
+                    inputs[i].push(rx);
+                }
+            }
+            let mut executors = Vec::with_capacity(n);
+            for (i, receivers) in inputs.into_iter().enumerate() {
+                let (status, watcher) = watch::channel(BackfillStatus::default());
+                built.backfills.push(watcher);
+                let config = BackfillConfig {
+                    upstream_table: table.clone(),
+                    output_indices: output_indices.clone(),
+                    output_schema: node.schema.clone(),
+                    progress_table: ctx.tables[*progress].clone(),
+                    rate_limit: ctx.rate_limit,
+                    vnodes: owned_vnodes(i, n),
+                    barrier: ctx.barrier.clone(),
+                };
+                let scan = ArrangementBackfillExecutor::new(
+                    input_of(receivers),
+                    ctx.store.clone(),
+                    config,
+                    status,
+                );
+                executors.push(Box::new(scan) as BoxedExecutor);
+            }
+            Ok(executors)
+        }
+        NodeKind::Exchange { keys } => {
+            let below = build_fragment(&node.inputs[0], ctx, built)?;
+            let mut inputs: Vec<Vec<mpsc::Receiver<Message>>> =
+                (0..n).map(|_| Vec::new()).collect();
+            for executor in below {
+                let (senders, receivers) = channels(n);
+                let output = Output { keys: keys.clone(), senders };
+                built.inner_actors.push(((ctx.new_actor)(), executor, vec![output]));
+                for (i, rx) in receivers.into_iter().enumerate() {
+                    inputs[i].push(rx);
+                }
+            }
+            Ok(inputs.into_iter().map(input_of).collect())
         }
         NodeKind::Filter { predicate } => {
-            Box::new(FilterExecutor::new(pop(&mut inputs), predicate.clone()))
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            Ok(inputs
+                .into_iter()
+                .map(|i| Box::new(FilterExecutor::new(i, predicate.clone())) as _)
+                .collect())
         }
         NodeKind::Project { exprs } => {
-            Box::new(ProjectExecutor::new(pop(&mut inputs), exprs.clone(), node.schema.clone()))
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            Ok(inputs
+                .into_iter()
+                .map(|i| Box::new(ProjectExecutor::new(i, exprs.clone(), node.schema.clone())) as _)
+                .collect())
         }
         NodeKind::HashAgg { group_exprs, calls, result } => {
-            let calls = calls
-                .iter()
-                .map(|c| AggCall {
-                    kind: c.kind,
-                    arg: c.arg.clone(),
-                    output_type: c.output_type.clone(),
-                    multiset: c.multiset.map(|s| ctx.tables[s].clone()),
-                })
-                .collect();
-            Box::new(HashAggExecutor::new(
-                pop(&mut inputs),
-                ctx.store.clone(),
-                group_exprs.clone(),
-                calls,
-                ctx.tables[*result].clone(),
-                node.schema.clone(),
-            ))
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            let mut executors = Vec::with_capacity(n);
+            for input in inputs {
+                let calls = calls
+                    .iter()
+                    .map(|c| AggCall {
+                        kind: c.kind,
+                        arg: c.arg.clone(),
+                        output_type: c.output_type.clone(),
+                        multiset: c.multiset.map(|s| ctx.tables[s].clone()),
+                    })
+                    .collect();
+                executors.push(Box::new(HashAggExecutor::new(
+                    input,
+                    ctx.store.clone(),
+                    group_exprs.clone(),
+                    calls,
+                    ctx.tables[*result].clone(),
+                    node.schema.clone(),
+                )) as BoxedExecutor);
+            }
+            Ok(executors)
         }
         NodeKind::HashJoin { left_keys, right_keys, filter, tables } => {
-            let right_input = pop(&mut inputs);
-            let left_input = pop(&mut inputs);
-            let left = JoinSide {
-                input: left_input,
-                keys: left_keys.clone(),
-                table: ctx.tables[tables[0]].clone(),
-                visible: node.inputs[0].visible,
-            };
-            let right = JoinSide {
-                input: right_input,
-                keys: right_keys.clone(),
-                table: ctx.tables[tables[1]].clone(),
-                visible: node.inputs[1].visible,
-            };
-            Box::new(HashJoinExecutor::new(
-                left,
-                right,
-                ctx.store.clone(),
-                filter.clone(),
-                node.schema.clone(),
-            ))
+            let lefts = build_fragment(&node.inputs[0], ctx, built)?;
+            let rights = build_fragment(&node.inputs[1], ctx, built)?;
+            let mut executors = Vec::with_capacity(n);
+            for (left_input, right_input) in lefts.into_iter().zip(rights) {
+                let left = JoinSide {
+                    input: left_input,
+                    keys: left_keys.clone(),
+                    table: ctx.tables[tables[0]].clone(),
+                    visible: node.inputs[0].visible,
+                };
+                let right = JoinSide {
+                    input: right_input,
+                    keys: right_keys.clone(),
+                    table: ctx.tables[tables[1]].clone(),
+                    visible: node.inputs[1].visible,
+                };
+                let join = HashJoinExecutor::new(
+                    left,
+                    right,
+                    ctx.store.clone(),
+                    filter.clone(),
+                    node.schema.clone(),
+                );
+                executors.push(Box::new(join) as BoxedExecutor);
+            }
+            Ok(executors)
         }
-    })
-}
-
-fn pop(inputs: &mut Vec<BoxedExecutor>) -> BoxedExecutor {
-    inputs.pop().expect("the planner gives every operator its inputs")
+    }
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 use crate::catalog::{ActorId, Epoch};
+use crate::stream::dispatch::Output;
 
 /// The change a row of a chunk makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,7 +120,7 @@ pub enum Mutation {
     Resume,
     /// New downstream channels: each listed actor sends this barrier, and everything after
     /// it, to its new outputs too. This is how a new job attaches to running upstreams.
-    AddOutputs(HashMap<ActorId, Vec<OutputSender>>),
+    AddOutputs(HashMap<ActorId, Vec<Output>>),
 }
 
 /// A barrier: cuts the stream into epochs.
@@ -153,7 +154,7 @@ impl Barrier {
     }
 
     /// The outputs this barrier adds to `actor`.
-    pub fn added_outputs(&self, actor: ActorId) -> &[OutputSender] {
+    pub fn added_outputs(&self, actor: ActorId) -> &[Output] {
         match self.mutation.as_deref() {
             Some(Mutation::AddOutputs(outputs)) => outputs.get(&actor).map_or(&[], Vec::as_slice),
             _ => &[],

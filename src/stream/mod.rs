@@ -4,6 +4,7 @@
 pub mod actor;
 pub mod barrier;
 pub mod build;
+pub mod dispatch;
 pub mod executor;
 pub mod message;
 pub mod plan;

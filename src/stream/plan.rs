@@ -71,6 +71,11 @@ pub enum NodeKind {
         /// The result table (slot index).
         result: usize,
     },
+    /// Redistribute rows to the actors of the next fragment by the hash of key expressions.
+    Exchange {
+        /// Expressions over the input rows whose values choose the receiving actor.
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+    },
     /// Inner equi-join of the two inputs.
     HashJoin {
         /// Join key expressions over the left input.
@@ -97,6 +102,9 @@ pub struct StreamNode {
     pub visible: usize,
     /// Columns identifying an output row.
     pub stream_key: Vec<usize>,
+    /// Columns whose values alone decide which actor of the fragment handles a row, when
+    /// known: rows agreeing on them are always handled by the same actor.
+    pub dist: Option<Vec<usize>>,
 }
 
 /// A view's whole stream plan: the tree and the state tables it needs.
@@ -126,6 +134,10 @@ impl StreamNode {
                     groups.join(", "),
                     calls.join(", ")
                 )
+            }
+            NodeKind::Exchange { keys } => {
+                let keys: Vec<String> = keys.iter().map(|e| e.to_string()).collect();
+                format!("StreamExchange {{ dist: HashShard([{}]) }}", keys.join(", "))
             }
             NodeKind::HashJoin { left_keys, right_keys, filter, .. } => {
                 let on: Vec<String> =

@@ -82,6 +82,8 @@ pub struct BackfillConfig {
     pub progress_table: Arc<TableCatalog>,
     /// Snapshot rows per second; `None` for no limit, `Some(0)` pauses the backfill.
     pub rate_limit: Option<u64>,
+    /// The vnodes this actor backfills (and whose upstream changes it receives).
+    pub vnodes: Vec<VirtualNode>,
     /// Asks for an early checkpoint once the snapshot is read, so completion is recorded
     /// without waiting out the barrier interval.
     pub barrier: BarrierHandle,
@@ -169,7 +171,9 @@ struct Backfill {
     config: BackfillConfig,
     progress_table: StateTable,
     vnodes: Vec<VnodeProgress>,
-    /// Index of the first vnode not yet completed.
+    /// The owned vnodes, in the order they are read.
+    owned: Vec<usize>,
+    /// Index into `owned` of the first vnode not yet completed.
     cursor: usize,
     /// Snapshot of the epoch before the current one; `None` before the first barrier.
     snapshot: Option<ReadSnapshot>,
@@ -242,16 +246,18 @@ impl Backfill {
             };
             vnodes[vnode as usize] = VnodeProgress { state, rows, dirty: false };
         }
-        let cursor = vnodes
+        let owned: Vec<usize> = config.vnodes.iter().map(|v| v.0 as usize).collect();
+        let cursor = owned
             .iter()
-            .position(|v| v.state != VnodeState::Completed)
-            .unwrap_or(VirtualNode::COUNT);
-        let finished_persisted = cursor == VirtualNode::COUNT;
+            .position(|&v| vnodes[v].state != VnodeState::Completed)
+            .unwrap_or(owned.len());
+        let finished_persisted = cursor == owned.len();
         let backfill = Self {
             store,
             config,
             progress_table,
             vnodes,
+            owned,
             cursor,
             snapshot: None,
             buffer: Vec::new(),
@@ -289,7 +295,7 @@ impl Backfill {
 
     /// The most snapshot rows the next page may read (0: not now).
     fn page_budget(&self) -> usize {
-        if self.cursor == VirtualNode::COUNT {
+        if self.cursor == self.owned.len() {
             return 0;
         }
         match self.config.rate_limit {
@@ -334,9 +340,10 @@ impl Backfill {
     /// Reads the next page of the vnode at the cursor; a short page completes the vnode.
     fn read_page(&mut self) -> Result<Option<StreamChunk>> {
         let limit = self.page_budget();
-        let vnode = VirtualNode(self.cursor as u16);
+        let current = self.owned[self.cursor];
+        let vnode = VirtualNode(current as u16);
         let table = &self.config.upstream_table;
-        let start = match &self.vnodes[self.cursor].state {
+        let start = match &self.vnodes[current].state {
             VnodeState::InProgress { key, .. } => successor(key),
             _ => vnode_prefix(table.id, vnode).to_vec(),
         };
@@ -352,7 +359,7 @@ impl Backfill {
         if self.config.rate_limit.is_some() {
             self.tokens -= rows.max(1) as f64;
         }
-        let progress = &mut self.vnodes[self.cursor];
+        let progress = &mut self.vnodes[current];
         progress.dirty = true;
         progress.rows += rows as u64;
         if let Some(key) = last {
@@ -366,13 +373,13 @@ impl Backfill {
         if rows < limit {
             progress.state = VnodeState::Completed;
             self.cursor += 1;
-            if self.cursor == VirtualNode::COUNT {
-                self.config.barrier.request_checkpoint();
-            }
-            while self.cursor < VirtualNode::COUNT
-                && self.vnodes[self.cursor].state == VnodeState::Completed
+            while self.cursor < self.owned.len()
+                && self.vnodes[self.owned[self.cursor]].state == VnodeState::Completed
             {
                 self.cursor += 1;
+            }
+            if self.cursor == self.owned.len() {
+                self.config.barrier.request_checkpoint();
             }
         }
         if rows == 0 {
@@ -416,7 +423,8 @@ impl Backfill {
 
     /// Writes the progress rows that changed in this epoch and commits the progress table.
     fn persist(&mut self, epoch: Epoch) -> Result<()> {
-        let dirty: Vec<usize> = (0..VirtualNode::COUNT).filter(|&v| self.vnodes[v].dirty).collect();
+        let dirty: Vec<usize> =
+            self.owned.iter().copied().filter(|&v| self.vnodes[v].dirty).collect();
         if !dirty.is_empty() {
             let batch = self.progress_batch(&dirty)?;
             self.progress_table.write_chunk(&StreamChunk::inserts(batch))?;
@@ -425,7 +433,7 @@ impl Backfill {
             }
         }
         self.progress_table.commit(epoch);
-        let done = self.cursor == VirtualNode::COUNT;
+        let done = self.cursor == self.owned.len();
         if done {
             self.finished_persisted = true;
         }
@@ -457,7 +465,7 @@ impl Backfill {
     }
 
     fn report(&self, finished: Option<Epoch>) {
-        let rows = self.vnodes.iter().map(|v| v.rows).sum();
+        let rows = self.owned.iter().map(|&v| self.vnodes[v].rows).sum();
         self.status.send_replace(BackfillStatus { rows, finished });
     }
 }

@@ -11,6 +11,7 @@ pub mod filter;
 pub mod hash_agg;
 pub mod hash_join;
 pub mod materialize;
+pub mod merge;
 pub mod project;
 pub mod receiver;
 
