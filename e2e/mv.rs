@@ -47,13 +47,12 @@ async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow
 
 /// Rows read so far by the only stream scan of the server, from its progress table.
 async fn backfilled_rows(client: &Client) -> anyhow::Result<(i64, i64, i64)> {
-    let tables = text_rows(
-        client,
-        "SELECT relname FROM pg_catalog.pg_class WHERE relname LIKE '__internal%streamscan%'",
-    )
-    .await?;
-    let table =
-        tables.first().and_then(|r| r[0].clone()).context("no stream scan progress table")?;
+    let tables = text_rows(client, "SHOW INTERNAL TABLES").await?;
+    let table = tables
+        .iter()
+        .filter_map(|r| r[0].clone())
+        .find(|name| name.contains("streamscan"))
+        .context("no stream scan progress table")?;
     let row = text_rows(
         client,
         &format!(

@@ -23,7 +23,7 @@ use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use parking_lot::RwLock;
 
-use crate::catalog::{Catalog, DEFAULT_SCHEMA, TableCatalog};
+use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::store::{ReadSnapshot, Store};
@@ -100,8 +100,10 @@ impl fmt::Debug for SluiceSchema {
 
 #[async_trait]
 impl SchemaProvider for SluiceSchema {
+    /// Tables and views; internal tables are readable by name but not listed.
     fn table_names(&self) -> Vec<String> {
-        self.catalog.tables().iter().map(|t| t.name.clone()).collect()
+        let tables = self.catalog.tables();
+        tables.iter().filter(|t| t.kind != RelationKind::Internal).map(|t| t.name.clone()).collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
@@ -149,7 +151,10 @@ impl TableProvider for RelationProvider {
     }
 
     fn table_type(&self) -> TableType {
-        TableType::Base
+        match self.table.kind {
+            RelationKind::MaterializedView => TableType::View,
+            RelationKind::Table | RelationKind::Internal => TableType::Base,
+        }
     }
 
     fn supports_filters_pushdown(

@@ -282,7 +282,7 @@ impl Engine {
         selection: Option<&ast::Expr>,
     ) -> Result<RecordBatch> {
         let mut items: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
-        items.extend(exprs.iter().cloned());
+        items.extend(exprs.iter().enumerate().map(|(k, e)| format!("{e} AS \"__sluice_new_{k}\"")));
         let mut sql = format!(
             "SELECT {} FROM {}.{} AS {}",
             items.join(", "),

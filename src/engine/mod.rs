@@ -136,6 +136,7 @@ impl Engine {
                 self.barrier.flush().await?;
                 Ok(Output::Command(CommandTag::new("FLUSH")))
             }
+            Statement::ShowInternalTables => self.show_relations(RelationKind::Internal),
             Statement::Sql(stmt) => self.execute_sql(session, *stmt).await,
         }
     }
@@ -176,6 +177,9 @@ impl Engine {
                 ..
             } => self.copy_from_stdin(source, &options, &legacy_options),
             S::ShowTables { .. } => self.show_tables(),
+            S::ShowViews { materialized: true, .. } => {
+                self.show_relations(RelationKind::MaterializedView)
+            }
             S::ExplainTable { table_name, .. } => self.describe(&table_name),
             S::Set(set) => session.set(set),
             S::ShowVariable { variable } => session.show(&variable),

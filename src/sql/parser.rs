@@ -24,6 +24,8 @@ pub enum Statement {
     Sql(Box<ast::Statement>),
     /// `FLUSH`: force a checkpoint and wait until it is committed.
     Flush,
+    /// `SHOW INTERNAL TABLES`: the state tables of streaming jobs.
+    ShowInternalTables,
 }
 
 /// Rewrites Postgres-specific query syntax (psql's catalog queries, `OPERATOR(pg_catalog.~)`,
@@ -84,7 +86,23 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     if parser.parse_keyword(Keyword::FLUSH) {
         return Ok(Statement::Flush);
     }
+    if parse_words(parser, &["SHOW", "INTERNAL", "TABLES"]) {
+        return Ok(Statement::ShowInternalTables);
+    }
     Ok(Statement::Sql(Box::new(parser.parse_statement()?)))
+}
+
+/// Consumes `words` (keywords or not, any case) if the next tokens are exactly them.
+fn parse_words(parser: &mut Parser<'_>, words: &[&str]) -> bool {
+    let matches = words.iter().enumerate().all(|(i, word)| {
+        matches!(&parser.peek_nth_token(i).token, Token::Word(w) if w.value.eq_ignore_ascii_case(word))
+    });
+    if matches {
+        for _ in words {
+            parser.next_token();
+        }
+    }
+    matches
 }
 
 #[cfg(test)]
