@@ -150,7 +150,11 @@ impl TableCatalog {
             .iter()
             .enumerate()
             .filter(|(_, c)| keep(c))
-            .map(|(i, c)| Field::new(&c.name, c.data_type.to_arrow(), !self.pk.contains(&i)))
+            // Only a table's key is never NULL; a view's key may hold the NULLs of an outer join.
+            .map(|(i, c)| {
+                let not_null = self.kind == RelationKind::Table && self.pk.contains(&i);
+                Field::new(&c.name, c.data_type.to_arrow(), !not_null)
+            })
             .collect();
         Arc::new(Schema::new(fields))
     }

@@ -49,6 +49,7 @@ const VIEWS: &[(&str, &str)] = &[
     ),
     ("p_join", "SELECT p_t.id, p_u.label, p_t.b FROM p_t JOIN p_u ON p_t.a = p_u.a"),
     ("p_global", "SELECT count(*) AS n, sum(a) AS sa, max(b) AS mb FROM p_t"),
+    ("p_left", "SELECT p_t.id, p_t.a, p_u.label FROM p_t LEFT JOIN p_u ON p_t.a = p_u.a"),
 ];
 
 async fn random_history(seed: u64) -> Result<()> {
@@ -87,7 +88,7 @@ async fn random_history(seed: u64) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn views_equal_recomputation_over_random_histories() {
-    for seed in 0..6 {
+    for seed in 0..10 {
         random_history(seed).await.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }

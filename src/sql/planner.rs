@@ -18,6 +18,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use crate::catalog::{Catalog, ColumnCatalog, RelationKind};
 use crate::error::{Error, Result};
 use crate::stream::executor::hash_agg::AggKind;
+use crate::stream::executor::hash_join::JoinKind;
 use crate::stream::plan::{AggCallPlan, NodeKind, StateSlot, StreamNode, StreamPlan};
 use crate::types::DataType;
 use crate::unsupported;
@@ -263,12 +264,20 @@ impl Planner<'_> {
     }
 
     fn join(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
-        if join.join_type != JoinType::Inner {
-            return Err(unsupported!(
-                "{} JOIN in a materialized view (only inner joins so far)",
-                join.join_type
-            ));
-        }
+        let kind = match join.join_type {
+            JoinType::Inner => JoinKind::Inner,
+            JoinType::Left if join.filter.is_none() => JoinKind::LeftOuter,
+            JoinType::Left => {
+                return Err(unsupported!(
+                    "a LEFT JOIN with a non-equality condition in a materialized view"
+                ));
+            }
+            other => {
+                return Err(unsupported!(
+                    "{other} JOIN in a materialized view (inner and left joins are)"
+                ));
+            }
+        };
         if join.on.is_empty() {
             return Err(unsupported!(
                 "a join without an equality condition in a materialized view"
@@ -300,6 +309,9 @@ impl Planner<'_> {
             for field in side.schema.fields() {
                 columns.push(column(field.name(), field.data_type())?);
             }
+            if t == 0 && kind == JoinKind::LeftOuter {
+                columns.push(column("_degree", &ArrowType::Int64)?);
+            }
             let nk = keys.len();
             let mut pk: Vec<usize> = (0..nk).collect();
             pk.extend(side.stream_key.iter().map(|&k| nk + k));
@@ -317,8 +329,18 @@ impl Planner<'_> {
         fields.extend(right.schema.fields()[..rv].iter().map(|f| f.as_ref().clone()));
         fields.extend(left.schema.fields()[lv..].iter().map(|f| f.as_ref().clone()));
         fields.extend(right.schema.fields()[rv..].iter().map(|f| f.as_ref().clone()));
+        // The join key is part of the output's stream key: a pair whose key changed is a
+        // different row, so the actors of two join keys never write the same output row.
+        for (i, key) in left_keys.iter().enumerate() {
+            stream_key.push(fields.len());
+            fields.push(Field::new(
+                format!("_join_key_{i}"),
+                key.data_type(left.schema.as_ref())?,
+                true,
+            ));
+        }
         Ok(StreamNode {
-            kind: NodeKind::HashJoin { left_keys, right_keys, filter, tables },
+            kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables },
             inputs: vec![left, right],
             schema: Arc::new(Schema::new(fields)),
             visible: lv + rv,

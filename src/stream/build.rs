@@ -198,7 +198,7 @@ fn build_fragment(
             }
             Ok(executors)
         }
-        NodeKind::HashJoin { left_keys, right_keys, filter, tables } => {
+        NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables } => {
             let lefts = build_fragment(&node.inputs[0], ctx, built)?;
             let rights = build_fragment(&node.inputs[1], ctx, built)?;
             let mut executors = Vec::with_capacity(n);
@@ -208,14 +208,17 @@ fn build_fragment(
                     keys: left_keys.clone(),
                     table: ctx.tables[tables[0]].clone(),
                     visible: node.inputs[0].visible,
+                    width: node.inputs[0].schema.fields().len(),
                 };
                 let right = JoinSide {
                     input: right_input,
                     keys: right_keys.clone(),
                     table: ctx.tables[tables[1]].clone(),
                     visible: node.inputs[1].visible,
+                    width: node.inputs[1].schema.fields().len(),
                 };
                 let join = HashJoinExecutor::new(
+                    *kind,
                     left,
                     right,
                     ctx.store.clone(),

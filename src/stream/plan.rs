@@ -76,8 +76,10 @@ pub enum NodeKind {
         /// Expressions over the input rows whose values choose the receiving actor.
         keys: Vec<Arc<dyn PhysicalExpr>>,
     },
-    /// Inner equi-join of the two inputs.
+    /// Equi-join of the two inputs.
     HashJoin {
+        /// Inner or left outer.
+        kind: crate::stream::executor::hash_join::JoinKind,
         /// Join key expressions over the left input.
         left_keys: Vec<Arc<dyn PhysicalExpr>>,
         /// Join key expressions over the right input.
@@ -139,11 +141,11 @@ impl StreamNode {
                 let keys: Vec<String> = keys.iter().map(|e| e.to_string()).collect();
                 format!("StreamExchange {{ dist: HashShard([{}]) }}", keys.join(", "))
             }
-            NodeKind::HashJoin { left_keys, right_keys, filter, .. } => {
+            NodeKind::HashJoin { kind, left_keys, right_keys, filter, .. } => {
                 let on: Vec<String> =
                     left_keys.iter().zip(right_keys).map(|(l, r)| format!("{l} = {r}")).collect();
                 let filter = filter.as_ref().map_or(String::new(), |f| format!(", filter: {f}"));
-                format!("StreamHashJoin {{ type: Inner, on: [{}]{filter} }}", on.join(", "))
+                format!("StreamHashJoin {{ type: {kind:?}, on: [{}]{filter} }}", on.join(", "))
             }
         }
     }

@@ -24,6 +24,7 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::executor::filter::filter_chunk;
+use crate::stream::executor::left_join::left_outer_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, Op, StreamChunk};
 
@@ -37,10 +38,22 @@ pub struct JoinSide {
     pub table: Arc<TableCatalog>,
     /// How many of the input's columns are visible (the rest are hidden stream-key columns).
     pub visible: usize,
+    /// How many columns the input's rows have.
+    pub width: usize,
+}
+
+/// Which rows a join outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Matching pairs only.
+    Inner,
+    /// Matching pairs, and every left row without a match padded with NULLs.
+    LeftOuter,
 }
 
 /// Inner hash join.
 pub struct HashJoinExecutor {
+    kind: JoinKind,
     left: JoinSide,
     right: JoinSide,
     store: Arc<Store>,
@@ -52,13 +65,14 @@ pub struct HashJoinExecutor {
 impl HashJoinExecutor {
     /// Joins `left` and `right` on their keys.
     pub fn new(
+        kind: JoinKind,
         left: JoinSide,
         right: JoinSide,
         store: Arc<Store>,
         filter: Option<Arc<dyn PhysicalExpr>>,
         output_schema: SchemaRef,
     ) -> Self {
-        Self { left, right, store, filter, output_schema }
+        Self { kind, left, right, store, filter, output_schema }
     }
 }
 
@@ -101,11 +115,15 @@ pub fn align(
     .boxed()
 }
 
-struct Side {
-    keys: Vec<Arc<dyn PhysicalExpr>>,
-    def: Arc<TableCatalog>,
-    table: StateTable,
-    visible: usize,
+/// One input's join state.
+pub(crate) struct Side {
+    pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub(crate) def: Arc<TableCatalog>,
+    pub(crate) table: StateTable,
+    pub(crate) visible: usize,
+    /// Columns of the input rows (the state table adds key columns, and for the left side of a
+    /// left outer join a degree column).
+    width: usize,
 }
 
 impl Side {
@@ -115,10 +133,16 @@ impl Side {
             def: side.table.clone(),
             table: StateTable::for_relation(store.clone(), &side.table),
             visible: side.visible,
+            width: side.width,
         }
     }
 
-    fn key_columns(&self, chunk: &StreamChunk) -> Result<Vec<ArrayRef>> {
+    /// Columns of the input rows.
+    pub(crate) fn input_width(&self) -> usize {
+        self.width
+    }
+
+    pub(crate) fn key_columns(&self, chunk: &StreamChunk) -> Result<Vec<ArrayRef>> {
         let schema = self.def.full_schema();
         self.keys
             .iter()
@@ -143,7 +167,7 @@ impl Side {
     }
 
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
-    fn matches(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
         let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
         Ok(self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect())
     }
@@ -151,7 +175,7 @@ impl Side {
     fn decode(&self, rows: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {
         let types = self.def.types();
         let n_keys = self.keys.len();
-        let projection: Vec<usize> = (n_keys..types.len()).collect();
+        let projection: Vec<usize> = (n_keys..n_keys + self.width).collect();
         let mut decoder = RowDecoder::new(&types, &projection, rows.len());
         for row in rows {
             decoder.push(row)?;
@@ -162,7 +186,7 @@ impl Side {
 
 impl Executor for HashJoinExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { left, right, store, filter, output_schema } = *self;
+        let Self { kind, left, right, store, filter, output_schema } = *self;
         async_stream::try_stream! {
             let mut sides = [Side::new(&left, &store), Side::new(&right, &store)];
             let mut input = align(left.input.execute(), right.input.execute());
@@ -178,7 +202,12 @@ impl Executor for HashJoinExecutor {
                         continue;
                     }
                 };
-                let joined = join_chunk(&mut sides, &chunk, from_left, &output_schema)?;
+                let joined = match kind {
+                    JoinKind::Inner => join_chunk(&mut sides, &chunk, from_left, &output_schema)?,
+                    JoinKind::LeftOuter => {
+                        left_outer_chunk(&mut sides, &chunk, from_left, &output_schema)?
+                    }
+                };
                 let joined = match (&filter, joined) {
                     (Some(f), Some(j)) => filter_chunk(&j, f.as_ref())?,
                     (_, j) => j,
@@ -249,6 +278,9 @@ fn join_chunk(
     columns.extend_from_slice(&right[..right_visible]);
     columns.extend_from_slice(&left[left_visible..]);
     columns.extend_from_slice(&right[right_visible..]);
+    for key in &keys {
+        columns.push(take(key, &indices, None)?);
+    }
     let columns = crate::stream::cast_columns(columns, schema)?;
     Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
 }

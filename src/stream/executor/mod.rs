@@ -10,6 +10,7 @@ pub mod dml;
 pub mod filter;
 pub mod hash_agg;
 pub mod hash_join;
+pub mod left_join;
 pub mod materialize;
 pub mod merge;
 pub mod project;
