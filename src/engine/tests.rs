@@ -50,6 +50,7 @@ const VIEWS: &[(&str, &str)] = &[
     ("p_join", "SELECT p_t.id, p_u.label, p_t.b FROM p_t JOIN p_u ON p_t.a = p_u.a"),
     ("p_global", "SELECT count(*) AS n, sum(a) AS sa, max(b) AS mb FROM p_t"),
     ("p_left", "SELECT p_t.id, p_t.a, p_u.label FROM p_t LEFT JOIN p_u ON p_t.a = p_u.a"),
+    ("p_union", "SELECT a, b FROM p_t WHERE b > 50 UNION ALL SELECT a, 0 AS b FROM p_u"),
 ];
 
 async fn random_history(seed: u64) -> Result<()> {

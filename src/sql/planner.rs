@@ -12,8 +12,9 @@ use datafusion::common::DFSchema;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, JoinType, LogicalPlan};
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_plan::PhysicalExpr;
+use datafusion::scalar::ScalarValue;
 
 use crate::catalog::{Catalog, ColumnCatalog, RelationKind};
 use crate::error::{Error, Result};
@@ -110,7 +111,7 @@ impl Planner<'_> {
             }
             LogicalPlan::Limit(_) => Err(unsupported!("LIMIT in a materialized view")),
             LogicalPlan::Window(_) => Err(unsupported!("window functions in a materialized view")),
-            LogicalPlan::Union(_) => Err(unsupported!("UNION in a materialized view")),
+            LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Distinct(_) => Err(unsupported!("DISTINCT ON in a materialized view")),
             LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
                 Err(unsupported!("a materialized view that reads no table"))
@@ -260,6 +261,64 @@ impl Planner<'_> {
             schema,
             stream_key: (0..n_groups).collect(),
             dist: Some((0..n_groups).collect()),
+        })
+    }
+
+    /// `UNION ALL`: every input is projected to `visible columns ++ branch ++ key slots`, where
+    /// the key slots hold each branch's stream key (NULL in the other branches' rows).
+    fn union(&mut self, union: &datafusion::logical_expr::Union) -> Result<StreamNode> {
+        let inputs = union.inputs.iter().map(|i| self.lower(i)).collect::<Result<Vec<_>>>()?;
+        let visible: Vec<Field> =
+            relaxed(union.schema.as_arrow()).fields().iter().map(|f| f.as_ref().clone()).collect();
+        let n_visible = visible.len();
+        let mut fields = visible;
+        fields.push(Field::new("_union_branch", ArrowType::Int32, true));
+        let mut slots = Vec::new();
+        for (b, input) in inputs.iter().enumerate() {
+            for (k, &col) in input.stream_key.iter().enumerate() {
+                slots.push((b, col));
+                fields.push(Field::new(
+                    format!("_union_key_{b}_{k}"),
+                    input.schema.field(col).data_type().clone(),
+                    true,
+                ));
+            }
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let mut branches = Vec::with_capacity(inputs.len());
+        for (b, input) in inputs.into_iter().enumerate() {
+            if input.visible != n_visible {
+                return Err(unsupported!("UNION inputs with different column counts"));
+            }
+            let mut exprs: Vec<Arc<dyn PhysicalExpr>> =
+                (0..n_visible).map(|i| column_expr(&input, i)).collect();
+            exprs.push(Arc::new(Literal::new(ScalarValue::Int32(Some(b as i32)))));
+            for &(branch, col) in &slots {
+                exprs.push(if branch == b {
+                    column_expr(&input, col)
+                } else {
+                    Arc::new(Literal::new(ScalarValue::try_from(
+                        input.schema.field(col).data_type(),
+                    )?))
+                });
+            }
+            let stream_key = (n_visible..schema.fields().len()).collect();
+            branches.push(StreamNode {
+                kind: NodeKind::Project { exprs },
+                inputs: vec![input],
+                schema: schema.clone(),
+                visible: n_visible,
+                stream_key,
+                dist: None,
+            });
+        }
+        Ok(StreamNode {
+            kind: NodeKind::Union,
+            inputs: branches,
+            visible: n_visible,
+            stream_key: (n_visible..schema.fields().len()).collect(),
+            schema,
+            dist: None,
         })
     }
 

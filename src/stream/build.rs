@@ -29,6 +29,7 @@ use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
 use crate::stream::executor::merge::MergeExecutor;
 use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
 
@@ -159,6 +160,18 @@ fn build_fragment(
                 }
             }
             Ok(inputs.into_iter().map(input_of).collect())
+        }
+        NodeKind::Union => {
+            let mut per_actor: Vec<Vec<BoxedExecutor>> = (0..n).map(|_| Vec::new()).collect();
+            for input in &node.inputs {
+                for (i, executor) in build_fragment(input, ctx, built)?.into_iter().enumerate() {
+                    per_actor[i].push(executor);
+                }
+            }
+            Ok(per_actor
+                .into_iter()
+                .map(|inputs| Box::new(UnionExecutor::new(inputs)) as _)
+                .collect())
         }
         NodeKind::Filter { predicate } => {
             let inputs = build_fragment(&node.inputs[0], ctx, built)?;

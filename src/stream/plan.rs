@@ -76,6 +76,8 @@ pub enum NodeKind {
         /// Expressions over the input rows whose values choose the receiving actor.
         keys: Vec<Arc<dyn PhysicalExpr>>,
     },
+    /// `UNION ALL` of the inputs, each already projected to the same row layout.
+    Union,
     /// Equi-join of the two inputs.
     HashJoin {
         /// Inner or left outer.
@@ -137,6 +139,7 @@ impl StreamNode {
                     calls.join(", ")
                 )
             }
+            NodeKind::Union => "StreamUnion { all: true }".to_owned(),
             NodeKind::Exchange { keys } => {
                 let keys: Vec<String> = keys.iter().map(|e| e.to_string()).collect();
                 format!("StreamExchange {{ dist: HashShard([{}]) }}", keys.join(", "))

@@ -15,6 +15,7 @@ pub mod materialize;
 pub mod merge;
 pub mod project;
 pub mod receiver;
+pub mod union;
 
 use futures::stream::BoxStream;
 
