@@ -111,6 +111,7 @@ async fn concurrent_backfill(server: &Sluice) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let writer = tokio::spawn(write_randomly(server.connect().await?, 42, stop_rx));
     // A rate limit makes the backfill last long enough for the writer to overlap with it.
+    client.batch_execute("SET streaming_parallelism = 2").await?;
     client
         .batch_execute(&format!(
             "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 40000) AS {AGG_QUERY}"
@@ -141,8 +142,10 @@ async fn kill_mid_backfill(server: &mut Sluice) -> anyhow::Result<()> {
     load_big(&client).await?;
     let creator = server.connect().await?;
     let create = tokio::spawn(async move {
+        // Two actors at 20 k rows/s each: about five seconds for the whole table.
         let sql = format!(
-            "CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 20000) AS {AGG_QUERY}"
+            "SET streaming_parallelism = 2; \
+             CREATE MATERIALIZED VIEW big_agg WITH (backfill_rate_limit = 20000) AS {AGG_QUERY}"
         );
         creator.batch_execute(&sql).await
     });

@@ -189,8 +189,23 @@ impl Engine {
         self.jobs.lock().insert(prepared.relation, Arc::new(job));
     }
 
+    /// Removes internal tables whose view is gone: a crash between writing a new view's
+    /// internal tables and the view itself leaves them behind.
+    fn drop_orphans(&self) -> Result<()> {
+        for table in self.catalog.tables() {
+            let owner_exists = table.owner.and_then(|o| self.catalog.table_by_id(o)).is_some();
+            if table.kind == RelationKind::Internal && !owner_exists {
+                tracing::info!(table = %table.name, "dropping the orphaned internal table");
+                self.catalog.drop_table(table.id)?;
+                self.store.drop_table_data(table.id)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Rebuilds the job of every table and view at start-up and starts them together.
     pub(crate) async fn start_jobs(&self) -> Result<()> {
+        self.drop_orphans()?;
         let mut actor_of: HashMap<TableId, Vec<ActorId>> = HashMap::new();
         let mut prepared = Vec::new();
         for relation in self.catalog.tables() {
