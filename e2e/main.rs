@@ -4,7 +4,8 @@
 //! - [`harness`]: start, `kill -9`, and restart a server on a temporary data directory;
 //! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
-//! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions.
+//! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
+//! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests.
 
 mod clients;
 mod crash;
@@ -12,3 +13,4 @@ mod harness;
 mod mv;
 mod psycopg;
 mod slt;
+mod upstream;

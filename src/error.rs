@@ -67,6 +67,14 @@ pub enum Error {
     /// An error raised by Arrow while building or converting batches.
     #[error(transparent)]
     Arrow(#[from] arrow::error::ArrowError),
+    /// The upstream system of a source failed or refused; `code` is the SQLSTATE to report.
+    #[error("{message}")]
+    Upstream {
+        /// The SQLSTATE.
+        code: &'static str,
+        /// What happened and what to do.
+        message: String,
+    },
     /// The storage engine failed.
     #[error("storage error: {0}")]
     Storage(String),

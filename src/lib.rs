@@ -11,6 +11,8 @@
 pub mod batch;
 /// Catalog objects, ids and their persistence.
 pub mod catalog;
+/// Upstream connectors (Postgres CDC).
+pub mod connector;
 /// Runs statements: DDL, DML, queries, session variables.
 pub mod engine;
 /// The crate error type.

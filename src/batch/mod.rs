@@ -107,6 +107,12 @@ impl SchemaProvider for SluiceSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if self.catalog.source_by_name(name).is_some() {
+            return Err(DataFusionError::NotImplemented(format!(
+                "\"{name}\" is a source and cannot be queried directly; create a table from it with \
+                 CREATE TABLE t (..) FROM {name} TABLE 'schema.table' and query the table"
+            )));
+        }
         Ok(self.catalog.table_by_name(name).map(|table| {
             Arc::new(RelationProvider::new(table, self.store.clone(), self.with_hidden)) as _
         }))

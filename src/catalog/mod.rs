@@ -27,6 +27,7 @@ pub const DEFAULT_SCHEMA: &str = "public";
 pub const ROW_ID_COLUMN: &str = "_row_id";
 
 const TABLE_PREFIX: &[u8] = b"catalog/table/";
+const SOURCE_PREFIX: &[u8] = b"catalog/source/";
 const NEXT_ID_KEY: &[u8] = b"catalog/next_id";
 
 /// A column of a relation.
@@ -160,8 +161,24 @@ impl TableCatalog {
     }
 }
 
+/// A source: a connection to an upstream system that tables ingest from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceCatalog {
+    /// Drawn from the same id space as relations.
+    pub id: TableId,
+    /// Name within [`DEFAULT_SCHEMA`].
+    pub name: String,
+    /// The `WITH (..)` options, keys lower-cased.
+    pub options: BTreeMap<String, String>,
+    /// Upstream objects the source created and drops with it.
+    pub created: crate::connector::postgres_cdc::Created,
+    /// The statement that created it (password masked).
+    pub definition: String,
+}
+
 struct Inner {
     tables: BTreeMap<TableId, Arc<TableCatalog>>,
+    sources: BTreeMap<TableId, Arc<SourceCatalog>>,
     next_id: u32,
 }
 
@@ -184,6 +201,16 @@ impl Catalog {
             })?;
             tables.insert(table.id, Arc::new(table));
         }
+        let mut sources = BTreeMap::new();
+        for (key, value) in store.scan_meta(SOURCE_PREFIX)? {
+            let source: SourceCatalog = serde_json::from_slice(&value).map_err(|e| {
+                Error::Storage(format!(
+                    "catalog entry {:?} is corrupt: {e}",
+                    String::from_utf8_lossy(&key)
+                ))
+            })?;
+            sources.insert(source.id, Arc::new(source));
+        }
         let next_id = match store.scan_meta(NEXT_ID_KEY)?.first() {
             Some((_, v)) => u32::from_be_bytes(
                 v.as_slice()
@@ -192,7 +219,7 @@ impl Catalog {
             ),
             None => 1,
         };
-        Ok(Self { store, inner: RwLock::new(Inner { tables, next_id }) })
+        Ok(Self { store, inner: RwLock::new(Inner { tables, sources, next_id }) })
     }
 
     /// Reserves a fresh relation id, durably.
@@ -234,6 +261,37 @@ impl Catalog {
         Ok(table)
     }
 
+    /// Every source, in id order.
+    pub fn sources(&self) -> Vec<Arc<SourceCatalog>> {
+        self.inner.read().sources.values().cloned().collect()
+    }
+
+    /// The source called `name`, if any.
+    pub fn source_by_name(&self, name: &str) -> Option<Arc<SourceCatalog>> {
+        self.inner.read().sources.values().find(|s| s.name == name).cloned()
+    }
+
+    /// Persists a new source. The caller has checked the name is free.
+    pub fn create_source(&self, source: SourceCatalog) -> Result<Arc<SourceCatalog>> {
+        let value = serde_json::to_vec(&source).expect("catalog entries serialize");
+        self.store.put_meta(&entry_key(SOURCE_PREFIX, source.id), &value)?;
+        let source = Arc::new(source);
+        self.inner.write().sources.insert(source.id, source.clone());
+        Ok(source)
+    }
+
+    /// Removes a source's catalog entry, durably.
+    pub fn drop_source(&self, id: TableId) -> Result<()> {
+        self.store.delete_meta(&entry_key(SOURCE_PREFIX, id))?;
+        self.inner.write().sources.remove(&id);
+        Ok(())
+    }
+
+    /// True if a relation or a source is called `name`.
+    pub fn name_taken(&self, name: &str) -> bool {
+        self.table_by_name(name).is_some() || self.source_by_name(name).is_some()
+    }
+
     /// Removes a table's catalog entry, durably.
     pub fn drop_table(&self, id: TableId) -> Result<()> {
         self.store.delete_meta(&table_key(id))?;
@@ -243,7 +301,11 @@ impl Catalog {
 }
 
 fn table_key(id: TableId) -> Vec<u8> {
-    let mut key = TABLE_PREFIX.to_vec();
+    entry_key(TABLE_PREFIX, id)
+}
+
+fn entry_key(prefix: &[u8], id: TableId) -> Vec<u8> {
+    let mut key = prefix.to_vec();
     key.extend_from_slice(&id.0.to_be_bytes());
     key
 }

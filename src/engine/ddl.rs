@@ -18,7 +18,7 @@ impl Engine {
     pub(crate) async fn create_table(&self, create: ast::CreateTable) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
-        if self.catalog.table_by_name(&name).is_some() {
+        if self.catalog.name_taken(&name) {
             if create.if_not_exists {
                 return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
             }

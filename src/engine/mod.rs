@@ -11,6 +11,7 @@ mod jobs;
 mod mv;
 pub mod query;
 pub mod session;
+mod source;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -137,6 +138,14 @@ impl Engine {
                 Ok(Output::Command(CommandTag::new("FLUSH")))
             }
             Statement::ShowInternalTables => self.show_relations(RelationKind::Internal),
+            Statement::ShowSources => self.show_sources(),
+            Statement::CreateSource { name, if_not_exists, options } => {
+                self.create_source(&name, if_not_exists, options).await
+            }
+            Statement::DropSource { name, if_exists } => self.drop_source(&name, if_exists).await,
+            Statement::CreateTableFrom { .. } => Err(unsupported!(
+                "CREATE TABLE .. FROM a source: the CDC backfill is not available yet"
+            )),
             Statement::Sql(stmt) => self.execute_sql(session, *stmt).await,
         }
     }

@@ -45,7 +45,7 @@ impl Engine {
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&view.name)?;
-        if self.catalog.table_by_name(&name).is_some() {
+        if self.catalog.name_taken(&name) {
             if view.if_not_exists {
                 return Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW")));
             }

@@ -24,6 +24,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::DataFusion(e) => datafusion_sqlstate(e),
         Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
         Error::Arrow(_) => "22P02",
+        Error::Upstream { code, .. } => code,
         Error::Storage(_) | Error::Stream(_) => "XX000",
         Error::Shutdown => "57P01",
     }

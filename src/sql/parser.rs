@@ -8,7 +8,7 @@ use datafusion::sql::sqlparser::ast;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use std::sync::LazyLock;
 
@@ -26,6 +26,33 @@ pub enum Statement {
     Flush,
     /// `SHOW INTERNAL TABLES`: the state tables of streaming jobs.
     ShowInternalTables,
+    /// `CREATE SOURCE [IF NOT EXISTS] name WITH (key = value, ..)`; keys may be dotted.
+    CreateSource {
+        /// The source's name.
+        name: ast::ObjectName,
+        /// `IF NOT EXISTS` was given.
+        if_not_exists: bool,
+        /// Options in the order written, values unquoted.
+        options: Vec<(String, String)>,
+    },
+    /// `DROP SOURCE [IF EXISTS] name`.
+    DropSource {
+        /// The source's name.
+        name: ast::ObjectName,
+        /// `IF EXISTS` was given.
+        if_exists: bool,
+    },
+    /// `CREATE TABLE name (columns | *) [WITH (..)] FROM source TABLE 'schema.table'`.
+    CreateTableFrom {
+        /// The table as declared; no columns when declared with `(*)`.
+        table: Box<ast::CreateTable>,
+        /// The source to read from.
+        source: ast::ObjectName,
+        /// The upstream table, schema-qualified.
+        external: String,
+    },
+    /// `SHOW SOURCES`.
+    ShowSources,
 }
 
 /// Rewrites Postgres-specific query syntax (psql's catalog queries, `OPERATOR(pg_catalog.~)`,
@@ -66,7 +93,11 @@ fn with_compat_rewrites(sql: &str, statements: Vec<Statement>) -> Vec<Statement>
 
 fn parse_sluice(sql: &str) -> Result<Vec<Statement>> {
     let dialect = PostgreSqlDialect {};
-    let mut parser = Parser::new(&dialect).try_with_sql(sql)?;
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| Error::Parse(e.to_string()))?;
+    let mut parser =
+        Parser::new(&dialect).with_tokens_with_locations(join_dotted_option_keys(tokens));
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -89,7 +120,159 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     if parse_words(parser, &["SHOW", "INTERNAL", "TABLES"]) {
         return Ok(Statement::ShowInternalTables);
     }
-    Ok(Statement::Sql(Box::new(parser.parse_statement()?)))
+    if parse_words(parser, &["SHOW", "SOURCES"]) {
+        return Ok(Statement::ShowSources);
+    }
+    if parse_words(parser, &["CREATE", "SOURCE"]) {
+        let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = parser.parse_object_name(false)?;
+        parser.expect_keyword(Keyword::WITH)?;
+        let options = parse_options(parser)?;
+        return Ok(Statement::CreateSource { name, if_not_exists, options });
+    }
+    if parse_words(parser, &["DROP", "SOURCE"]) {
+        let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = parser.parse_object_name(false)?;
+        return Ok(Statement::DropSource { name, if_exists });
+    }
+    if let Some(statement) = parse_create_table_star(parser)? {
+        return Ok(statement);
+    }
+    let statement = parser.parse_statement()?;
+    if let ast::Statement::CreateTable(table) = &statement
+        && parser.parse_keyword(Keyword::FROM)
+    {
+        let (source, external) = parse_from_source(parser)?;
+        return Ok(Statement::CreateTableFrom { table: Box::new(table.clone()), source, external });
+    }
+    Ok(Statement::Sql(Box::new(statement)))
+}
+
+/// Inside `WITH ( .. )`, turns dotted option keys (`database.name = ..`) into one quoted
+/// identifier, so sqlparser's option parsing (one identifier per key) accepts them.
+fn join_dotted_option_keys(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant = |t: &TokenWithSpan| !matches!(t.token, Token::Whitespace(_));
+    let tokens: Vec<TokenWithSpan> = tokens.into_iter().filter(significant).collect();
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut in_options = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = &tokens[i].token;
+        let after_with = matches!(out.last().map(|t| &t.token), Some(Token::Word(w)) if w.keyword == Keyword::WITH);
+        if *token == Token::LParen && after_with {
+            in_options = true;
+        } else if *token == Token::RParen {
+            in_options = false;
+        }
+        let starts_key = matches!(out.last().map(|t| &t.token), Some(Token::LParen | Token::Comma));
+        if in_options && starts_key && matches!(token, Token::Word(_)) {
+            let mut parts = Vec::new();
+            let mut j = i;
+            while let Token::Word(w) = &tokens[j].token {
+                parts.push(w.value.clone());
+                if tokens.get(j + 1).map(|t| &t.token) == Some(&Token::Period)
+                    && j + 2 < tokens.len()
+                {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            if parts.len() > 1 && tokens.get(j + 1).map(|t| &t.token) == Some(&Token::Eq) {
+                let word = Token::make_word(&parts.join("."), Some('"'));
+                out.push(TokenWithSpan::new(word, tokens[i].span));
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(tokens[i].clone());
+        i += 1;
+    }
+    out
+}
+
+/// `FROM` has been read: `source TABLE 'schema.table'`.
+fn parse_from_source(parser: &mut Parser<'_>) -> Result<(ast::ObjectName, String)> {
+    let source = parser.parse_object_name(false)?;
+    parser.expect_keyword(Keyword::TABLE)?;
+    let external = parser.parse_literal_string()?;
+    Ok((source, external))
+}
+
+/// `CREATE TABLE [IF NOT EXISTS] name (*) [WITH (..)] FROM source TABLE '..'`, which sqlparser
+/// cannot read because of the `(*)`.
+fn parse_create_table_star(parser: &mut Parser<'_>) -> Result<Option<Statement>> {
+    let words = |n: usize| match &parser.peek_nth_token(n).token {
+        Token::Word(w) => w.value.to_uppercase(),
+        _ => String::new(),
+    };
+    if words(0) != "CREATE" || words(1) != "TABLE" {
+        return Ok(None);
+    }
+    // Find `( * )` right after the name, without consuming anything otherwise.
+    let mut at = 2;
+    if words(2) == "IF" && words(3) == "NOT" && words(4) == "EXISTS" {
+        at = 5;
+    }
+    // The name: word (. word)*
+    let mut i = at + 1;
+    while parser.peek_nth_token(i).token == Token::Period {
+        i += 2;
+    }
+    let star = parser.peek_nth_token(i).token == Token::LParen
+        && parser.peek_nth_token(i + 1).token == Token::Mul
+        && parser.peek_nth_token(i + 2).token == Token::RParen;
+    if !star {
+        return Ok(None);
+    }
+    parser.next_token();
+    parser.next_token();
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    for _ in 0..3 {
+        parser.next_token();
+    }
+    let with_options =
+        if parser.parse_keyword(Keyword::WITH) { parse_options(parser)? } else { Vec::new() };
+    parser.expect_keyword(Keyword::FROM)?;
+    let (source, external) = parse_from_source(parser)?;
+    // Re-express as a column-less CREATE TABLE carrying the options.
+    let options: Vec<String> = with_options
+        .iter()
+        .map(|(k, v)| format!("\"{k}\" = '{}'", v.replace('\'', "''")))
+        .collect();
+    let with =
+        if options.is_empty() { String::new() } else { format!(" WITH ({})", options.join(", ")) };
+    let sql = format!(
+        "CREATE TABLE {}{name} (){with}",
+        if if_not_exists { "IF NOT EXISTS " } else { "" }
+    );
+    let ast::Statement::CreateTable(table) =
+        Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_statement()?
+    else {
+        unreachable!("a CREATE TABLE parses as one")
+    };
+    Ok(Some(Statement::CreateTableFrom { table: Box::new(table), source, external }))
+}
+
+/// `( key = value, .. )` with dotted keys; values are literals, returned unquoted.
+fn parse_options(parser: &mut Parser<'_>) -> Result<Vec<(String, String)>> {
+    parser.expect_token(&Token::LParen)?;
+    let mut options = Vec::new();
+    loop {
+        let key = parser.parse_identifier()?.value.to_lowercase();
+        parser.expect_token(&Token::Eq)?;
+        let value = match parser.parse_value()?.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s,
+            other => other.to_string(),
+        };
+        options.push((key, value));
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(options)
 }
 
 /// Consumes `words` (keywords or not, any case) if the next tokens are exactly them.
@@ -119,6 +302,41 @@ mod tests {
             matches!(&stmts[2], Statement::Sql(s) if matches!(**s, ast::Statement::CreateTable(_)))
         );
         assert!(parse("   ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn parses_sources_and_tables_from_sources() {
+        let sql = "CREATE SOURCE pg WITH (connector = 'postgres-cdc', hostname = 'h', port = '5432', \
+                   database.name = 'shop', slot.name = 's')";
+        let Statement::CreateSource { options, .. } = parse(sql).unwrap().remove(0) else {
+            panic!()
+        };
+        assert_eq!(options[3], ("database.name".to_owned(), "shop".to_owned()));
+        assert_eq!(options.len(), 5);
+
+        let sql = "CREATE TABLE person (id int, name varchar, PRIMARY KEY (id)) \
+                   WITH (snapshot.batch_size = '10') FROM pg TABLE 'public.person'";
+        let Statement::CreateTableFrom { table, source, external } = parse(sql).unwrap().remove(0)
+        else {
+            panic!()
+        };
+        assert_eq!((source.to_string(), external.as_str()), ("pg".to_owned(), "public.person"));
+        assert_eq!(table.columns.len(), 2);
+        assert!(table.to_string().contains("snapshot.batch_size"), "{table}");
+
+        let sql = "CREATE TABLE IF NOT EXISTS t (*) WITH (snapshot = 'false') FROM pg TABLE 'public.\"T\"'";
+        let Statement::CreateTableFrom { table, external, .. } = parse(sql).unwrap().remove(0)
+        else {
+            panic!()
+        };
+        assert!(table.columns.is_empty() && table.if_not_exists);
+        assert_eq!(external, "public.\"T\"");
+        assert!(matches!(
+            parse("DROP SOURCE IF EXISTS pg").unwrap()[0],
+            Statement::DropSource { if_exists: true, .. }
+        ));
+        // Qualified names in a view's query are untouched.
+        assert!(parse("CREATE MATERIALIZED VIEW v WITH (backfill_rate_limit = 1) AS SELECT t.a FROM t WHERE (t.a = 1)").is_ok());
     }
 
     #[test]

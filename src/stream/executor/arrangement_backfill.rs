@@ -41,6 +41,11 @@ use crate::stream::message::{Barrier, Message, StreamChunk};
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
 
+/// Snapshot rows read per epoch, at most. Everything an epoch writes stays in memory until its
+/// checkpoint, so this bounds the memory of a backfill whatever the table size; reaching it
+/// asks for the next checkpoint early instead of waiting out the barrier interval.
+const EPOCH_ROWS: usize = 64 * 1024;
+
 /// Where the backfill of one vnode stands.
 #[derive(Debug, Clone, PartialEq)]
 enum VnodeState {
@@ -295,7 +300,7 @@ impl Backfill {
 
     /// The most snapshot rows the next page may read (0: not now).
     fn page_budget(&self) -> usize {
-        if self.cursor == self.owned.len() {
+        if self.cursor == self.owned.len() || self.read_this_epoch >= EPOCH_ROWS {
             return 0;
         }
         match self.config.rate_limit {
@@ -356,6 +361,9 @@ impl Backfill {
         let columns = decoder.finish();
         let rows = columns.first().map_or(0, |c| c.len());
         self.read_this_epoch += rows.max(1);
+        if self.read_this_epoch >= EPOCH_ROWS {
+            self.config.barrier.request_checkpoint();
+        }
         if self.config.rate_limit.is_some() {
             self.tokens -= rows.max(1) as f64;
         }

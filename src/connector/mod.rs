@@ -1,0 +1,3 @@
+//! Upstream connectors: the systems Sluice ingests changes from.
+
+pub mod postgres_cdc;

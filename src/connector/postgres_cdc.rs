@@ -1,0 +1,367 @@
+//! The `postgres-cdc` connector: options, connection, and the upstream objects a source owns.
+//!
+//! A source reads one logical replication slot (pgoutput) fed by one publication. Creating a
+//! source checks what the upstream needs (reachable, right password, `wal_level = logical`,
+//! the REPLICATION privilege) and creates the publication and the slot when they are absent;
+//! dropping it drops what it created, and nothing else.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use crate::error::{Error, Result};
+
+/// How long connecting to the upstream may take before it counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The options of a `postgres-cdc` source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgSourceConfig {
+    /// Upstream host.
+    pub hostname: String,
+    /// Upstream port.
+    pub port: u16,
+    /// Role to connect as.
+    pub username: String,
+    /// Its password (may be empty).
+    pub password: String,
+    /// Upstream database.
+    pub database: String,
+    /// Default schema of upstream table names.
+    pub schema: String,
+    /// Logical replication slot.
+    pub slot: String,
+    /// Publication the slot decodes.
+    pub publication: String,
+    /// Whether Sluice may create the publication.
+    pub create_publication: bool,
+}
+
+impl PgSourceConfig {
+    /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source_name`.
+    pub fn from_options(source_name: &str, options: &BTreeMap<String, String>) -> Result<Self> {
+        let get = |key: &str| options.get(key).cloned();
+        let required = |key: &str| {
+            get(key).ok_or_else(|| {
+                Error::InvalidStatement(format!(
+                    "the postgres-cdc source needs the option {key} = '..'"
+                ))
+            })
+        };
+        match get("connector").as_deref() {
+            Some("postgres-cdc") => {}
+            Some(other) => {
+                return Err(Error::Unsupported(format!(
+                    "connector '{other}'; the supported connector is 'postgres-cdc'"
+                )));
+            }
+            None => {
+                return Err(Error::InvalidStatement(
+                    "a source needs connector = 'postgres-cdc'".into(),
+                ));
+            }
+        }
+        const KNOWN: &[&str] = &[
+            "connector",
+            "hostname",
+            "port",
+            "username",
+            "password",
+            "database.name",
+            "schema.name",
+            "slot.name",
+            "publication.name",
+            "publication.create.enable",
+            "ssl.mode",
+        ];
+        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(Error::InvalidStatement(format!(
+                "unknown postgres-cdc option {unknown}; known options: {}",
+                KNOWN.join(", ")
+            )));
+        }
+        let port = match get("port") {
+            Some(p) => p.parse().map_err(|_| {
+                Error::InvalidStatement(format!("port must be a number, not '{p}'"))
+            })?,
+            None => 5432,
+        };
+        match get("ssl.mode").as_deref() {
+            None | Some("disabled") | Some("disable") | Some("prefer") => {}
+            Some(other) => {
+                return Err(Error::Unsupported(format!(
+                    "ssl.mode '{other}'; use 'disabled' or 'prefer'"
+                )));
+            }
+        }
+        let create_publication = match get("publication.create.enable").as_deref() {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(Error::InvalidStatement(format!(
+                    "publication.create.enable must be 'true' or 'false', not '{other}'"
+                )));
+            }
+        };
+        Ok(Self {
+            hostname: required("hostname")?,
+            port,
+            username: required("username")?,
+            password: get("password").unwrap_or_default(),
+            database: required("database.name")?,
+            schema: get("schema.name").unwrap_or_else(|| "public".into()),
+            slot: get("slot.name").unwrap_or_else(|| format!("sluice_{source_name}")),
+            publication: get("publication.name").unwrap_or_else(|| format!("sluice_{source_name}")),
+            create_publication,
+        })
+    }
+
+    /// Connects to the upstream database; failures say what to fix.
+    pub async fn connect(&self) -> Result<Client> {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(&self.hostname)
+            .port(self.port)
+            .user(&self.username)
+            .password(&self.password)
+            .dbname(&self.database)
+            .application_name("sluice")
+            .connect_timeout(CONNECT_TIMEOUT);
+        let (client, connection) =
+            match tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls)).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(e)) => return Err(self.connect_error(&e)),
+                Err(_) => return Err(self.unreachable(&"timed out")),
+            };
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "upstream connection closed");
+            }
+        });
+        Ok(client)
+    }
+
+    fn connect_error(&self, e: &tokio_postgres::Error) -> Error {
+        match e.as_db_error() {
+            Some(db) if db.code().code() == "28P01" || db.code().code() == "28000" => {
+                Error::Upstream {
+                    code: "28P01",
+                    message: format!(
+                        "upstream rejected user \"{}\": {}; check username and password",
+                        self.username,
+                        db.message()
+                    ),
+                }
+            }
+            Some(db) if db.code().code() == "3D000" => Error::Upstream {
+                code: "3D000",
+                message: format!(
+                    "upstream database \"{}\" does not exist; check database.name",
+                    self.database
+                ),
+            },
+            Some(db) => Error::Upstream {
+                code: "08001",
+                message: format!("upstream refused the connection: {}", db.message()),
+            },
+            None => self.unreachable(e),
+        }
+    }
+
+    fn unreachable(&self, cause: &dyn std::fmt::Display) -> Error {
+        Error::Upstream {
+            code: "08001",
+            message: format!(
+                "cannot reach the upstream at {}:{} ({cause}); check hostname and port and that Postgres accepts TCP connections",
+                self.hostname, self.port
+            ),
+        }
+    }
+
+    /// Checks the upstream can serve a source, then creates the publication and slot when
+    /// absent. Returns which of the two were created (and so belong to the source).
+    pub async fn prepare(&self, client: &Client) -> Result<Created> {
+        let wal_level: String = query_one(client, "SHOW wal_level").await?;
+        if wal_level != "logical" {
+            return Err(Error::Upstream {
+                code: "55000",
+                message: format!(
+                    "upstream wal_level is '{wal_level}', logical decoding needs 'logical': run \
+                     ALTER SYSTEM SET wal_level = logical; and restart the upstream Postgres"
+                ),
+            });
+        }
+        let can_replicate: bool = client
+            .query_one(
+                "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )
+            .await
+            .map_err(upstream_error)?
+            .get(0);
+        if !can_replicate {
+            return Err(Error::Upstream {
+                code: "42501",
+                message: format!(
+                    "upstream role \"{}\" lacks the REPLICATION privilege: run ALTER ROLE \"{}\" WITH REPLICATION;",
+                    self.username, self.username
+                ),
+            });
+        }
+        let mut created = Created::default();
+        let has_publication = !client
+            .query("SELECT 1 FROM pg_publication WHERE pubname = $1", &[&self.publication])
+            .await
+            .map_err(upstream_error)?
+            .is_empty();
+        if !has_publication {
+            if !self.create_publication {
+                return Err(Error::Upstream {
+                    code: "42704",
+                    message: format!(
+                        "upstream publication \"{}\" does not exist and publication.create.enable is false",
+                        self.publication
+                    ),
+                });
+            }
+            client
+                .batch_execute(&format!("CREATE PUBLICATION {}", quote_ident(&self.publication)))
+                .await
+                .map_err(upstream_error)?;
+            created.publication = true;
+        }
+        let has_slot = !client
+            .query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", &[&self.slot])
+            .await
+            .map_err(upstream_error)?
+            .is_empty();
+        if !has_slot {
+            let result = client
+                .query_one(
+                    "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+                    &[&self.slot],
+                )
+                .await;
+            if let Err(e) = result {
+                if created.publication {
+                    let _ = self.drop_publication(client).await;
+                }
+                return Err(upstream_error(e));
+            }
+            created.slot = true;
+        }
+        Ok(created)
+    }
+
+    /// Drops the upstream objects a source created.
+    pub async fn cleanup(&self, client: &Client, created: Created) -> Result<()> {
+        if created.slot {
+            client
+                .execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", &[&self.slot])
+                .await
+                .map_err(upstream_error)?;
+        }
+        if created.publication {
+            self.drop_publication(client).await?;
+        }
+        Ok(())
+    }
+
+    async fn drop_publication(&self, client: &Client) -> Result<()> {
+        client
+            .batch_execute(&format!(
+                "DROP PUBLICATION IF EXISTS {}",
+                quote_ident(&self.publication)
+            ))
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+/// Which upstream objects a source created, and so drops with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Created {
+    /// The replication slot.
+    pub slot: bool,
+    /// The publication.
+    pub publication: bool,
+}
+
+async fn query_one(client: &Client, sql: &str) -> Result<String> {
+    let rows = client.simple_query(sql).await.map_err(upstream_error)?;
+    rows.iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .ok_or_else(|| Error::Upstream {
+            code: "XX000",
+            message: format!("upstream returned nothing for {sql}"),
+        })
+}
+
+/// An upstream error, keeping the upstream's SQLSTATE.
+pub fn upstream_error(e: tokio_postgres::Error) -> Error {
+    match e.as_db_error() {
+        Some(db) => Error::Upstream {
+            code: sqlstate_of(db.code().code()),
+            message: format!("upstream: {}", db.message()),
+        },
+        None => {
+            Error::Upstream { code: "08006", message: format!("upstream connection failed: {e}") }
+        }
+    }
+}
+
+/// The codes passed through from the upstream; others become a generic upstream error.
+fn sqlstate_of(code: &str) -> &'static str {
+    match code {
+        "42501" => "42501",
+        "42P01" => "42P01",
+        "42704" => "42704",
+        "55000" => "55000",
+        "53400" => "53400",
+        _ => "XX000",
+    }
+}
+
+/// A Postgres identifier, quoted.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn options_have_defaults_and_are_checked() {
+        let o = options(&[
+            ("connector", "postgres-cdc"),
+            ("hostname", "h"),
+            ("username", "u"),
+            ("database.name", "d"),
+        ]);
+        let c = PgSourceConfig::from_options("pg", &o).unwrap();
+        assert_eq!((c.port, c.schema.as_str(), c.slot.as_str()), (5432, "public", "sluice_pg"));
+        let mut bad = o.clone();
+        bad.insert("slot_name".into(), "x".into());
+        assert!(matches!(
+            PgSourceConfig::from_options("pg", &bad),
+            Err(Error::InvalidStatement(_))
+        ));
+        let mut missing = o.clone();
+        missing.remove("hostname");
+        assert!(
+            PgSourceConfig::from_options("pg", &missing)
+                .unwrap_err()
+                .to_string()
+                .contains("hostname")
+        );
+    }
+}
