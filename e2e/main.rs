@@ -7,6 +7,7 @@
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests.
 
+mod cdc;
 mod clients;
 mod crash;
 mod harness;
