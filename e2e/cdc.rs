@@ -60,11 +60,9 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     ensure!(sqlstate_of(&client, "SELECT * FROM pg").await? == "0A000");
 
     // Bad input: each a clear error, nothing created upstream or in the catalog.
-    let wrong_port = format!(
-        "CREATE SOURCE bad WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', port = '1', \
-         username = 'postgres', database.name = 'shop')"
-    );
-    ensure!(sqlstate_of(&client, &wrong_port).await? == "08001");
+    let wrong_port = "CREATE SOURCE bad WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', \
+                      port = '1', username = 'postgres', database.name = 'shop')";
+    ensure!(sqlstate_of(&client, wrong_port).await? == "08001");
     up.batch_execute("CREATE ROLE plain LOGIN PASSWORD 'secret'").await?;
     let no_replication = format!(
         "CREATE SOURCE bad WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', port = '{}', \
