@@ -106,3 +106,112 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     client.batch_execute("DROP SOURCE IF EXISTS pg").await?;
     Ok(())
 }
+
+/// The rows of a query, sorted, as text.
+async fn sorted(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+    let mut rows = text_rows(client, sql).await?;
+    rows.sort();
+    Ok(rows)
+}
+
+/// Waits until Sluice's `table` holds exactly the upstream's `upstream_query` rows.
+async fn assert_converges(
+    sluice: &Client,
+    up: &Client,
+    sluice_query: &str,
+    upstream_query: &str,
+) -> anyhow::Result<()> {
+    crate::harness::retry_until(std::time::Duration::from_secs(60), || async {
+        let ours = sorted(sluice, sluice_query).await?;
+        let theirs = sorted(up, upstream_query).await?;
+        ensure!(
+            ours == theirs,
+            "{} rows in Sluice, {} upstream; first differences: {:?}",
+            ours.len(),
+            theirs.len(),
+            ours.iter().zip(&theirs).filter(|(a, b)| a != b).take(2).collect::<Vec<_>>()
+        );
+        Ok(())
+    })
+    .await
+}
+
+const PERSON_COLUMNS: &str = "id, name, amount, created, flag";
+
+#[tokio::test]
+async fn cdc_table_backfills_under_concurrent_writes() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = cdc_table(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "SET TimeZone = 'UTC';
+         CREATE TABLE person (id int PRIMARY KEY, name text, amount numeric(10,2), created timestamptz, flag boolean);
+         INSERT INTO person SELECT i, 'p' || i, i / 100.0, '2024-01-01'::timestamptz + i * interval '1 minute', i % 2 = 0
+           FROM generate_series(1, 20000) AS i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    // Small pages so the writer overlaps the snapshot.
+    client
+        .batch_execute("CREATE TABLE person (*) WITH (snapshot.batch_size = '200') FROM pg TABLE 'public.person'")
+        .await?;
+    let writer = upstream.connect("shop").await?;
+    for i in 0..300 {
+        let id = 1 + (i * 7919) % 20000;
+        let sql = match i % 3 {
+            0 => format!(
+                "UPDATE person SET name = 'changed{i}', amount = amount + 1 WHERE id = {id}"
+            ),
+            1 => format!("DELETE FROM person WHERE id = {id}"),
+            _ => format!(
+                "INSERT INTO person VALUES ({}, 'new', 1.5, now(), true) ON CONFLICT DO NOTHING",
+                30000 + i
+            ),
+        };
+        writer.batch_execute(&sql).await?;
+    }
+    let query = format!("SELECT {PERSON_COLUMNS} FROM person");
+    if let Err(e) = assert_converges(&client, &up, &query, &query).await {
+        let internal = text_rows(&client, "SHOW INTERNAL TABLES").await?;
+        let mut state = Vec::new();
+        for t in internal.iter().filter_map(|r| r[0].clone()) {
+            state.push((t.clone(), text_rows(&client, &format!("SELECT * FROM {t}")).await?));
+        }
+        let count = text_rows(&client, "SELECT count(*), max(id) FROM person").await?;
+        anyhow::bail!("{e:#}\nstate: {state:?}\ncount: {count:?}");
+    }
+
+    // DML on a CDC table is refused; the upstream is the writer.
+    ensure!(sqlstate_of(&client, "DELETE FROM person").await? == "42809");
+
+    // Changes while Sluice is down arrive after the restart, exactly once.
+    server.kill9().await?;
+    up.batch_execute("UPDATE person SET flag = NOT flag WHERE id < 100; DELETE FROM person WHERE id BETWEEN 100 AND 150; INSERT INTO person VALUES (50000, 'offline', 2, now(), false)").await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    assert_converges(&client, &up, &query, &query).await?;
+
+    // A view over the CDC table follows it.
+    client.batch_execute("CREATE MATERIALIZED VIEW person_flags AS SELECT flag, count(*) AS n FROM person GROUP BY flag").await?;
+    up.batch_execute("UPDATE person SET flag = true WHERE id % 10 = 3").await?;
+    assert_converges(
+        &client,
+        &up,
+        "SELECT * FROM person_flags",
+        "SELECT flag, count(*) AS n FROM person GROUP BY flag",
+    )
+    .await?;
+
+    ensure!(sqlstate_of(&client, "DROP SOURCE pg").await? == "2BP01");
+    client
+        .batch_execute("DROP MATERIALIZED VIEW person_flags; DROP TABLE person; DROP SOURCE pg")
+        .await?;
+    Ok(())
+}

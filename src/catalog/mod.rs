@@ -92,6 +92,32 @@ pub struct TableCatalog {
     /// Actors per fragment of a view's job (0 reads as 1).
     #[serde(default)]
     pub parallelism: usize,
+    /// For a table fed by a CDC source: where its rows come from.
+    #[serde(default)]
+    pub cdc: Option<CdcTableInfo>,
+}
+
+/// Where a CDC table's rows come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CdcTableInfo {
+    /// The source.
+    pub source: TableId,
+    /// Upstream schema.
+    pub schema: String,
+    /// Upstream table.
+    pub table: String,
+    /// For each column of the Sluice table, its index among the upstream's columns.
+    pub upstream_columns: Vec<usize>,
+    /// The upstream's column names, in upstream order.
+    pub upstream_names: Vec<String>,
+    /// The upstream's column types, as Postgres prints them.
+    pub upstream_types: Vec<String>,
+    /// The upstream's primary-key column indices.
+    pub upstream_pk: Vec<usize>,
+    /// Rows per snapshot page.
+    pub batch_size: usize,
+    /// Whether existing rows are read (`snapshot = 'true'`), or only changes from now on.
+    pub snapshot: bool,
 }
 
 impl TableCatalog {
@@ -137,6 +163,7 @@ impl TableCatalog {
             owner: None,
             backfill_rate_limit: None,
             parallelism: 1,
+            cdc: None,
         }
     }
 
@@ -172,6 +199,8 @@ pub struct SourceCatalog {
     pub options: BTreeMap<String, String>,
     /// Upstream objects the source created and drops with it.
     pub created: crate::connector::postgres_cdc::Created,
+    /// The internal table holding the source's committed upstream offset.
+    pub state_table: TableId,
     /// The statement that created it (password masked).
     pub definition: String,
 }

@@ -314,6 +314,11 @@ impl Engine {
             .catalog
             .table_by_name(&name)
             .ok_or(Error::UnknownRelation { kind: "relation", name: name.clone() })?;
+        if table.cdc.is_some() {
+            return Err(Error::WrongObjectType(format!(
+                "cannot change table \"{name}\": its rows come from a CDC source; change the upstream table instead"
+            )));
+        }
         if table.kind != RelationKind::Table {
             return Err(Error::WrongObjectType(format!(
                 "cannot change {} \"{name}\": only tables take INSERT, UPDATE, DELETE and COPY",

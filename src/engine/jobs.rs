@@ -65,6 +65,26 @@ pub(crate) struct PreparedJob {
 }
 
 impl PreparedJob {
+    /// A job of one actor; a source actor when it gets a barrier channel.
+    pub fn single(
+        relation: TableId,
+        actor: ActorId,
+        root: BoxedExecutor,
+        barriers: Option<mpsc::UnboundedSender<Barrier>>,
+    ) -> Self {
+        Self {
+            relation,
+            ids: vec![actor],
+            executors: vec![root],
+            fixed_outputs: HashMap::new(),
+            output_actors: vec![actor],
+            sources: barriers.into_iter().map(|b| (actor, b)).collect(),
+            outputs: HashMap::new(),
+            backfills: Vec::new(),
+            dml: None,
+        }
+    }
+
     /// The actor ids of the job.
     pub fn actor_ids(&self) -> Vec<ActorId> {
         self.ids.clone()
@@ -77,7 +97,7 @@ impl PreparedJob {
 }
 
 impl Engine {
-    fn new_actor_id(&self) -> ActorId {
+    pub(crate) fn new_actor_id(&self) -> ActorId {
         ActorId(self.next_actor.fetch_add(1, Ordering::Relaxed))
     }
 
@@ -193,7 +213,10 @@ impl Engine {
     /// internal tables and the view itself leaves them behind.
     fn drop_orphans(&self) -> Result<()> {
         for table in self.catalog.tables() {
-            let owner_exists = table.owner.and_then(|o| self.catalog.table_by_id(o)).is_some();
+            let owner_exists = table.owner.is_some_and(|o| {
+                self.catalog.table_by_id(o).is_some()
+                    || self.catalog.sources().iter().any(|s| s.id == o)
+            });
             if table.kind == RelationKind::Internal && !owner_exists {
                 tracing::info!(table = %table.name, "dropping the orphaned internal table");
                 self.catalog.drop_table(table.id)?;
@@ -208,8 +231,20 @@ impl Engine {
         self.drop_orphans()?;
         let mut actor_of: HashMap<TableId, Vec<ActorId>> = HashMap::new();
         let mut prepared = Vec::new();
+        for source in self.catalog.sources() {
+            let job = self.prepare_source_job(&source)?;
+            actor_of.insert(source.id, job.output_actors());
+            prepared.push(job);
+        }
         for relation in self.catalog.tables() {
             let job = match relation.kind {
+                RelationKind::Table if relation.cdc.is_some() => {
+                    let source = relation.cdc.as_ref().expect("checked").source;
+                    let actor = actor_of.get(&source).and_then(|a| a.first().copied()).ok_or_else(
+                        || Error::Storage(format!("the source of {} is missing", relation.name)),
+                    )?;
+                    self.prepare_cdc_table_job(&relation, actor)?
+                }
                 RelationKind::Table => self.prepare_table_job(&relation),
                 RelationKind::MaterializedView => {
                     let plan = self.plan_view(&relation.definition).await?;

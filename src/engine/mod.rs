@@ -5,6 +5,7 @@
 //! stream, [`query`] plans and runs batch queries with DataFusion, [`session`] keeps the
 //! per-connection variables of SET and SHOW.
 
+mod cdc;
 pub mod ddl;
 pub mod dml;
 mod jobs;
@@ -143,9 +144,9 @@ impl Engine {
                 self.create_source(&name, if_not_exists, options).await
             }
             Statement::DropSource { name, if_exists } => self.drop_source(&name, if_exists).await,
-            Statement::CreateTableFrom { .. } => Err(unsupported!(
-                "CREATE TABLE .. FROM a source: the CDC backfill is not available yet"
-            )),
+            Statement::CreateTableFrom { table, source, external } => {
+                self.create_table_from(*table, &source, &external).await
+            }
             Statement::Sql(stmt) => self.execute_sql(session, *stmt).await,
         }
     }

@@ -98,6 +98,7 @@ impl Engine {
                 owner: Some(id),
                 backfill_rate_limit: None,
                 parallelism: 1,
+                cdc: None,
             };
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
@@ -116,6 +117,7 @@ impl Engine {
             owner: None,
             backfill_rate_limit: rate_limit,
             parallelism,
+            cdc: None,
         };
         self.catalog.create_table(view)
     }

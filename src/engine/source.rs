@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::SourceCatalog;
+use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::ddl::relation_name;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::invalid;
+use crate::types::DataType;
 
 impl Engine {
     /// `CREATE SOURCE [IF NOT EXISTS] name WITH (connector = 'postgres-cdc', ..)`.
@@ -41,19 +42,53 @@ impl Engine {
         let config = PgSourceConfig::from_options(&name, &map)?;
         let client = config.connect().await?;
         let created = config.prepare(&client).await?;
-        let source = SourceCatalog {
-            id: self.catalog.next_table_id()?,
-            name: name.clone(),
-            definition: masked_definition(&name, &map),
-            options: map,
-            created,
-        };
-        if let Err(e) = self.catalog.create_source(source) {
+        let registered = self.register_source(&name, map, created).await;
+        if let Err(e) = registered {
             let _ = config.cleanup(&client, created).await;
             return Err(e);
         }
         tracing::info!(source = %name, slot = %config.slot, publication = %config.publication, "created source");
         Ok(Output::Command(CommandTag::new("CREATE SOURCE")))
+    }
+
+    /// Writes a source's catalog entries (its own and its offset table's) and starts its job.
+    async fn register_source(
+        &self,
+        name: &str,
+        options: BTreeMap<String, String>,
+        created: crate::connector::postgres_cdc::Created,
+    ) -> Result<()> {
+        let id = self.catalog.next_table_id()?;
+        let state_id = self.catalog.next_table_id()?;
+        let columns = vec![
+            ColumnCatalog { name: "partition".into(), data_type: DataType::Int32, hidden: false },
+            ColumnCatalog { name: "lsn".into(), data_type: DataType::Int64, hidden: false },
+        ];
+        let mut state = TableCatalog::new_table(
+            state_id,
+            format!("__internal_{id}_0_source_{state_id}"),
+            columns,
+            vec![0],
+            String::new(),
+        );
+        state.kind = RelationKind::Internal;
+        state.owner = Some(id);
+        self.catalog.create_table(state)?;
+        let source = SourceCatalog {
+            id,
+            name: name.to_owned(),
+            definition: masked_definition(name, &options),
+            options,
+            created,
+            state_table: state_id,
+        };
+        let source = self.catalog.create_source(source)?;
+        if let Err(e) = self.start_source_job(&source).await {
+            let _ = self.catalog.drop_source(id);
+            let _ = self.catalog.drop_table(state_id);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// `DROP SOURCE [IF EXISTS] name`: drops the slot and publication the source created.
@@ -70,6 +105,20 @@ impl Engine {
             }
             return Err(Error::UnknownRelation { kind: "source", name });
         };
+        let users: Vec<String> = self
+            .catalog
+            .tables()
+            .iter()
+            .filter(|t| t.cdc.as_ref().is_some_and(|c| c.source == source.id))
+            .map(|t| t.name.clone())
+            .collect();
+        if !users.is_empty() {
+            return Err(Error::DependentObjects(format!(
+                "cannot drop source \"{name}\" because tables read from it: {}; drop them first",
+                users.join(", ")
+            )));
+        }
+        self.stop_job(source.id).await?;
         let config = PgSourceConfig::from_options(&source.name, &source.options)?;
         match config.connect().await {
             Ok(client) => config.cleanup(&client, source.created).await?,
@@ -79,6 +128,8 @@ impl Engine {
             }
         }
         self.catalog.drop_source(source.id)?;
+        self.catalog.drop_table(source.state_table)?;
+        self.store.drop_table_data(source.state_table)?;
         Ok(Output::Command(CommandTag::new("DROP SOURCE")))
     }
 

@@ -6,6 +6,8 @@
 //! reordered across a barrier.
 
 pub mod arrangement_backfill;
+pub mod cdc_backfill;
+pub mod cdc_source;
 pub mod dml;
 pub mod filter;
 pub mod hash_agg;

@@ -1,0 +1,396 @@
+//! Reading a Postgres upstream: table descriptions, snapshot pages, and the change stream.
+//!
+//! Snapshot pages are plain queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`),
+//! with every value read as text. Changes are read from the logical replication slot with
+//! `pg_logical_slot_peek_binary_changes` (pgoutput, decoded by `pg_walstream`), which leaves the
+//! slot where it is; the slot is advanced only after the checkpoint holding the changes
+//! commits, so a restart re-reads anything not yet committed.
+
+use std::collections::HashMap;
+
+use pg_walstream::protocol::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+use crate::catalog::ColumnCatalog;
+use crate::connector::postgres_cdc::{quote_ident, upstream_error};
+use crate::error::{Error, Result};
+use crate::types::DataType;
+
+/// An upstream table: its columns (with Sluice types) and primary key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTable {
+    /// Schema name.
+    pub schema: String,
+    /// Table name.
+    pub name: String,
+    /// Columns in upstream order.
+    pub columns: Vec<ColumnCatalog>,
+    /// Upstream Postgres type of each column, as `format_type` prints it.
+    pub upstream_types: Vec<String>,
+    /// Indices of the primary-key columns, in key order.
+    pub pk: Vec<usize>,
+}
+
+impl UpstreamTable {
+    /// `"schema"."name"`.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.name))
+    }
+}
+
+/// Splits `schema.table` (each part optionally double-quoted) into its parts.
+pub fn split_qualified(name: &str) -> Result<(String, String)> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                current.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut current)),
+            c if quoted => current.push(c),
+            c => current.push(c.to_ascii_lowercase()),
+        }
+    }
+    parts.push(current);
+    match parts.as_slice() {
+        [schema, table] if !schema.is_empty() && !table.is_empty() => {
+            Ok((schema.clone(), table.clone()))
+        }
+        _ => Err(Error::InvalidStatement(format!(
+            "the upstream table must be schema-qualified, like 'public.{name}'; got '{name}'"
+        ))),
+    }
+}
+
+/// Reads the columns and primary key of an upstream table.
+pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Result<UpstreamTable> {
+    let columns = client
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typtype::text, t.typcategory::text \
+             FROM pg_attribute a JOIN pg_class c ON a.attrelid = c.oid \
+             JOIN pg_namespace n ON c.relnamespace = n.oid JOIN pg_type t ON a.atttypid = t.oid \
+             WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(upstream_error)?;
+    if columns.is_empty() {
+        return Err(Error::UnknownRelation {
+            kind: "upstream table",
+            name: format!("{schema}.{table}"),
+        });
+    }
+    let pk_names: Vec<String> = client
+        .query(
+            "SELECT a.attname::text FROM pg_index i \
+             JOIN pg_class c ON i.indrelid = c.oid JOIN pg_namespace n ON c.relnamespace = n.oid \
+             JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) ON true \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum \
+             WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary ORDER BY k.ord",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(upstream_error)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = UpstreamTable {
+        schema: schema.to_owned(),
+        name: table.to_owned(),
+        columns: Vec::new(),
+        upstream_types: Vec::new(),
+        pk: Vec::new(),
+    };
+    for row in &columns {
+        let (name, ty, typtype, category): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        out.columns.push(ColumnCatalog {
+            name,
+            data_type: map_type(&ty, &typtype, &category),
+            hidden: false,
+        });
+        out.upstream_types.push(ty);
+    }
+    for name in &pk_names {
+        let index =
+            out.columns.iter().position(|c| &c.name == name).expect("key columns are columns");
+        out.pk.push(index);
+    }
+    if out.pk.is_empty() {
+        return Err(Error::InvalidStatement(format!(
+            "upstream table {schema}.{table} has no primary key; CDC needs one: ALTER TABLE {schema}.{table} ADD PRIMARY KEY (..)"
+        )));
+    }
+    Ok(out)
+}
+
+/// The Sluice type that holds values of an upstream type (arrays, enums and other types as text).
+fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
+    let base = ty.split('(').next().unwrap_or(ty).trim();
+    if category == "A" || typtype == "e" {
+        return DataType::Varchar;
+    }
+    match base {
+        "smallint" => DataType::Int16,
+        "integer" => DataType::Int32,
+        "bigint" => DataType::Int64,
+        "real" => DataType::Float32,
+        "double precision" => DataType::Float64,
+        "boolean" => DataType::Boolean,
+        "numeric" => numeric(ty),
+        "date" => DataType::Date,
+        "timestamp without time zone" => DataType::Timestamp,
+        "timestamp with time zone" => DataType::Timestamptz,
+        "json" | "jsonb" => DataType::Jsonb,
+        "bytea" => DataType::Bytea,
+        _ => DataType::Varchar,
+    }
+}
+
+fn numeric(ty: &str) -> DataType {
+    let inner = ty.trim_start_matches("numeric").trim_matches(|c| c == '(' || c == ')');
+    let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(p)), Some(Ok(s))) if p <= 38 => DataType::Decimal { precision: p, scale: s as i8 },
+        (Some(Ok(p)), None) if p <= 38 => DataType::Decimal { precision: p, scale: 0 },
+        _ => {
+            let (precision, scale) = crate::types::DEFAULT_NUMERIC;
+            DataType::Decimal { precision, scale }
+        }
+    }
+}
+
+/// The upstream's current WAL position.
+pub async fn current_lsn(client: &Client) -> Result<u64> {
+    let rows =
+        client.simple_query("SELECT pg_current_wal_lsn()::text").await.map_err(upstream_error)?;
+    let text = first_value(&rows)
+        .ok_or_else(|| Error::Upstream { code: "XX000", message: "no WAL position".into() })?;
+    parse_lsn(&text)
+}
+
+fn parse_lsn(text: &str) -> Result<u64> {
+    pg_walstream::parse_lsn(text)
+        .map_err(|e| Error::Upstream { code: "XX000", message: format!("bad LSN {text}: {e}") })
+}
+
+fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
+    messages.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+        _ => None,
+    })
+}
+
+/// One page of the snapshot: rows after `cursor` (a key, as text values) in key order, every
+/// value as text.
+pub async fn snapshot_page(
+    client: &Client,
+    table: &UpstreamTable,
+    cursor: Option<&[Option<String>]>,
+    limit: usize,
+) -> Result<Vec<Vec<Option<String>>>> {
+    // Columns are qualified: an unqualified ORDER BY name would sort by the text output column.
+    let columns: Vec<String> =
+        table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
+    let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
+    let mut sql = format!("SELECT {} FROM {} AS t", columns.join(", "), table.qualified());
+    if let Some(cursor) = cursor {
+        let values: Vec<String> = table
+            .pk
+            .iter()
+            .zip(cursor)
+            .map(|(&i, v)| match v {
+                Some(v) => format!("'{}'::{}", v.replace('\'', "''"), table.upstream_types[i]),
+                None => "NULL".to_owned(),
+            })
+            .collect();
+        sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
+    }
+    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
+    let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
+    Ok(messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// A key column for comparisons and ordering: text compares bytewise, as Sluice's keys do.
+fn key_column(table: &UpstreamTable, index: usize) -> String {
+    let column = format!("t.{}", quote_ident(&table.columns[index].name));
+    let ty = &table.upstream_types[index];
+    if ty == "text" || ty.starts_with("character") {
+        format!("{column} COLLATE \"C\"")
+    } else {
+        column
+    }
+}
+
+/// A change of one row, from a committed upstream transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange {
+    /// `schema.table` of the row (unquoted).
+    pub table: String,
+    /// True for deletes (the values then only need the key columns).
+    pub delete: bool,
+    /// The new row (or the old key, for a delete), each value as text; `None` is NULL.
+    pub values: Vec<Option<String>>,
+    /// The end LSN of the transaction's commit record: every change of the transaction has it.
+    pub lsn: u64,
+}
+
+/// Reads committed transactions from the slot, without consuming them, and returns the changes
+/// of transactions that end after `after`, plus the number of raw messages read (a read of fewer
+/// than `limit` messages saw everything committed so far).
+pub async fn peek_changes(
+    client: &Client,
+    slot: &str,
+    publication: &str,
+    after: u64,
+    limit: i32,
+) -> Result<(Vec<RowChange>, usize)> {
+    let rows = client
+        .query(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, \
+             'proto_version', '1', 'publication_names', $3)",
+            &[&slot, &limit, &publication],
+        )
+        .await
+        .map_err(upstream_error)?;
+    let mut parser = LogicalReplicationParser::with_protocol_version(1);
+    let mut relations: HashMap<u32, String> = HashMap::new();
+    let mut pending: Vec<RowChange> = Vec::new();
+    let mut out = Vec::new();
+    for row in &rows {
+        let data: &[u8] = row.get(0);
+        let message = parser
+            .parse_wal_message(data)
+            .map_err(|e| Error::Upstream {
+                code: "XX000",
+                message: format!("cannot decode a pgoutput message: {e}"),
+            })?
+            .message;
+        match message {
+            LogicalReplicationMessage::Begin { .. } => pending.clear(),
+            LogicalReplicationMessage::Relation {
+                relation_id, namespace, relation_name, ..
+            } => {
+                relations.insert(relation_id, format!("{namespace}.{relation_name}"));
+            }
+            LogicalReplicationMessage::Insert { relation_id, tuple } => {
+                pending.push(change(&relations, relation_id, false, &tuple)?);
+            }
+            LogicalReplicationMessage::Update { relation_id, new_tuple, .. } => {
+                pending.push(change(&relations, relation_id, false, &new_tuple)?);
+            }
+            LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
+                pending.push(change(&relations, relation_id, true, &old_tuple)?);
+            }
+            LogicalReplicationMessage::Commit { end_lsn, .. } => {
+                let mut txn = std::mem::take(&mut pending);
+                if end_lsn > after {
+                    txn.iter_mut().for_each(|c| c.lsn = end_lsn);
+                    out.append(&mut txn);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((out, rows.len()))
+}
+
+fn change(
+    relations: &HashMap<u32, String>,
+    relation: u32,
+    delete: bool,
+    tuple: &TupleData,
+) -> Result<RowChange> {
+    let table = relations.get(&relation).cloned().ok_or_else(|| Error::Upstream {
+        code: "XX000",
+        message: format!("a change of relation {relation} came before its description"),
+    })?;
+    let values = tuple
+        .columns
+        .iter()
+        .map(|c| if c.is_null() || c.is_unchanged() { None } else { c.as_string() })
+        .collect();
+    Ok(RowChange { table, delete, values, lsn: 0 })
+}
+
+/// Tells the upstream that changes up to `lsn` are durable, so the slot may release them.
+pub async fn advance_slot(client: &Client, slot: &str, lsn: u64) -> Result<()> {
+    let lsn = pg_walstream::format_lsn(lsn);
+    client
+        .execute(
+            "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn) \
+             WHERE $2::text::pg_lsn > (SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1)",
+            &[&slot, &lsn],
+        )
+        .await
+        .map_err(upstream_error)?;
+    Ok(())
+}
+
+/// Adds a table to the publication unless it is there already.
+pub async fn publish_table(
+    client: &Client,
+    publication: &str,
+    table: &UpstreamTable,
+) -> Result<()> {
+    let present = !client
+        .query(
+            "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            &[&publication, &table.schema, &table.name],
+        )
+        .await
+        .map_err(upstream_error)?
+        .is_empty();
+    if !present {
+        client
+            .batch_execute(&format!(
+                "ALTER PUBLICATION {} ADD TABLE {}",
+                quote_ident(publication),
+                table.qualified()
+            ))
+            .await
+            .map_err(upstream_error)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualified_names_split_with_quotes() {
+        assert_eq!(split_qualified("public.person").unwrap(), ("public".into(), "person".into()));
+        assert_eq!(
+            split_qualified("public.\"Orders\"").unwrap(),
+            ("public".into(), "Orders".into())
+        );
+        assert_eq!(split_qualified("\"my.schema\".t").unwrap(), ("my.schema".into(), "t".into()));
+        assert!(split_qualified("person").is_err());
+    }
+
+    #[test]
+    fn upstream_types_map_to_sluice_types() {
+        assert_eq!(
+            map_type("numeric(10,2)", "b", "N"),
+            DataType::Decimal { precision: 10, scale: 2 }
+        );
+        assert_eq!(map_type("integer[]", "b", "A"), DataType::Varchar);
+        assert_eq!(map_type("timestamp with time zone", "b", "D"), DataType::Timestamptz);
+        assert_eq!(map_type("uuid", "b", "U"), DataType::Varchar);
+    }
+}

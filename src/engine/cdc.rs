@@ -1,0 +1,287 @@
+//! CDC jobs: a source's reader job, and `CREATE TABLE .. FROM source TABLE 'schema.table'`.
+//!
+//! A source runs one actor, the slot reader. A CDC table runs `cdc backfill -> materialize`
+//! (upsert mode) fed by the source actor's output; its job attaches to the source at the next
+//! checkpoint, like a view's job attaches to its upstreams.
+
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast;
+use tokio::sync::mpsc;
+
+use crate::catalog::{CdcTableInfo, ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
+use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::engine::jobs::PreparedJob;
+use crate::engine::{CommandTag, Engine, Output};
+use crate::error::{Error, Result};
+use crate::storage::state_table::StateTable;
+use crate::stream::build::CHANNEL_CAPACITY;
+use crate::stream::dispatch::Output as ActorOutput;
+use crate::stream::executor::cdc_backfill::{CdcBackfillConfig, CdcBackfillExecutor};
+use crate::stream::executor::cdc_source::CdcSourceExecutor;
+use crate::stream::executor::materialize::MaterializeExecutor;
+use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::types::DataType;
+use crate::{invalid, unsupported};
+
+impl Engine {
+    /// Builds the slot-reader job of a source.
+    pub(crate) fn prepare_source_job(&self, source: &SourceCatalog) -> Result<PreparedJob> {
+        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+        let state = self.catalog.table_by_id(source.state_table).ok_or_else(|| {
+            Error::Storage(format!("the state table of source {} is missing", source.name))
+        })?;
+        let actor = self.new_actor_id();
+        let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
+        let reader = CdcSourceExecutor::new(barrier_rx, config, self.store.clone(), state);
+        Ok(PreparedJob::single(source.id, actor, Box::new(reader), Some(barrier_tx)))
+    }
+
+    /// Builds the job of a CDC table, reading from `source_actor`.
+    pub(crate) fn prepare_cdc_table_job(
+        &self,
+        table: &Arc<TableCatalog>,
+        source_actor: crate::catalog::ActorId,
+    ) -> Result<PreparedJob> {
+        let cdc = table.cdc.as_ref().expect("a CDC table");
+        let source =
+            self.catalog.sources().into_iter().find(|s| s.id == cdc.source).ok_or_else(|| {
+                Error::Storage(format!("the source of {} is missing", table.name))
+            })?;
+        let state = self.catalog.table_by_id(table.internal_tables[0]).ok_or_else(|| {
+            Error::Storage(format!("the state table of {} is missing", table.name))
+        })?;
+        let upstream = UpstreamTable {
+            schema: cdc.schema.clone(),
+            name: cdc.table.clone(),
+            columns: cdc
+                .upstream_names
+                .iter()
+                .map(|n| ColumnCatalog {
+                    name: n.clone(),
+                    data_type: DataType::Varchar,
+                    hidden: false,
+                })
+                .collect(),
+            upstream_types: cdc.upstream_types.clone(),
+            pk: cdc.upstream_pk.clone(),
+        };
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let config = CdcBackfillConfig {
+            source: PgSourceConfig::from_options(&source.name, &source.options)?,
+            upstream,
+            table: table.clone(),
+            upstream_columns: cdc.upstream_columns.clone(),
+            state,
+            batch_size: cdc.batch_size,
+            snapshot: cdc.snapshot,
+            barrier: self.barrier.clone(),
+        };
+        let backfill = CdcBackfillExecutor::new(
+            Box::new(ReceiverExecutor::new(rx)),
+            self.store.clone(),
+            config,
+        );
+        let state = StateTable::for_relation(self.store.clone(), table);
+        let root = MaterializeExecutor::upsert(Box::new(backfill), state, table.full_schema());
+        let mut job = PreparedJob::single(table.id, self.new_actor_id(), Box::new(root), None);
+        job.outputs.insert(source_actor, vec![ActorOutput { keys: Vec::new(), senders: vec![tx] }]);
+        Ok(job)
+    }
+
+    /// `CREATE TABLE name (cols | *) [WITH (..)] FROM source TABLE 'schema.table'`.
+    pub(crate) async fn create_table_from(
+        &self,
+        create: ast::CreateTable,
+        source_name: &ast::ObjectName,
+        external: &str,
+    ) -> Result<Output> {
+        let _ddl = self.ddl_lock.lock().await;
+        let name = relation_name(&create.name)?;
+        if self.catalog.name_taken(&name) {
+            if create.if_not_exists {
+                return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
+            }
+            return Err(Error::DuplicateRelation(name));
+        }
+        let source_name = relation_name(source_name)?;
+        let source = self
+            .catalog
+            .source_by_name(&source_name)
+            .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
+        let (schema, table) = split_qualified(external)?;
+        let options = table_options(&create.table_options)?;
+        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+        let client = config.connect().await?;
+        let upstream = describe_table(&client, &schema, &table).await?;
+        let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
+        publish_table(&client, &config.publication, &upstream).await?;
+
+        let id = self.catalog.next_table_id()?;
+        let state_id = self.catalog.next_table_id()?;
+        let mut state_columns = vec![ColumnCatalog {
+            name: "split_id".into(),
+            data_type: DataType::Varchar,
+            hidden: false,
+        }];
+        state_columns
+            .extend(pk.iter().map(|&i| ColumnCatalog { hidden: false, ..columns[i].clone() }));
+        for (n, t) in [
+            ("backfill_finished", DataType::Boolean),
+            ("row_count", DataType::Int64),
+            ("cdc_offset", DataType::Jsonb),
+        ] {
+            state_columns.push(ColumnCatalog { name: n.into(), data_type: t, hidden: false });
+        }
+        let mut state = TableCatalog::new_table(
+            state_id,
+            format!("__internal_{id}_1_streamcdcscan_{state_id}"),
+            state_columns,
+            vec![0],
+            String::new(),
+        );
+        state.kind = RelationKind::Internal;
+        state.owner = Some(id);
+        self.catalog.create_table(state)?;
+        let mut catalog = TableCatalog::new_table(
+            id,
+            name.clone(),
+            columns,
+            pk,
+            format!("{create} FROM {source_name} TABLE '{external}'"),
+        );
+        catalog.internal_tables = vec![state_id];
+        catalog.cdc = Some(CdcTableInfo {
+            source: source.id,
+            schema,
+            table,
+            upstream_columns,
+            upstream_names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
+            upstream_types: upstream.upstream_types.clone(),
+            upstream_pk: upstream.pk.clone(),
+            batch_size: options.0,
+            snapshot: options.1,
+        });
+        let catalog = self.catalog.create_table(catalog)?;
+        let source_actor = self
+            .output_actors(source.id)
+            .first()
+            .copied()
+            .ok_or_else(|| Error::Stream(format!("source {source_name} is not running")))?;
+        let job = self.prepare_cdc_table_job(&catalog, source_actor)?;
+        self.start_job(job).await?;
+        tracing::info!(table = %name, upstream = %external, source = %source_name, "created CDC table");
+        Ok(Output::Command(CommandTag::new("CREATE TABLE")))
+    }
+
+    /// Starts the reader job of a new source.
+    pub(crate) async fn start_source_job(&self, source: &SourceCatalog) -> Result<()> {
+        let job = self.prepare_source_job(source)?;
+        self.start_job(job).await?;
+        Ok(())
+    }
+}
+
+/// `snapshot.batch_size` and `snapshot` from the table's `WITH (..)`.
+fn table_options(options: &ast::CreateTableOptions) -> Result<(usize, bool)> {
+    let list = match options {
+        ast::CreateTableOptions::None => return Ok((1000, true)),
+        ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,
+        other => return Err(unsupported!("table options {other}")),
+    };
+    let (mut batch, mut snapshot) = (1000, true);
+    for option in list {
+        let ast::SqlOption::KeyValue { key, value } = option else {
+            return Err(unsupported!("table option {option}"));
+        };
+        let text = value.to_string().trim_matches('\'').to_owned();
+        match key.value.to_lowercase().as_str() {
+            "snapshot.batch_size" => {
+                batch = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    invalid!("snapshot.batch_size must be a positive number, not {text}")
+                })?;
+            }
+            "snapshot" => snapshot = text.eq_ignore_ascii_case("true"),
+            "snapshot.interval" | "backfill.parallelism" => {}
+            other => {
+                return Err(invalid!(
+                    "unknown table option {other}; known: snapshot, snapshot.batch_size"
+                ));
+            }
+        }
+    }
+    Ok((batch, snapshot))
+}
+
+/// The table's columns and key: the declared ones checked against the upstream, or the
+/// upstream's own for `(*)`. Also, for each column, its index among the upstream's columns.
+fn bind_cdc_columns(
+    create: &ast::CreateTable,
+    upstream: &UpstreamTable,
+) -> Result<(Vec<ColumnCatalog>, Vec<usize>, Vec<usize>)> {
+    if create.columns.is_empty() {
+        let all = (0..upstream.columns.len()).collect();
+        return Ok((upstream.columns.clone(), upstream.pk.clone(), all));
+    }
+    let mut columns = Vec::new();
+    let mut mapping = Vec::new();
+    let mut pk_names = Vec::new();
+    for def in &create.columns {
+        let name = normalize_ident(&def.name);
+        let index = upstream.columns.iter().position(|c| c.name == name).ok_or_else(|| {
+            invalid!(
+                "column \"{name}\" does not exist in upstream table {}.{}",
+                upstream.schema,
+                upstream.name
+            )
+        })?;
+        let declared = DataType::from_sql(&def.data_type)?;
+        let actual = upstream.columns[index].data_type;
+        let compatible = declared == actual
+            || declared == DataType::Varchar
+            || matches!((declared, actual), (DataType::Decimal { .. }, DataType::Decimal { .. }));
+        if !compatible {
+            return Err(Error::TypeMismatch(format!(
+                "column \"{name}\" is declared {declared} but the upstream column is {}; declare it as {actual}",
+                upstream.upstream_types[index]
+            )));
+        }
+        if def.options.iter().any(|o| matches!(o.option, ast::ColumnOption::PrimaryKey(_))) {
+            pk_names.push(name.clone());
+        }
+        columns.push(ColumnCatalog { name, data_type: declared, hidden: false });
+        mapping.push(index);
+    }
+    for constraint in &create.constraints {
+        if let ast::TableConstraint::PrimaryKey(pk) = constraint {
+            for col in &pk.columns {
+                if let ast::Expr::Identifier(ident) = &col.column.expr {
+                    pk_names.push(normalize_ident(ident));
+                }
+            }
+        }
+    }
+    let upstream_pk: Vec<String> =
+        upstream.pk.iter().map(|&i| upstream.columns[i].name.clone()).collect();
+    if pk_names.is_empty() {
+        return Err(invalid!(
+            "a CDC table needs a primary key equal to the upstream's: add PRIMARY KEY ({})",
+            upstream_pk.join(", ")
+        ));
+    }
+    if pk_names != upstream_pk {
+        return Err(invalid!(
+            "the primary key ({}) differs from the upstream's ({}); declare PRIMARY KEY ({})",
+            pk_names.join(", "),
+            upstream_pk.join(", "),
+            upstream_pk.join(", ")
+        ));
+    }
+    let pk = pk_names
+        .iter()
+        .map(|n| columns.iter().position(|c| &c.name == n).expect("declared"))
+        .collect();
+    Ok((columns, pk, mapping))
+}

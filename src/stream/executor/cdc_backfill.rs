@@ -1,0 +1,419 @@
+//! `CdcBackfillExecutor`: a CDC table's input, merging the upstream snapshot with its changes.
+//!
+//! The snapshot is read in pages in primary-key order (`WHERE (pk) > (cursor) ORDER BY pk
+//! LIMIT batch_size`); before each page the upstream's current WAL position is noted as the
+//! page's low offset. A change arriving from the source (already committed upstream) is
+//! - dropped if its key is beyond the cursor: a later page reads the row as it is then;
+//! - dropped if its key was read by a page whose low offset is above the change's LSN: that
+//!   page's snapshot already holds it;
+//! - emitted otherwise (the row was read before the change happened).
+//!
+//! Changes carry whole rows, so applying one that a page's snapshot already held (it committed
+//! between the low offset and the page's query) is harmless: the table materializes them as
+//! upserts. Pages whose low offset is below the LSN of a change seen since can no longer receive
+//! an older change, so they merge into one "settled" range and the page list stays short.
+//!
+//! At every barrier the cursor, `backfill_finished`, `row_count` and the last low offset are
+//! persisted in the state table `split_id | pk | backfill_finished | row_count | cdc_offset`
+//! (no row: not started), in the same checkpoint as the table's rows. After a restart the
+//! snapshot resumes strictly after the cursor, and every change to a row at or before it is
+//! applied in commit order, which ends at the upstream's state.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::SchemaRef;
+use futures::StreamExt;
+use tokio_postgres::Client;
+
+use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::pg_reader::{UpstreamTable, current_lsn, snapshot_page};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::error::{Error, Result};
+use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_keys};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::Store;
+use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
+use crate::stream::message::{Message, Op, StreamChunk};
+
+/// Snapshot rows read per epoch, at most (see the arrangement backfill).
+const EPOCH_ROWS: usize = 64 * 1024;
+
+/// How the executor is set up.
+pub struct CdcBackfillConfig {
+    /// The source's connection.
+    pub source: PgSourceConfig,
+    /// The upstream table.
+    pub upstream: UpstreamTable,
+    /// The Sluice table fed.
+    pub table: Arc<TableCatalog>,
+    /// For each table column, its index among the upstream's columns.
+    pub upstream_columns: Vec<usize>,
+    /// The state table.
+    pub state: Arc<TableCatalog>,
+    /// Rows per snapshot page.
+    pub batch_size: usize,
+    /// False: skip the snapshot, take only changes from now on.
+    pub snapshot: bool,
+    /// For early checkpoints.
+    pub barrier: BarrierHandle,
+}
+
+/// The CDC backfill of one table.
+pub struct CdcBackfillExecutor {
+    upstream: BoxedExecutor,
+    store: Arc<Store>,
+    config: CdcBackfillConfig,
+}
+
+impl CdcBackfillExecutor {
+    /// A backfill of `config.table` reading the source's change stream `upstream`.
+    pub fn new(upstream: BoxedExecutor, store: Arc<Store>, config: CdcBackfillConfig) -> Self {
+        Self { upstream, store, config }
+    }
+}
+
+impl Executor for CdcBackfillExecutor {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { upstream, store, config } = *self;
+        async_stream::try_stream! {
+            let mut upstream = upstream.execute();
+            let mut backfill = CdcBackfill::load(store, config)?;
+            let mut read_this_epoch = 0usize;
+            loop {
+                let reading = !backfill.finished && read_this_epoch < EPOCH_ROWS;
+                let msg = if reading && read_this_epoch == 0 {
+                    None
+                } else if reading {
+                    tokio::select! {
+                        biased;
+                        msg = upstream.next() => Some(msg),
+                        _ = std::future::ready(()) => None,
+                    }
+                } else {
+                    Some(upstream.next().await)
+                };
+                match msg {
+                    None => {
+                        let (chunk, rows) = backfill.read_page().await?;
+                        read_this_epoch += rows.max(1);
+                        if let Some(chunk) = chunk {
+                            yield Message::Chunk(chunk);
+                        }
+                    }
+                    Some(None) => break,
+                    Some(Some(msg)) => match msg? {
+                        Message::Chunk(chunk) => {
+                            if let Some(chunk) = backfill.on_changes(&chunk)? {
+                                yield Message::Chunk(chunk);
+                            }
+                        }
+                        Message::Barrier(barrier) => {
+                            if barrier.is_checkpoint() {
+                                backfill.persist(barrier.epoch.prev)?;
+                            }
+                            read_this_epoch = 0;
+                            yield Message::Barrier(barrier);
+                        }
+                        Message::Watermark(_) => {}
+                    },
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "CdcBackfillExecutor"
+    }
+}
+
+/// A page of the snapshot: the storage key of its last row and its low offset.
+struct Page {
+    last_key: Vec<u8>,
+    low: u64,
+}
+
+struct CdcBackfill {
+    config: CdcBackfillConfig,
+    state: StateTable,
+    split_id: String,
+    client: Option<Client>,
+    /// The key of the last row read, as text (for the next page) and as a storage key.
+    cursor: Option<(Vec<Option<String>>, Vec<u8>)>,
+    finished: bool,
+    rows: u64,
+    /// Pages whose low offset may still be above an arriving change's LSN.
+    pages: VecDeque<Page>,
+    /// Rows with keys up to this one (inclusive) take every change.
+    settled: Option<Vec<u8>>,
+    last_low: u64,
+    dirty: bool,
+}
+
+impl CdcBackfill {
+    fn load(store: Arc<Store>, config: CdcBackfillConfig) -> Result<Self> {
+        let state = StateTable::for_relation(store, &config.state);
+        let split_id = format!("{}.{}", config.upstream.schema, config.upstream.name);
+        let mut backfill = Self {
+            state,
+            split_id,
+            client: None,
+            cursor: None,
+            finished: !config.snapshot,
+            rows: 0,
+            pages: VecDeque::new(),
+            settled: None,
+            last_low: 0,
+            dirty: !config.snapshot,
+            config,
+        };
+        let (start, end) = backfill.state.full_range();
+        if let Some((_, row)) = backfill.state.iter_range(&start, &end, 1)?.pop() {
+            backfill.restore(&row)?;
+        }
+        Ok(backfill)
+    }
+
+    /// Restores the persisted progress: changes to rows up to the cursor all apply.
+    fn restore(&mut self, row: &[u8]) -> Result<()> {
+        let types = self.config.state.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, 1);
+        decoder.push(row)?;
+        let columns = decoder.finish();
+        let n_pk = self.config.table.pk.len();
+        self.finished = columns[1 + n_pk].as_boolean().value(0);
+        self.rows = columns[2 + n_pk].as_primitive::<arrow::datatypes::Int64Type>().value(0) as u64;
+        let pk: Vec<ArrayRef> = columns[1..=n_pk].to_vec();
+        if pk.iter().all(|c| c.is_valid(0)) {
+            let key = encode_keys(self.config.table.id, &pk, 1, self.config.table.dist_key_len)?
+                .remove(0);
+            let key = key[KEY_PREFIX_LEN..].to_vec();
+            let text = pk
+                .iter()
+                .map(|c| {
+                    let t = arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8)?;
+                    Ok(Some(t.as_string::<i32>().value(0).to_owned()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.settled = Some(key.clone());
+            self.cursor = Some((text, key));
+        }
+        Ok(())
+    }
+
+    async fn client(&mut self) -> Result<&Client> {
+        if self.client.is_none() {
+            self.client = Some(self.config.source.connect().await?);
+        }
+        Ok(self.client.as_ref().expect("connected above"))
+    }
+
+    /// Reads the next page; a short page ends the snapshot. Upstream errors are retried on the
+    /// next call.
+    async fn read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
+        match self.try_read_page().await {
+            Ok(read) => Ok(read),
+            Err(e @ Error::Upstream { .. }) => {
+                tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
+                self.client = None;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                Ok((None, 0))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn try_read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
+        let batch = self.config.batch_size;
+        let low = current_lsn(self.client().await?).await?;
+        let cursor = self.cursor.as_ref().map(|(text, _)| text.clone());
+        let upstream = self.config.upstream.clone();
+        let rows = snapshot_page(self.client().await?, &upstream, cursor.as_deref(), batch).await?;
+        let n = rows.len();
+        tracing::debug!(
+            table = %self.split_id,
+            rows = n,
+            low,
+            after = ?cursor,
+            first = ?rows.first().map(|r| r[0].clone()),
+            last = ?rows.last().map(|r| r[0].clone()),
+            "read a snapshot page"
+        );
+        self.dirty = true;
+        self.last_low = low;
+        if n < batch {
+            self.finished = true;
+            self.config.barrier.request_checkpoint();
+        }
+        if n == 0 {
+            return Ok((None, 0));
+        }
+        let data = self.typed_rows(&rows)?;
+        let keys = self.keys(&data)?;
+        let last = rows.last().expect("non-empty page");
+        let text_key = upstream.pk.iter().map(|&i| last[i].clone()).collect();
+        let key = keys.last().expect("one key per row").clone();
+        self.pages.push_back(Page { last_key: key.clone(), low });
+        self.cursor = Some((text_key, key));
+        self.rows += n as u64;
+        Ok((Some(StreamChunk::inserts(data)), n))
+    }
+
+    /// Rows of text values (upstream column order) as a batch of the table's columns.
+    fn typed_rows(&self, rows: &[Vec<Option<String>>]) -> Result<RecordBatch> {
+        let schema: SchemaRef = self.config.table.full_schema();
+        let columns = self
+            .config
+            .upstream_columns
+            .iter()
+            .zip(schema.fields())
+            .map(|(&u, field)| {
+                let text: ArrayRef =
+                    Arc::new(StringArray::from_iter(rows.iter().map(|r| r[u].as_deref())));
+                cast_text(&text, field.data_type())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let relaxed = Arc::new(arrow::datatypes::Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        Ok(RecordBatch::try_new(relaxed, columns)?)
+    }
+
+    /// The memcomparable primary key of every row, without the table and vnode prefix: these
+    /// order like the upstream's keys, so they compare against the snapshot cursor.
+    fn keys(&self, data: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+        let table = &self.config.table;
+        let pk: Vec<ArrayRef> = table.pk.iter().map(|&i| data.column(i).clone()).collect();
+        let keys = encode_keys(table.id, &pk, data.num_rows(), table.dist_key_len)?;
+        Ok(keys.into_iter().map(|k| k[KEY_PREFIX_LEN..].to_vec()).collect())
+    }
+
+    /// Applies the merge rule to changes from the source; returns the ones to emit.
+    fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
+        let tables = chunk.columns()[0].as_string::<i32>();
+        let deletes = chunk.columns()[1].as_boolean();
+        let lsns = chunk.columns()[2].as_primitive::<arrow::datatypes::Int64Type>();
+        let values = chunk.columns()[3].as_string::<i32>();
+        let mut rows = Vec::new();
+        let mut ops = Vec::new();
+        let mut row_lsns = Vec::new();
+        for i in 0..chunk.len() {
+            if tables.value(i) != self.split_id {
+                continue;
+            }
+            let row: Vec<Option<String>> = serde_json::from_str(values.value(i))
+                .map_err(|e| Error::Stream(format!("a change row is malformed: {e}")))?;
+            rows.push(row);
+            ops.push(if deletes.value(i) { Op::Delete } else { Op::Insert });
+            row_lsns.push(lsns.value(i) as u64);
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let data = self.typed_rows(&rows)?;
+        let keys = self.keys(&data)?;
+        let keep: Vec<bool> =
+            keys.iter().zip(&row_lsns).map(|(key, &lsn)| self.applies(key, lsn)).collect();
+        if let Some(&max) = row_lsns.iter().max() {
+            self.settle(max);
+        }
+        let mask = BooleanArray::from(keep.clone());
+        let ops: Vec<Op> =
+            ops.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(op, _)| op).collect();
+        if ops.is_empty() {
+            return Ok(None);
+        }
+        let data = arrow::compute::filter_record_batch(&data, &mask)?;
+        Ok(Some(StreamChunk::new(ops, data)))
+    }
+
+    /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
+    fn applies(&self, key: &[u8], lsn: u64) -> bool {
+        if self.finished && self.pages.is_empty() {
+            return true;
+        }
+        let Some((_, cursor)) = &self.cursor else { return self.finished };
+        if key > cursor.as_slice() {
+            return self.finished;
+        }
+        if self.settled.as_ref().is_some_and(|s| key <= s.as_slice()) {
+            return true;
+        }
+        match self.pages.iter().find(|p| key <= p.last_key.as_slice()) {
+            Some(page) => lsn >= page.low,
+            None => true,
+        }
+    }
+
+    /// Pages whose low offset is at or below `lsn` cannot see an older change any more.
+    fn settle(&mut self, lsn: u64) {
+        while self.pages.front().is_some_and(|p| p.low <= lsn) {
+            let page = self.pages.pop_front().expect("checked");
+            self.settled = Some(page.last_key);
+        }
+    }
+
+    /// Writes the progress row and commits the state table.
+    fn persist(&mut self, epoch: Epoch) -> Result<()> {
+        if self.dirty {
+            let schema = self.config.state.full_schema();
+            let n_pk = self.config.table.pk.len();
+            let mut columns: Vec<ArrayRef> =
+                vec![Arc::new(StringArray::from(vec![self.split_id.clone()]))];
+            for k in 0..n_pk {
+                let text = self.cursor.as_ref().and_then(|(t, _)| t[k].clone());
+                let array: ArrayRef = Arc::new(StringArray::from(vec![text]));
+                columns.push(cast_text(&array, schema.field(1 + k).data_type())?);
+            }
+            columns.push(Arc::new(BooleanArray::from(vec![self.finished])));
+            columns.push(Arc::new(Int64Array::from(vec![self.rows as i64])));
+            let offset = format!("{{\"Postgres\":{{\"lsn\":{}}}}}", self.last_low);
+            columns.push(Arc::new(StringArray::from(vec![offset])));
+            let relaxed = Arc::new(arrow::datatypes::Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            ));
+            let batch = RecordBatch::try_new(relaxed, columns)?;
+            self.state.write_chunk(&StreamChunk::inserts(batch))?;
+            self.dirty = false;
+        }
+        self.state.commit(epoch);
+        Ok(())
+    }
+}
+
+/// Text values (as Postgres prints them) converted to a column type.
+fn cast_text(text: &ArrayRef, to: &arrow::datatypes::DataType) -> Result<ArrayRef> {
+    use arrow::datatypes::DataType as A;
+    match to {
+        A::Boolean => {
+            let values = text.as_string::<i32>();
+            Ok(Arc::new(BooleanArray::from_iter(
+                values.iter().map(|v| v.map(|v| v == "t" || v == "true")),
+            )))
+        }
+        A::Binary => {
+            let values = text.as_string::<i32>();
+            let bytes: Vec<Option<Vec<u8>>> = values.iter().map(|v| v.map(decode_hex)).collect();
+            Ok(Arc::new(arrow::array::BinaryArray::from_iter(bytes)))
+        }
+        other => Ok(arrow::compute::cast(text, other)?),
+    }
+}
+
+fn decode_hex(text: &str) -> Vec<u8> {
+    let hex = text.strip_prefix("\\x").unwrap_or(text);
+    (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()).collect()
+}

@@ -1,0 +1,225 @@
+//! `CdcSourceExecutor`: the one reader of a Postgres source's replication slot.
+//!
+//! Between barriers it polls the slot (without consuming it) and emits every change of every
+//! published table as a row `table | delete | lsn | values` (values a JSON array of text), in
+//! commit order. On a barrier it records the end LSN of the last transaction it emitted in its
+//! state table, forwards the barrier, and, once that checkpoint is committed, advances the slot
+//! to it. After a restart it skips transactions at or below the committed LSN, so every change
+//! reaches the tables exactly once. Upstream failures are logged and retried with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
+use datafusion::scalar::ScalarValue;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::Client;
+
+use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::pg_reader::{RowChange, advance_slot, peek_changes};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::error::{Error, Result};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::Store;
+use crate::stream::executor::{BoxedMessageStream, Executor};
+use crate::stream::message::{Barrier, Message, StreamChunk};
+
+/// Changes read per poll, at most.
+const POLL_LIMIT: i32 = 10_000;
+/// Time between polls of an idle slot.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The schema of the rows a source emits.
+pub fn change_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("table", ArrowType::Utf8, false),
+        Field::new("delete", ArrowType::Boolean, false),
+        Field::new("lsn", ArrowType::Int64, false),
+        Field::new("values", ArrowType::Utf8, false),
+    ]))
+}
+
+/// Reads a source's slot and emits its changes.
+pub struct CdcSourceExecutor {
+    barriers: mpsc::UnboundedReceiver<Barrier>,
+    config: PgSourceConfig,
+    store: Arc<Store>,
+    state: Arc<TableCatalog>,
+}
+
+impl CdcSourceExecutor {
+    /// A reader for the source `config`, keeping its offset in `state`.
+    pub fn new(
+        barriers: mpsc::UnboundedReceiver<Barrier>,
+        config: PgSourceConfig,
+        store: Arc<Store>,
+        state: Arc<TableCatalog>,
+    ) -> Self {
+        Self { barriers, config, store, state }
+    }
+}
+
+impl Executor for CdcSourceExecutor {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { mut barriers, config, store, state } = *self;
+        async_stream::try_stream! {
+            let mut reader = Reader::load(config, store, &state)?;
+            let mut ticker = tokio::time::interval(POLL_INTERVAL);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let barrier = tokio::select! {
+                    biased;
+                    barrier = barriers.recv() => barrier,
+                    _ = ticker.tick() => {
+                        if let Some(chunk) = reader.poll().await {
+                            yield Message::Chunk(chunk);
+                        }
+                        continue;
+                    }
+                };
+                let Some(barrier) = barrier else { break };
+                if barrier.is_checkpoint() {
+                    reader.commit(barrier.epoch.prev)?;
+                }
+                yield Message::Barrier(barrier);
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "CdcSourceExecutor"
+    }
+}
+
+struct Reader {
+    config: PgSourceConfig,
+    store: Arc<Store>,
+    table: StateTable,
+    state_schema: SchemaRef,
+    client: Option<Client>,
+    /// End LSN of the last transaction emitted.
+    emitted: u64,
+    /// The offset recorded at the last barrier.
+    recorded: u64,
+    /// After a failure: when to try again, and the wait after the next failure.
+    retry_at: Option<std::time::Instant>,
+    backoff: Duration,
+}
+
+impl Reader {
+    fn load(config: PgSourceConfig, store: Arc<Store>, state: &TableCatalog) -> Result<Self> {
+        let table = StateTable::for_relation(store.clone(), state);
+        let (start, end) = table.full_range();
+        let mut emitted = 0;
+        if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
+            let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
+            decoder.push(&row)?;
+            if let ScalarValue::Int64(Some(lsn)) =
+                ScalarValue::try_from_array(&decoder.finish()[0], 0)?
+            {
+                emitted = lsn as u64;
+            }
+        }
+        Ok(Self {
+            config,
+            store,
+            table,
+            state_schema: state.full_schema(),
+            client: None,
+            emitted,
+            recorded: emitted,
+            retry_at: None,
+            backoff: Duration::from_millis(100),
+        })
+    }
+
+    /// Reads new committed changes; upstream failures are logged and retried later.
+    async fn poll(&mut self) -> Option<StreamChunk> {
+        if self.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
+            return None;
+        }
+        match self.try_poll().await {
+            Ok(chunk) => {
+                self.retry_at = None;
+                self.backoff = Duration::from_millis(100);
+                chunk
+            }
+            Err(e) => {
+                tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
+                self.client = None;
+                self.retry_at = Some(std::time::Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
+                None
+            }
+        }
+    }
+
+    async fn try_poll(&mut self) -> Result<Option<StreamChunk>> {
+        if self.client.is_none() {
+            self.client = Some(self.config.connect().await?);
+        }
+        let client = self.client.as_ref().expect("connected above");
+        let (changes, _) = peek_changes(
+            client,
+            &self.config.slot,
+            &self.config.publication,
+            self.emitted,
+            POLL_LIMIT,
+        )
+        .await?;
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        self.emitted = changes.iter().map(|c| c.lsn).max().unwrap_or(self.emitted);
+        tracing::debug!(slot = %self.config.slot, changes = changes.len(), upto = self.emitted, "read changes");
+        Ok(Some(changes_chunk(&changes)?))
+    }
+
+    /// Records the emitted offset for the checkpoint of `epoch`, and advances the slot once
+    /// that checkpoint commits.
+    fn commit(&mut self, epoch: Epoch) -> Result<()> {
+        if self.emitted != self.recorded {
+            let columns = vec![
+                Arc::new(Int32Array::from(vec![0])) as _,
+                Arc::new(Int64Array::from(vec![self.emitted as i64])) as _,
+            ];
+            let batch = RecordBatch::try_new(self.state_schema.clone(), columns)?;
+            self.table.write_chunk(&StreamChunk::inserts(batch))?;
+            self.recorded = self.emitted;
+            let (store, config, lsn) = (self.store.clone(), self.config.clone(), self.emitted);
+            tokio::spawn(async move {
+                let mut committed = store.subscribe_committed();
+                if committed.wait_for(|c| *c >= epoch).await.is_err() {
+                    return;
+                }
+                let result = match config.connect().await {
+                    Ok(client) => advance_slot(&client, &config.slot, lsn).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = result {
+                    tracing::warn!(slot = %config.slot, error = %e, "advancing the slot failed; it is retried at the next checkpoint");
+                }
+            });
+        }
+        self.table.commit(epoch);
+        Ok(())
+    }
+}
+
+fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
+    let values: Vec<String> = changes
+        .iter()
+        .map(|c| serde_json::to_string(&c.values).map_err(|e| Error::Stream(e.to_string())))
+        .collect::<Result<_>>()?;
+    let columns = vec![
+        Arc::new(StringArray::from_iter_values(changes.iter().map(|c| c.table.as_str()))) as _,
+        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.delete)))) as _,
+        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.lsn as i64))) as _,
+        Arc::new(StringArray::from(values)) as _,
+    ];
+    Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
+}
