@@ -245,6 +245,9 @@ pub struct RowChange {
     pub delete: bool,
     /// The new row (or the old key, for a delete), each value as text; `None` is NULL.
     pub values: Vec<Option<String>>,
+    /// Upstream columns an update left unchanged and did not send (TOASTed values): the stored
+    /// row has them.
+    pub unchanged: Vec<usize>,
     /// The end LSN of the transaction's commit record: every change of the transaction has it.
     pub lsn: u64,
 }
@@ -290,7 +293,12 @@ pub async fn peek_changes(
             LogicalReplicationMessage::Insert { relation_id, tuple } => {
                 pending.push(change(&relations, relation_id, false, &tuple)?);
             }
-            LogicalReplicationMessage::Update { relation_id, new_tuple, .. } => {
+            LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, .. } => {
+                // An old tuple comes when the key changed (or with REPLICA IDENTITY FULL): the
+                // row under the old key goes.
+                if let Some(old) = old_tuple {
+                    pending.push(change(&relations, relation_id, true, &old)?);
+                }
                 pending.push(change(&relations, relation_id, false, &new_tuple)?);
             }
             LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
@@ -324,7 +332,14 @@ fn change(
         .iter()
         .map(|c| if c.is_null() || c.is_unchanged() { None } else { c.as_string() })
         .collect();
-    Ok(RowChange { table, delete, values, lsn: 0 })
+    let unchanged = tuple
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.is_unchanged())
+        .map(|(i, _)| i)
+        .collect();
+    Ok(RowChange { table, delete, values, unchanged, lsn: 0 })
 }
 
 /// Tells the upstream that changes up to `lsn` are durable, so the slot may release them.

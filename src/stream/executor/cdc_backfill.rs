@@ -39,6 +39,9 @@ use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
 
+/// The extra last column of the chunks this executor emits; see [`with_unchanged`].
+pub const UNCHANGED_COLUMN: &str = "_unchanged";
+
 /// Snapshot rows read per epoch, at most (see the arrangement backfill).
 const EPOCH_ROWS: usize = 64 * 1024;
 
@@ -253,7 +256,7 @@ impl CdcBackfill {
         if n == 0 {
             return Ok((None, 0));
         }
-        let data = self.typed_rows(&rows)?;
+        let data = with_unchanged(self.typed_rows(&rows)?, vec![None; n])?;
         let keys = self.keys(&data)?;
         let last = rows.last().expect("non-empty page");
         let text_key = upstream.pk.iter().map(|&i| last[i].clone()).collect();
@@ -303,7 +306,9 @@ impl CdcBackfill {
         let deletes = chunk.columns()[1].as_boolean();
         let lsns = chunk.columns()[2].as_primitive::<arrow::datatypes::Int64Type>();
         let values = chunk.columns()[3].as_string::<i32>();
+        let unchanged = chunk.columns()[4].as_string::<i32>();
         let mut rows = Vec::new();
+        let mut masks: Vec<Option<String>> = Vec::new();
         let mut ops = Vec::new();
         let mut row_lsns = Vec::new();
         for i in 0..chunk.len() {
@@ -313,13 +318,14 @@ impl CdcBackfill {
             let row: Vec<Option<String>> = serde_json::from_str(values.value(i))
                 .map_err(|e| Error::Stream(format!("a change row is malformed: {e}")))?;
             rows.push(row);
+            masks.push(self.unchanged_mask(unchanged.is_valid(i).then(|| unchanged.value(i))));
             ops.push(if deletes.value(i) { Op::Delete } else { Op::Insert });
             row_lsns.push(lsns.value(i) as u64);
         }
         if rows.is_empty() {
             return Ok(None);
         }
-        let data = self.typed_rows(&rows)?;
+        let data = with_unchanged(self.typed_rows(&rows)?, masks)?;
         let keys = self.keys(&data)?;
         let keep: Vec<bool> =
             keys.iter().zip(&row_lsns).map(|(key, &lsn)| self.applies(key, lsn)).collect();
@@ -334,6 +340,20 @@ impl CdcBackfill {
         }
         let data = arrow::compute::filter_record_batch(&data, &mask)?;
         Ok(Some(StreamChunk::new(ops, data)))
+    }
+
+    /// The table columns an update left unchanged, from the upstream column indices.
+    fn unchanged_mask(&self, upstream: Option<&str>) -> Option<String> {
+        let upstream: Vec<usize> = upstream?.split(',').filter_map(|i| i.parse().ok()).collect();
+        let columns: Vec<String> = self
+            .config
+            .upstream_columns
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| upstream.contains(u))
+            .map(|(c, _)| c.to_string())
+            .collect();
+        (!columns.is_empty()).then(|| columns.join(","))
     }
 
     /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
@@ -392,6 +412,21 @@ impl CdcBackfill {
         self.state.commit(epoch);
         Ok(())
     }
+}
+
+/// Appends the `_unchanged` column the upsert materialize reads: for each row, the table
+/// columns to keep from the stored row (comma-separated), or NULL.
+fn with_unchanged(data: RecordBatch, masks: Vec<Option<String>>) -> Result<RecordBatch> {
+    let mut fields: Vec<arrow::datatypes::Field> =
+        data.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(arrow::datatypes::Field::new(
+        UNCHANGED_COLUMN,
+        arrow::datatypes::DataType::Utf8,
+        true,
+    ));
+    let mut columns = data.columns().to_vec();
+    columns.push(Arc::new(StringArray::from(masks)));
+    Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
 }
 
 /// Text values (as Postgres prints them) converted to a column type.

@@ -39,6 +39,7 @@ pub fn change_schema() -> SchemaRef {
         Field::new("delete", ArrowType::Boolean, false),
         Field::new("lsn", ArrowType::Int64, false),
         Field::new("values", ArrowType::Utf8, false),
+        Field::new("unchanged", ArrowType::Utf8, true),
     ]))
 }
 
@@ -220,6 +221,10 @@ fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.delete)))) as _,
         Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.lsn as i64))) as _,
         Arc::new(StringArray::from(values)) as _,
+        Arc::new(StringArray::from_iter(changes.iter().map(|c| {
+            (!c.unchanged.is_empty())
+                .then(|| c.unchanged.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","))
+        }))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }

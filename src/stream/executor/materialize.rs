@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use futures::StreamExt;
 
@@ -49,8 +49,13 @@ impl Executor for MaterializeExecutor {
             while let Some(msg) = input.next().await {
                 let msg = match msg? {
                     Message::Chunk(chunk) => {
+                        let (chunk, unchanged) = split_unchanged(chunk, &schema)?;
                         let chunk = conform(chunk, &schema)?;
-                        let chunk = if upsert { resolve_upserts(&table, &schema, chunk)? } else { Some(chunk) };
+                        let chunk = if upsert {
+                            resolve_upserts(&table, &schema, chunk, unchanged)?
+                        } else {
+                            Some(chunk)
+                        };
                         let Some(chunk) = chunk else { continue };
                         table.write_chunk(&chunk)?;
                         Message::Chunk(chunk)
@@ -76,50 +81,69 @@ impl Executor for MaterializeExecutor {
 
 /// Turns upserts into exact changes against the stored rows: an insert over an existing row
 /// becomes an update pair, a delete takes the stored row, a delete of a missing row vanishes.
+/// `unchanged` lists, per row, the columns an update did not send, which keep their stored value.
 fn resolve_upserts(
     table: &StateTable,
     schema: &SchemaRef,
     chunk: StreamChunk,
+    unchanged: Option<ArrayRef>,
 ) -> Result<Option<StreamChunk>> {
+    let width = schema.fields().len();
     let keys = table.keys(chunk.columns(), chunk.len())?;
-    // The current row per key as this chunk goes: (batch 0 = stored, 1 = chunk, row).
-    let mut current: HashMap<Vec<u8>, Option<(usize, usize)>> = HashMap::new();
+    let masks = unchanged.map(|m| {
+        let m = m.as_string::<i32>().clone();
+        move |row: usize| -> Vec<usize> {
+            if m.is_null(row) {
+                return Vec::new();
+            }
+            m.value(row).split(',').filter_map(|c| c.parse().ok()).collect()
+        }
+    });
+    // The current version of a row as the chunk goes: per column, (batch, row) with batch 0 =
+    // stored rows, 1 = this chunk.
+    let mut current: HashMap<Vec<u8>, Option<Vec<(usize, usize)>>> = HashMap::new();
     let types: Vec<crate::types::DataType> = schema
         .fields()
         .iter()
         .map(|f| crate::types::DataType::from_arrow(f.data_type()))
         .collect::<Result<_>>()?;
-    let all: Vec<usize> = (0..types.len()).collect();
+    let all: Vec<usize> = (0..width).collect();
     let mut stored = RowDecoder::new(&types, &all, chunk.len());
-    let mut picks: Vec<(usize, usize)> = Vec::new();
+    let mut rows: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut ops = Vec::new();
     for (row, key) in keys.iter().enumerate() {
         let existing = match current.get(key) {
-            Some(c) => *c,
+            Some(c) => c.clone(),
             None => match table.get(key)? {
                 Some(value) => {
                     stored.push(&value)?;
-                    Some((0, stored.len() - 1))
+                    Some(vec![(0, stored.len() - 1); width])
                 }
                 None => None,
             },
         };
         if chunk.ops()[row].is_insert() {
+            let mut new = vec![(1, row); width];
+            if let (Some(old), Some(mask)) = (&existing, &masks) {
+                for c in mask(row).into_iter().filter(|&c| c < width) {
+                    new[c] = old[c];
+                }
+            }
             match existing {
                 Some(old) => {
                     ops.extend([Op::UpdateDelete, Op::UpdateInsert]);
-                    picks.extend([old, (1, row)]);
+                    rows.extend([old, new.clone()]);
                 }
                 None => {
                     ops.push(Op::Insert);
-                    picks.push((1, row));
+                    rows.push(new.clone());
                 }
             }
-            current.insert(key.clone(), Some((1, row)));
+            current.insert(key.clone(), Some(new));
         } else {
             if let Some(old) = existing {
                 ops.push(Op::Delete);
-                picks.push(old);
+                rows.push(old);
             }
             current.insert(key.clone(), None);
         }
@@ -129,14 +153,29 @@ fn resolve_upserts(
     }
     let stored = RecordBatch::try_new(schema.clone(), stored.finish())?;
     let sources = [&stored, chunk.data()];
-    let columns = (0..schema.fields().len())
+    let columns = (0..width)
         .map(|c| {
             let arrays: Vec<&dyn arrow::array::Array> =
                 sources.iter().map(|b| b.column(c).as_ref()).collect();
+            let picks: Vec<(usize, usize)> = rows.iter().map(|r| r[c]).collect();
             arrow::compute::interleave(&arrays, &picks)
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
+}
+
+/// Separates the extra `_unchanged` column of CDC chunks from the row columns.
+fn split_unchanged(
+    chunk: StreamChunk,
+    schema: &SchemaRef,
+) -> Result<(StreamChunk, Option<ArrayRef>)> {
+    let width = schema.fields().len();
+    if chunk.columns().len() != width + 1 {
+        return Ok((chunk, None));
+    }
+    let unchanged = chunk.columns()[width].clone();
+    let data = chunk.data().project(&(0..width).collect::<Vec<_>>())?;
+    Ok((StreamChunk::new(chunk.ops().to_vec(), data), Some(unchanged)))
 }
 
 /// The chunk with its columns cast to `schema`'s types and named as in `schema`.
