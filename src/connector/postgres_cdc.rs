@@ -257,15 +257,41 @@ impl PgSourceConfig {
     /// Drops the upstream objects a source created.
     pub async fn cleanup(&self, client: &Client, created: Created) -> Result<()> {
         if created.slot {
-            client
-                .execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", &[&self.slot])
-                .await
-                .map_err(upstream_error)?;
+            self.drop_slot(client).await?;
         }
         if created.publication {
             self.drop_publication(client).await?;
         }
         Ok(())
+    }
+
+    /// Drops the slot. A reader that just stopped may still hold it for a moment (its backend
+    /// finishes the last query), so a slot in use is released and the drop retried.
+    async fn drop_slot(&self, client: &Client) -> Result<()> {
+        let mut attempt = 0;
+        loop {
+            let dropped = client
+                .execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&self.slot],
+                )
+                .await;
+            match dropped {
+                Ok(_) => return Ok(()),
+                Err(e) if attempt < 20 && e.code().map(|c| c.code()) == Some("55006") => {
+                    attempt += 1;
+                    let _ = client
+                        .execute(
+                            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+                             WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                            &[&self.slot],
+                        )
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(upstream_error(e)),
+            }
+        }
     }
 
     async fn drop_publication(&self, client: &Client) -> Result<()> {
