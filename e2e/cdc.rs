@@ -316,6 +316,35 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         "SELECT id, v FROM later WHERE id <> 1",
     )
     .await?;
+
+    // One statement for a table with a source of its own, which goes with the table.
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE cust2 (id int PRIMARY KEY, name varchar) WITH (connector = 'postgres-cdc', \
+             hostname = '127.0.0.1', port = '{}', username = 'postgres', database.name = 'shop', \
+             table.name = 'public.customers', snapshot.batch_size = '10')",
+            upstream.port()
+        ))
+        .await?;
+    assert_converges(&client, &up, "SELECT id, name FROM cust2", "SELECT id, name FROM customers")
+        .await?;
+    ensure!(
+        text_rows(&client, "SHOW SOURCES").await?.len() == 2,
+        "the table's own source is listed"
+    );
+    client.batch_execute("DROP TABLE cust2").await?;
+    ensure!(
+        text_rows(&client, "SHOW SOURCES").await?.len() == 1,
+        "the table's own source went with it"
+    );
+    ensure!(
+        count(
+            &up,
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sluice__cust2_source'"
+        )
+        .await?
+            == 0
+    );
     Ok(())
 }
 

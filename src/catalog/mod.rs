@@ -118,6 +118,10 @@ pub struct CdcTableInfo {
     pub batch_size: usize,
     /// Whether existing rows are read (`snapshot = 'true'`), or only changes from now on.
     pub snapshot: bool,
+    /// The source was created for this table alone (`CREATE TABLE .. WITH (connector = ..)`)
+    /// and is dropped with it.
+    #[serde(default)]
+    pub private_source: bool,
 }
 
 impl TableCatalog {

@@ -97,6 +97,7 @@ impl Engine {
         create: ast::CreateTable,
         source_name: &ast::ObjectName,
         external: &str,
+        private_source: bool,
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
@@ -163,6 +164,7 @@ impl Engine {
             upstream_pk: upstream.pk.clone(),
             batch_size: options.0,
             snapshot: options.1,
+            private_source,
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self
@@ -174,6 +176,46 @@ impl Engine {
         self.start_job(job).await?;
         tracing::info!(table = %name, upstream = %external, source = %source_name, "created CDC table");
         Ok(Output::Command(CommandTag::new("CREATE TABLE")))
+    }
+
+    /// `CREATE TABLE t (..) WITH (connector = 'postgres-cdc', .., table.name = 'schema.t')`: a
+    /// source of its own plus `CREATE TABLE .. FROM` it; the source goes when the table goes.
+    pub(crate) async fn create_table_with_connector(
+        &self,
+        mut create: ast::CreateTable,
+    ) -> Result<Output> {
+        let ast::CreateTableOptions::With(list) = &create.table_options else {
+            return Err(invalid!("connector options go in WITH (..)"));
+        };
+        let mut source_options = Vec::new();
+        let mut table_options = Vec::new();
+        let mut external = None;
+        for option in list {
+            let ast::SqlOption::KeyValue { key, value } = option else {
+                return Err(unsupported!("table option {option}"));
+            };
+            let text = value.to_string().trim_matches('\'').to_owned();
+            match key.value.to_lowercase().as_str() {
+                "table.name" => external = Some(text),
+                "snapshot"
+                | "snapshot.batch_size"
+                | "snapshot.interval"
+                | "backfill.parallelism" => table_options.push(option.clone()),
+                other => source_options.push((other.to_owned(), text)),
+            }
+        }
+        let external = external.ok_or_else(|| {
+            invalid!("a table with a connector needs table.name = 'schema.table'")
+        })?;
+        let table_name = relation_name(&create.name)?;
+        let source = ast::ObjectName::from(vec![ast::Ident::new(format!("_{table_name}_source"))]);
+        self.create_source(&source, false, source_options).await?;
+        create.table_options = ast::CreateTableOptions::With(table_options);
+        let created = self.create_table_from(create, &source, &external, true).await;
+        if created.is_err() {
+            let _ = self.drop_source(&source, true).await;
+        }
+        created
     }
 
     /// Starts the reader job of a new source.

@@ -16,6 +16,9 @@ use crate::{invalid, unsupported};
 impl Engine {
     /// `CREATE TABLE name (columns, PRIMARY KEY ..)`.
     pub(crate) async fn create_table(&self, create: ast::CreateTable) -> Result<Output> {
+        if has_connector(&create.table_options) {
+            return self.create_table_with_connector(create).await;
+        }
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
         if self.catalog.name_taken(&name) {
@@ -91,6 +94,11 @@ impl Engine {
             self.store.drop_table_data(id)?;
         }
         tracing::info!(relation = %relation.name, id = %relation.id, "dropped {}", relation.kind.noun());
+        if let Some(cdc) = relation.cdc.as_ref().filter(|c| c.private_source)
+            && let Some(source) = self.catalog.sources().into_iter().find(|s| s.id == cdc.source)
+        {
+            self.drop_source_locked(&source).await?;
+        }
         Ok(())
     }
 
@@ -123,6 +131,16 @@ impl Engine {
         let pk: Vec<&str> = table.pk.iter().map(|&i| table.columns[i].name.as_str()).collect();
         rows.push(vec!["primary key".into(), pk.join(", "), String::new()]);
         Ok(text_rows(&["Name", "Type", "Is Hidden"], rows))
+    }
+}
+
+/// True if a CREATE TABLE's `WITH (..)` names a connector.
+fn has_connector(options: &ast::CreateTableOptions) -> bool {
+    match options {
+        ast::CreateTableOptions::With(list) => list.iter().any(|o| {
+            matches!(o, ast::SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("connector"))
+        }),
+        _ => false,
     }
 }
 

@@ -145,7 +145,7 @@ impl Engine {
             }
             Statement::DropSource { name, if_exists } => self.drop_source(&name, if_exists).await,
             Statement::CreateTableFrom { table, source, external } => {
-                self.create_table_from(*table, &source, &external).await
+                self.create_table_from(*table, &source, &external, false).await
             }
             Statement::Sql(stmt) => self.execute_sql(session, *stmt).await,
         }

@@ -105,6 +105,13 @@ impl Engine {
             }
             return Err(Error::UnknownRelation { kind: "source", name });
         };
+        self.drop_source_locked(&source).await?;
+        Ok(Output::Command(CommandTag::new("DROP SOURCE")))
+    }
+
+    /// Drops a source; the caller holds the DDL lock.
+    pub(crate) async fn drop_source_locked(&self, source: &SourceCatalog) -> Result<()> {
+        let name = source.name.clone();
         let users: Vec<String> = self
             .catalog
             .tables()
@@ -130,7 +137,7 @@ impl Engine {
         self.catalog.drop_source(source.id)?;
         self.catalog.drop_table(source.state_table)?;
         self.store.drop_table_data(source.state_table)?;
-        Ok(Output::Command(CommandTag::new("DROP SOURCE")))
+        Ok(())
     }
 
     /// `SHOW SOURCES`.
