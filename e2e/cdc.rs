@@ -267,6 +267,15 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         "a failed CREATE TABLE left a table"
     );
 
+    let plan =
+        text_rows(&client, "EXPLAIN CREATE TABLE customers (*) FROM pg TABLE 'public.customers'")
+            .await?;
+    let plan: Vec<String> = plan.into_iter().filter_map(|r| r[0].clone()).collect();
+    ensure!(
+        plan.len() == 3 && plan[1].contains("StreamCdcScan") && plan[2].contains("StreamSource"),
+        "EXPLAIN gave {plan:?}"
+    );
+
     // Composite keys of mixed types and a case-sensitive upstream name.
     client
         .batch_execute("CREATE TABLE orders (*) WITH (snapshot.batch_size = '64') FROM pg TABLE 'public.\"Orders\"'")

@@ -218,6 +218,41 @@ impl Engine {
         created
     }
 
+    /// `EXPLAIN CREATE TABLE .. FROM ..`: the chain the table's rows take.
+    pub(crate) fn explain_create_table_from(
+        &self,
+        statement: crate::sql::parser::Statement,
+    ) -> Result<Output> {
+        let crate::sql::parser::Statement::CreateTableFrom { table, source, external } = statement
+        else {
+            unreachable!("the parser only wraps CREATE TABLE .. FROM")
+        };
+        let source_name = relation_name(&source)?;
+        let source = self
+            .catalog
+            .source_by_name(&source_name)
+            .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
+        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+        let (batch, snapshot) = table_options(&table.table_options)?;
+        let lines = [
+            format!(
+                "StreamMaterialize {{ table: {}, conflict: Overwrite }}",
+                relation_name(&table.name)?
+            ),
+            format!(
+                "└─StreamCdcScan {{ upstream: {external}, snapshot: {snapshot}, batch_size: {batch} }}"
+            ),
+            format!(
+                "  └─StreamSource {{ source: {source_name}, slot: {}, publication: {} }}",
+                config.slot, config.publication
+            ),
+        ];
+        Ok(crate::engine::session::text_rows(
+            &["QUERY PLAN"],
+            lines.into_iter().map(|l| vec![l]).collect(),
+        ))
+    }
+
     /// Starts the reader job of a new source.
     pub(crate) async fn start_source_job(&self, source: &SourceCatalog) -> Result<()> {
         let job = self.prepare_source_job(source)?;

@@ -140,6 +140,7 @@ impl Engine {
             }
             Statement::ShowInternalTables => self.show_relations(RelationKind::Internal),
             Statement::ShowSources => self.show_sources(),
+            Statement::ExplainCreateTableFrom(inner) => self.explain_create_table_from(*inner),
             Statement::CreateSource { name, if_not_exists, options } => {
                 self.create_source(&name, if_not_exists, options).await
             }

@@ -53,6 +53,8 @@ pub enum Statement {
     },
     /// `SHOW SOURCES`.
     ShowSources,
+    /// `EXPLAIN CREATE TABLE .. FROM source TABLE '..'`.
+    ExplainCreateTableFrom(Box<Statement>),
 }
 
 /// Rewrites Postgres-specific query syntax (psql's catalog queries, `OPERATOR(pg_catalog.~)`,
@@ -137,6 +139,18 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     }
     if let Some(statement) = parse_create_table_star(parser)? {
         return Ok(statement);
+    }
+    let is_word = |parser: &Parser<'_>, n: usize, word: &str| matches!(&parser.peek_nth_token(n).token, Token::Word(w) if w.value.eq_ignore_ascii_case(word));
+    if is_word(parser, 0, "EXPLAIN") && is_word(parser, 1, "CREATE") && is_word(parser, 2, "TABLE")
+    {
+        parser.next_token();
+        let inner = parse_one(parser)?;
+        return match inner {
+            Statement::CreateTableFrom { .. } => {
+                Ok(Statement::ExplainCreateTableFrom(Box::new(inner)))
+            }
+            _ => Err(Error::Unsupported("EXPLAIN of a CREATE TABLE without FROM a source".into())),
+        };
     }
     let statement = parser.parse_statement()?;
     if let ast::Statement::CreateTable(table) = &statement
