@@ -78,6 +78,26 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     ensure!(sqlstate_of(&client, &missing_db).await? == "3D000");
     ensure!(sqlstate_of(&client, "CREATE SOURCE bad WITH (connector = 'kafka')").await? == "0A000");
     ensure!(
+        sqlstate_of(&client, "CREATE MATERIALIZED VIEW v AS SELECT * FROM pg").await? == "0A000"
+    );
+
+    // A wrong password: the upstream asks this role for one.
+    up.batch_execute(
+        "CREATE ROLE pw LOGIN REPLICATION PASSWORD 'right';
+         DO $$ BEGIN EXECUTE format(
+           'COPY (SELECT line FROM (VALUES (1, %L), (2, %L), (3, %L)) AS l(n, line) ORDER BY n) TO %L',
+           'host all pw 127.0.0.1/32 scram-sha-256', 'host all all 127.0.0.1/32 trust', 'local all all trust',
+           current_setting('hba_file')); END $$;
+         SELECT pg_reload_conf();",
+    )
+    .await?;
+    let wrong_password = format!(
+        "CREATE SOURCE bad WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', port = '{}', \
+         username = 'pw', password = 'wrong', database.name = 'shop')",
+        upstream.port()
+    );
+    ensure!(sqlstate_of(&client, &wrong_password).await? == "28P01");
+    ensure!(
         count(&up, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sl_bad'").await?
             == 0
     );
@@ -153,18 +173,18 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
         "SET TimeZone = 'UTC';
          CREATE TABLE person (id int PRIMARY KEY, name text, amount numeric(10,2), created timestamptz, flag boolean);
          INSERT INTO person SELECT i, 'p' || i, i / 100.0, '2024-01-01'::timestamptz + i * interval '1 minute', i % 2 = 0
-           FROM generate_series(1, 20000) AS i;",
+           FROM generate_series(1, 100000) AS i;",
     )
     .await?;
     let client = server.connect().await?;
     client.batch_execute(&source_sql("pg", upstream, "")).await?;
     // Small pages so the writer overlaps the snapshot.
     client
-        .batch_execute("CREATE TABLE person (*) WITH (snapshot.batch_size = '200') FROM pg TABLE 'public.person'")
+        .batch_execute("CREATE TABLE person (*) WITH (snapshot.batch_size = '500') FROM pg TABLE 'public.person'")
         .await?;
     let writer = upstream.connect("shop").await?;
     for i in 0..300 {
-        let id = 1 + (i * 7919) % 20000;
+        let id = 1 + (i * 7919) % 100_000;
         let sql = match i % 3 {
             0 => format!(
                 "UPDATE person SET name = 'changed{i}', amount = amount + 1 WHERE id = {id}"
@@ -193,7 +213,7 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
 
     // Changes while Sluice is down arrive after the restart, exactly once.
     server.kill9().await?;
-    up.batch_execute("UPDATE person SET flag = NOT flag WHERE id < 100; DELETE FROM person WHERE id BETWEEN 100 AND 150; INSERT INTO person VALUES (50000, 'offline', 2, now(), false)").await?;
+    up.batch_execute("UPDATE person SET flag = NOT flag WHERE id < 100; DELETE FROM person WHERE id BETWEEN 100 AND 150; INSERT INTO person VALUES (500000, 'offline', 2, now(), false)").await?;
     server.restart().await?;
     let client = server.connect().await?;
     assert_converges(&client, &up, &query, &query).await?;
@@ -354,6 +374,23 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         .await?
             == 0
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn source_needs_logical_wal_level() -> anyhow::Result<()> {
+    let upstream = Upstream::start_with_wal_level("replica").await?;
+    let server = Sluice::start().await?;
+    let outcome = replica_wal_level(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn replica_wal_level(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let client = server.connect().await?;
+    let state = sqlstate_of(&client, &source_sql("pg", upstream, "")).await?;
+    ensure!(state == "55000", "expected 55000 for wal_level = replica, got {state}");
+    ensure!(text_rows(&client, "SHOW SOURCES").await?.is_empty());
     Ok(())
 }
 

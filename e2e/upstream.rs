@@ -71,6 +71,8 @@ pub struct Upstream {
     run_as: Option<OsUser>,
     /// How many server processes have been spawned, for the log headers.
     spawns: u32,
+    /// The `wal_level` the server runs with.
+    wal_level: &'static str,
 }
 
 /// A uid and gid to run a child process as.
@@ -92,10 +94,16 @@ impl Upstream {
     /// Creates a cluster in a new temporary directory, starts a server on a free port, and waits
     /// until it accepts a session.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_wal_level("logical").await
+    }
+
+    /// Like [`Upstream::start`], with another `wal_level` (to test what needs `logical`).
+    pub async fn start_with_wal_level(wal_level: &'static str) -> anyhow::Result<Self> {
         let bin = find_bin_dir()?;
         let run_as = postgres_user_if_root()?;
         let dir = tempfile::Builder::new().prefix("sluice-pg-").tempdir()?;
-        let mut upstream = Upstream { dir, child: None, port: 0, bin, run_as, spawns: 0 };
+        let mut upstream =
+            Upstream { dir, child: None, port: 0, bin, run_as, spawns: 0, wal_level };
         upstream.prepare_dir()?;
         upstream.initdb().await?;
         for attempt in 1..=START_ATTEMPTS {
@@ -218,7 +226,7 @@ impl Upstream {
         let log = self.open_log(&format!("start #{} on port {}", self.spawns, self.port))?;
         let settings = [
             "listen_addresses=127.0.0.1".to_owned(),
-            "wal_level=logical".to_owned(),
+            format!("wal_level={}", self.wal_level),
             "max_replication_slots=20".to_owned(),
             "max_wal_senders=20".to_owned(),
             "fsync=off".to_owned(),

@@ -136,6 +136,12 @@ impl Planner<'_> {
 
     /// A scan outputs the projected visible columns, then the upstream's primary key, hidden.
     fn scan(&mut self, name: &str, projection: Option<&[usize]>) -> Result<StreamNode> {
+        if self.catalog.source_by_name(name).is_some() {
+            return Err(unsupported!(
+                "a materialized view over the source {name}; create a table from it with \
+                 CREATE TABLE t (..) FROM {name} TABLE 'schema.table' and use the table"
+            ));
+        }
         let table = self
             .catalog
             .table_by_name(name)
