@@ -9,23 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, ensure};
 use tokio::sync::watch;
-use tokio_postgres::{Client, SimpleQueryMessage, Statement};
+use tokio_postgres::{Client, Statement};
 
-use crate::harness::Sluice;
-
-/// Runs `sql` and returns its rows as text, `None` for NULL.
-async fn rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-    let messages = client.simple_query(sql).await?;
-    Ok(messages
-        .iter()
-        .filter_map(|message| match message {
-            SimpleQueryMessage::Row(row) => {
-                Some((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect())
-            }
-            _ => None,
-        })
-        .collect())
-}
+use crate::harness::{Sluice, text_rows as rows};
 
 #[tokio::test]
 async fn committed_row_survives_kill9() -> anyhow::Result<()> {

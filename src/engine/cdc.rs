@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use crate::catalog::{CdcTableInfo, ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
 use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
 use crate::connector::postgres_cdc::PgSourceConfig;
-use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::jobs::PreparedJob;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
@@ -101,11 +101,8 @@ impl Engine {
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
-        if self.catalog.name_taken(&name) {
-            if create.if_not_exists {
-                return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
-            }
-            return Err(Error::DuplicateRelation(name));
+        if !name_is_free(&self.catalog, &name, create.if_not_exists)? {
+            return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
         }
         let source_name = relation_name(source_name)?;
         let source = self

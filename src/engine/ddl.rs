@@ -21,11 +21,8 @@ impl Engine {
         }
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
-        if self.catalog.name_taken(&name) {
-            if create.if_not_exists {
-                return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
-            }
-            return Err(Error::DuplicateRelation(name));
+        if !name_is_free(&self.catalog, &name, create.if_not_exists)? {
+            return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
         }
         let (columns, pk) = bind_columns(&create)?;
         let id = self.catalog.next_table_id()?;
@@ -131,6 +128,20 @@ impl Engine {
         let pk: Vec<&str> = table.pk.iter().map(|&i| table.columns[i].name.as_str()).collect();
         rows.push(vec!["primary key".into(), pk.join(", "), String::new()]);
         Ok(text_rows(&["Name", "Type", "Is Hidden"], rows))
+    }
+}
+
+/// Checks a new relation's or source's name is free. `Ok(false)`: it is taken but `IF NOT
+/// EXISTS` was given, so the statement does nothing.
+pub(crate) fn name_is_free(
+    catalog: &crate::catalog::Catalog,
+    name: &str,
+    if_not_exists: bool,
+) -> Result<bool> {
+    match (catalog.name_taken(name), if_not_exists) {
+        (false, _) => Ok(true),
+        (true, true) => Ok(false),
+        (true, false) => Err(Error::DuplicateRelation(name.to_owned())),
     }
 }
 

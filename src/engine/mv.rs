@@ -11,7 +11,7 @@ use std::sync::Arc;
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, RelationKind, TableCatalog, TableId};
-use crate::engine::ddl::relation_name;
+use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -45,11 +45,8 @@ impl Engine {
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&view.name)?;
-        if self.catalog.name_taken(&name) {
-            if view.if_not_exists {
-                return Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW")));
-            }
-            return Err(Error::DuplicateRelation(name));
+        if !name_is_free(&self.catalog, &name, view.if_not_exists)? {
+            return Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW")));
         }
         if !view.columns.is_empty() {
             return Err(unsupported!(

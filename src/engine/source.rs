@@ -10,7 +10,7 @@ use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
 use crate::connector::postgres_cdc::PgSourceConfig;
-use crate::engine::ddl::relation_name;
+use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
@@ -27,11 +27,8 @@ impl Engine {
     ) -> Result<Output> {
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(name)?;
-        if self.catalog.name_taken(&name) {
-            if if_not_exists {
-                return Ok(Output::Command(CommandTag::new("CREATE SOURCE")));
-            }
-            return Err(Error::DuplicateRelation(name));
+        if !name_is_free(&self.catalog, &name, if_not_exists)? {
+            return Ok(Output::Command(CommandTag::new("CREATE SOURCE")));
         }
         let mut map = BTreeMap::new();
         for (key, value) in options {

@@ -281,13 +281,7 @@ impl CdcBackfill {
                 cast_text(&text, field.data_type())
             })
             .collect::<Result<Vec<_>>>()?;
-        let relaxed = Arc::new(arrow::datatypes::Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        ));
+        let relaxed = nullable(&schema);
         Ok(RecordBatch::try_new(relaxed, columns)?)
     }
 
@@ -398,13 +392,7 @@ impl CdcBackfill {
             columns.push(Arc::new(Int64Array::from(vec![self.rows as i64])));
             let offset = format!("{{\"Postgres\":{{\"lsn\":{}}}}}", self.last_low);
             columns.push(Arc::new(StringArray::from(vec![offset])));
-            let relaxed = Arc::new(arrow::datatypes::Schema::new(
-                schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone().with_nullable(true))
-                    .collect::<Vec<_>>(),
-            ));
+            let relaxed = nullable(&schema);
             let batch = RecordBatch::try_new(relaxed, columns)?;
             self.state.write_chunk(&StreamChunk::inserts(batch))?;
             self.dirty = false;
@@ -427,6 +415,13 @@ fn with_unchanged(data: RecordBatch, masks: Vec<Option<String>>) -> Result<Recor
     let mut columns = data.columns().to_vec();
     columns.push(Arc::new(StringArray::from(masks)));
     Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
+}
+
+/// The same fields, all nullable: change rows carry only the key for deletes.
+fn nullable(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<arrow::datatypes::Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+    Arc::new(arrow::datatypes::Schema::new(fields))
 }
 
 /// Text values (as Postgres prints them) converted to a column type.

@@ -3,11 +3,11 @@
 //! Chunks are forwarded as they arrive from any input. A barrier is forwarded only once every
 //! input has delivered it; an input that delivered the barrier is not read again until then.
 
-use std::task::Poll;
-
 use futures::StreamExt;
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 
+use crate::stream::executor::union::next_from;
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message};
 
@@ -25,7 +25,8 @@ impl MergeExecutor {
 
 impl Executor for MergeExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let mut inputs = self.inputs;
+        let mut inputs: Vec<ReceiverStream<Message>> =
+            self.inputs.into_iter().map(ReceiverStream::new).collect();
         async_stream::try_stream! {
             let mut barriers: Vec<Option<Barrier>> = vec![None; inputs.len()];
             let mut start = 0;
@@ -51,27 +52,4 @@ impl Executor for MergeExecutor {
     fn identity(&self) -> &str {
         "MergeExecutor"
     }
-}
-
-/// The next message from any input that is not waiting at a barrier, round robin.
-async fn next_from(
-    inputs: &mut [mpsc::Receiver<Message>],
-    barriers: &[Option<Barrier>],
-    start: &mut usize,
-) -> (usize, Option<Message>) {
-    std::future::poll_fn(|cx| {
-        let n = inputs.len();
-        for k in 0..n {
-            let i = (*start + k) % n;
-            if barriers[i].is_some() {
-                continue;
-            }
-            if let Poll::Ready(msg) = inputs[i].poll_recv(cx) {
-                *start = (i + 1) % n;
-                return Poll::Ready((i, msg));
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
