@@ -255,7 +255,10 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
          INSERT INTO customers SELECT i, 'c' || i FROM generate_series(0, 49) AS i;
          CREATE TABLE nokey (a int);
          CREATE TABLE later (id int PRIMARY KEY, v int);
-         INSERT INTO later VALUES (1, 1), (2, 2);",
+         INSERT INTO later VALUES (1, 1), (2, 2);
+         CREATE TABLE pairs (region varchar(8), seq int, v int, PRIMARY KEY (region, seq));
+         INSERT INTO pairs SELECT CASE WHEN i % 3 = 0 THEN 'Zeta' WHEN i % 3 = 1 THEN 'alpha' ELSE 'beta' END, i, i
+           FROM generate_series(1, 500) AS i;",
     )
     .await?;
     let client = server.connect().await?;
@@ -301,6 +304,12 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         .batch_execute("CREATE TABLE orders (*) WITH (snapshot.batch_size = '64') FROM pg TABLE 'public.\"Orders\"'")
         .await?;
     client.batch_execute("CREATE TABLE customers (id int PRIMARY KEY, name varchar) FROM pg TABLE 'public.customers'").await?;
+    // Two key columns, text first: pages compare the text bytewise, as Sluice's keys do.
+    client
+        .batch_execute(
+            "CREATE TABLE pairs (*) WITH (snapshot.batch_size = '7') FROM pg TABLE 'public.pairs'",
+        )
+        .await?;
     // Only changes from now on.
     client
         .batch_execute(
@@ -325,6 +334,17 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
     up.batch_execute(
         "UPDATE \"Orders\" SET big = (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 400) AS i) WHERE n % 50 = 7;
          UPDATE \"Orders\" SET note = 'touched' WHERE n % 50 = 7;",
+    )
+    .await?;
+    up.batch_execute(
+        "UPDATE pairs SET v = -v WHERE seq % 10 = 0; DELETE FROM pairs WHERE seq % 11 = 0",
+    )
+    .await?;
+    assert_converges(
+        &client,
+        &up,
+        "SELECT region, seq, v FROM pairs",
+        "SELECT region, seq, v FROM pairs",
     )
     .await?;
     let orders = "SELECT active, n, day, note, big FROM orders";
