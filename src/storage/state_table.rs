@@ -98,6 +98,27 @@ impl StateTable {
         self.store.get(key)
     }
 
+    /// The current encoded rows under many keys, with one storage read for all keys the
+    /// uncommitted writes do not answer.
+    pub fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut misses = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match self.overlay_get(key) {
+                Some(v) => out[i] = v.clone(),
+                None => misses.push(i),
+            }
+        }
+        if !misses.is_empty() {
+            let wanted: Vec<Vec<u8>> = misses.iter().map(|&i| keys[i].clone()).collect();
+            let found = self.store.snapshot().multi_get(&wanted)?;
+            for (i, value) in misses.into_iter().zip(found) {
+                out[i] = value;
+            }
+        }
+        Ok(out)
+    }
+
     fn overlay_get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
         self.buffer.get(key).or_else(|| self.sealed.iter().rev().find_map(|(_, b)| b.get(key)))
     }

@@ -111,10 +111,11 @@ fn resolve_upserts(
     let mut stored = RowDecoder::new(&types, &all, chunk.len());
     let mut rows: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut ops = Vec::new();
+    let mut stored_values = table.get_many(&keys)?;
     for (row, key) in keys.iter().enumerate() {
         let existing = match current.get(key) {
             Some(c) => c.clone(),
-            None => match table.get(key)? {
+            None => match stored_values[row].take() {
                 Some(value) => {
                     stored.push(&value)?;
                     Some(vec![(0, stored.len() - 1); width])
