@@ -103,6 +103,10 @@ impl Executor for CdcBackfillExecutor {
                     None => {
                         let (chunk, rows) = backfill.read_page().await?;
                         read_this_epoch += rows.max(1);
+                        if read_this_epoch >= EPOCH_ROWS {
+                            // The epoch's share is read: commit it now rather than at the interval.
+                            backfill.config.barrier.request_checkpoint();
+                        }
                         if let Some(chunk) = chunk {
                             yield Message::Chunk(chunk);
                         }
