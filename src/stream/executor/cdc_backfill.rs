@@ -87,7 +87,7 @@ impl Executor for CdcBackfillExecutor {
             let mut backfill = CdcBackfill::load(store, config)?;
             let mut read_this_epoch = 0usize;
             loop {
-                let reading = !backfill.finished && read_this_epoch < EPOCH_ROWS;
+                let reading = !backfill.finished && !backfill.failed && read_this_epoch < EPOCH_ROWS;
                 let msg = if reading && read_this_epoch == 0 {
                     None
                 } else if reading {
@@ -123,6 +123,7 @@ impl Executor for CdcBackfillExecutor {
                                 backfill.persist(barrier.epoch.prev)?;
                             }
                             read_this_epoch = 0;
+                            backfill.failed = false;
                             yield Message::Barrier(barrier);
                         }
                         Message::Watermark(_) => {}
@@ -159,6 +160,8 @@ struct CdcBackfill {
     settled: Option<Vec<u8>>,
     last_low: u64,
     dirty: bool,
+    /// The last page read failed; the next attempt waits for a barrier.
+    failed: bool,
 }
 
 impl CdcBackfill {
@@ -175,6 +178,7 @@ impl CdcBackfill {
             pages: VecDeque::new(),
             settled: None,
             last_low: 0,
+            failed: false,
             dirty: !config.snapshot,
             config,
         };
@@ -226,9 +230,10 @@ impl CdcBackfill {
         match self.try_read_page().await {
             Ok(read) => Ok(read),
             Err(e @ Error::Upstream { .. }) => {
+                // Retried after the next barrier; changes keep flowing meanwhile.
                 tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
                 self.client = None;
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                self.failed = true;
                 Ok((None, 0))
             }
             Err(e) => Err(e),
