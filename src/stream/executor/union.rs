@@ -55,7 +55,7 @@ impl Executor for UnionExecutor {
 }
 
 /// The next item of any input not waiting at a barrier, round robin.
-pub(crate) async fn next_from<S: Stream + Unpin>(
+async fn next_from<S: Stream + Unpin>(
     inputs: &mut [S],
     barriers: &[Option<Barrier>],
     start: &mut usize,
