@@ -447,7 +447,8 @@ async fn crash_and_restart(upstream: &mut Upstream, server: &mut Sluice) -> anyh
     client.batch_execute(&source_sql("pg", upstream, "")).await?;
     client
         .batch_execute(
-            "CREATE TABLE items (*) WITH (snapshot.batch_size = '50') FROM pg TABLE 'public.items'",
+            "SET background_ddl = true;
+             CREATE TABLE items (*) WITH (snapshot.batch_size = '50') FROM pg TABLE 'public.items'",
         )
         .await?;
     let before = crate::harness::retry_until(std::time::Duration::from_secs(60), || async {
@@ -466,6 +467,17 @@ async fn crash_and_restart(upstream: &mut Upstream, server: &mut Sluice) -> anyh
     let client = server.connect().await?;
     let after = cdc_rows_read(&client).await?;
     ensure!(after >= before, "the snapshot went back from {before} to {after} rows");
+    // The creation goes on in the background, listed with at least the rows read before.
+    let progress = text_rows(
+        &client,
+        "SELECT rows_done, create_type FROM rw_catalog.rw_ddl_progress WHERE ddl_statement LIKE '%items%'",
+    )
+    .await?;
+    if let Some(row) = progress.first() {
+        let done: i64 = row[0].as_deref().unwrap_or("0").parse()?;
+        ensure!(done >= before, "rw_ddl_progress went back from {before} to {done} rows");
+        ensure!(row[1].as_deref() == Some("BACKGROUND"), "{row:?}");
+    }
 
     // The upstream restarts while changes keep coming; the reader reconnects and resumes.
     up.batch_execute("INSERT INTO items VALUES (200001, 1)").await?;

@@ -75,6 +75,12 @@ pub enum Error {
         /// What happened and what to do.
         message: String,
     },
+    /// The object is not in a state that allows the statement (a view still being created).
+    #[error("{0}")]
+    ObjectState(String),
+    /// The statement was cancelled.
+    #[error("canceling statement: {0}")]
+    Canceled(String),
     /// The storage engine failed.
     #[error("storage error: {0}")]
     Storage(String),

@@ -24,10 +24,13 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
+use crate::engine::progress::ProgressTracker;
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::types::DataType;
+
+pub mod system;
 
 /// Schema under which tables expose their hidden columns too; used to plan UPDATE and DELETE.
 pub const DML_SCHEMA: &str = "__dml";
@@ -47,11 +50,19 @@ pub struct SluiceCatalog {
 
 impl SluiceCatalog {
     /// A catalog provider over Sluice's catalog.
-    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>) -> Self {
+    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>, tracker: Arc<ProgressTracker>) -> Self {
         let schema = |with_hidden| {
-            Arc::new(SluiceSchema { catalog: catalog.clone(), store: store.clone(), with_hidden })
+            Arc::new(SluiceSchema {
+                catalog: catalog.clone(),
+                store: store.clone(),
+                tracker: tracker.clone(),
+                with_hidden,
+            })
         };
-        Self { schemas: [schema(false), schema(true)], extra: RwLock::default() }
+        let system: Arc<dyn SchemaProvider> =
+            Arc::new(system::SystemSchema::new(catalog.clone(), store.clone(), tracker.clone()));
+        let extra = HashMap::from([(system::SYSTEM_SCHEMA.to_owned(), system)]);
+        Self { schemas: [schema(false), schema(true)], extra: RwLock::new(extra) }
     }
 }
 
@@ -89,6 +100,7 @@ impl CatalogProvider for SluiceCatalog {
 pub struct SluiceSchema {
     catalog: Arc<Catalog>,
     store: Arc<Store>,
+    tracker: Arc<ProgressTracker>,
     with_hidden: bool,
 }
 
@@ -113,9 +125,18 @@ impl SchemaProvider for SluiceSchema {
                  CREATE TABLE t (..) FROM {name} TABLE 'schema.table' and query the table"
             )));
         }
-        Ok(self.catalog.table_by_name(name).map(|table| {
-            Arc::new(RelationProvider::new(table, self.store.clone(), self.with_hidden)) as _
-        }))
+        let Some(table) = self.catalog.table_by_name(name) else { return Ok(None) };
+        if table.kind == RelationKind::MaterializedView && table.creating.is_some() {
+            let progress = self.tracker.progress_text(table.id).unwrap_or_default();
+            return Err(DataFusionError::External(Box::new(crate::error::Error::ObjectState(
+                format!(
+                    "materialized view \"{name}\" is being created ({progress}); WAIT for it, \
+                     follow it in rw_catalog.rw_ddl_progress, or CANCEL JOBS {}",
+                    table.id
+                ),
+            ))));
+        }
+        Ok(Some(Arc::new(RelationProvider::new(table, self.store.clone(), self.with_hidden)) as _))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -95,6 +95,18 @@ pub struct TableCatalog {
     /// For a table fed by a CDC source: where its rows come from.
     #[serde(default)]
     pub cdc: Option<CdcTableInfo>,
+    /// Set while the relation's streaming job is still backfilling.
+    #[serde(default)]
+    pub creating: Option<CreatingInfo>,
+}
+
+/// A job still creating: how it was started and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatingInfo {
+    /// Created with `background_ddl = true`: the statement returned at once.
+    pub background: bool,
+    /// When the statement started, in milliseconds since the Unix epoch.
+    pub initialized_at_ms: i64,
 }
 
 /// Where a CDC table's rows come from.
@@ -168,6 +180,7 @@ impl TableCatalog {
             backfill_rate_limit: None,
             parallelism: 1,
             cdc: None,
+            creating: None,
         }
     }
 
@@ -287,11 +300,29 @@ impl Catalog {
 
     /// Persists a new table. The caller has checked the name is free.
     pub fn create_table(&self, table: TableCatalog) -> Result<Arc<TableCatalog>> {
+        let mut inner = self.inner.write();
         let value = serde_json::to_vec(&table).expect("catalog entries serialize");
         self.store.put_meta(&table_key(table.id), &value)?;
         let table = Arc::new(table);
-        self.inner.write().tables.insert(table.id, table.clone());
+        inner.tables.insert(table.id, table.clone());
         Ok(table)
+    }
+
+    /// Changes a relation's entry durably; `None` if it no longer exists.
+    pub fn update_table(
+        &self,
+        id: TableId,
+        change: impl FnOnce(&mut TableCatalog),
+    ) -> Result<Option<Arc<TableCatalog>>> {
+        let mut inner = self.inner.write();
+        let Some(current) = inner.tables.get(&id) else { return Ok(None) };
+        let mut table = TableCatalog::clone(current);
+        change(&mut table);
+        let value = serde_json::to_vec(&table).expect("catalog entries serialize");
+        self.store.put_meta(&table_key(id), &value)?;
+        let table = Arc::new(table);
+        inner.tables.insert(id, table.clone());
+        Ok(Some(table))
     }
 
     /// Every source, in id order.
@@ -327,8 +358,9 @@ impl Catalog {
 
     /// Removes a table's catalog entry, durably.
     pub fn drop_table(&self, id: TableId) -> Result<()> {
+        let mut inner = self.inner.write();
         self.store.delete_meta(&table_key(id))?;
-        self.inner.write().tables.remove(&id);
+        inner.tables.remove(&id);
         Ok(())
     }
 }

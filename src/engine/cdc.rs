@@ -7,14 +7,17 @@
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-use crate::catalog::{CdcTableInfo, ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
+use crate::catalog::{
+    CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, TableCatalog,
+};
 use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::jobs::PreparedJob;
-use crate::engine::{CommandTag, Engine, Output};
+use crate::engine::progress::now_ms;
+use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::storage::state_table::StateTable;
 use crate::stream::build::CHANNEL_CAPACITY;
@@ -23,6 +26,7 @@ use crate::stream::executor::cdc_backfill::{CdcBackfillConfig, CdcBackfillExecut
 use crate::stream::executor::cdc_source::CdcSourceExecutor;
 use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::progress::{BackfillStatus, BackfillWatch};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
 
@@ -69,6 +73,12 @@ impl Engine {
             pk: cdc.upstream_pk.clone(),
         };
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (status, watcher) = watch::channel(BackfillStatus::default());
+        let watch = BackfillWatch {
+            state_table: state.id,
+            upstream: format!("{}.{}", cdc.schema, cdc.table),
+            status: watcher,
+        };
         let config = CdcBackfillConfig {
             source: PgSourceConfig::from_options(&source.name, &source.options)?,
             upstream,
@@ -78,16 +88,19 @@ impl Engine {
             batch_size: cdc.batch_size,
             snapshot: cdc.snapshot,
             barrier: self.barrier.clone(),
+            rate_limit: table.backfill_rate_limit,
         };
         let backfill = CdcBackfillExecutor::new(
             Box::new(ReceiverExecutor::new(rx)),
             self.store.clone(),
             config,
+            status,
         );
         let state = StateTable::for_relation(self.store.clone(), table);
         let root = MaterializeExecutor::upsert(Box::new(backfill), state, table.full_schema());
         let mut job = PreparedJob::single(table.id, self.new_actor_id(), Box::new(root), None);
         job.outputs.insert(source_actor, vec![ActorOutput { keys: Vec::new(), senders: vec![tx] }]);
+        job.backfills.push(watch);
         Ok(job)
     }
 
@@ -98,12 +111,17 @@ impl Engine {
         source_name: &ast::ObjectName,
         external: &str,
         private_source: bool,
+        session: &Session,
     ) -> Result<Output> {
-        let _ddl = self.ddl_lock.lock().await;
+        let tag = Output::Command(CommandTag::new("CREATE TABLE"));
+        let ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
         if !name_is_free(&self.catalog, &name, create.if_not_exists)? {
-            return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
+            return Ok(tag);
         }
+        let rate_limit = session.backfill_rate_limit()?;
+        let creating =
+            CreatingInfo { background: session.background_ddl()?, initialized_at_ms: now_ms() };
         let source_name = relation_name(source_name)?;
         let source = self
             .catalog
@@ -151,6 +169,8 @@ impl Engine {
             format!("{create} FROM {source_name} TABLE '{external}'"),
         );
         catalog.internal_tables = vec![state_id];
+        catalog.backfill_rate_limit = rate_limit;
+        catalog.creating = Some(creating);
         catalog.cdc = Some(CdcTableInfo {
             source: source.id,
             schema,
@@ -170,9 +190,15 @@ impl Engine {
             .copied()
             .ok_or_else(|| Error::Stream(format!("source {source_name} is not running")))?;
         let job = self.prepare_cdc_table_job(&catalog, source_actor)?;
-        self.start_job(job).await?;
-        tracing::info!(table = %name, upstream = %external, source = %source_name, "created CDC table");
-        Ok(Output::Command(CommandTag::new("CREATE TABLE")))
+        let (_, backfills) = self.start_job(job).await?;
+        tracing::info!(table = %name, upstream = %external, source = %source_name, "started CDC table");
+        let job = self.track_job(&catalog, backfills)?;
+        drop(ddl);
+        if creating.background {
+            return Ok(tag);
+        }
+        self.wait_created(&job).await?;
+        Ok(tag)
     }
 
     /// `CREATE TABLE t (..) WITH (connector = 'postgres-cdc', .., table.name = 'schema.t')`: a
@@ -180,6 +206,7 @@ impl Engine {
     pub(crate) async fn create_table_with_connector(
         &self,
         mut create: ast::CreateTable,
+        session: &Session,
     ) -> Result<Output> {
         let ast::CreateTableOptions::With(list) = &create.table_options else {
             return Err(invalid!("connector options go in WITH (..)"));
@@ -208,7 +235,7 @@ impl Engine {
         let source = ast::ObjectName::from(vec![ast::Ident::new(format!("_{table_name}_source"))]);
         self.create_source(&source, false, source_options).await?;
         create.table_options = ast::CreateTableOptions::With(table_options);
-        let created = self.create_table_from(create, &source, &external, true).await;
+        let created = self.create_table_from(create, &source, &external, true, session).await;
         if created.is_err() {
             let _ = self.drop_source(&source, true).await;
         }

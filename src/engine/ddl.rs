@@ -8,16 +8,20 @@ use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, TableCatalog};
 use crate::engine::session::text_rows;
-use crate::engine::{CommandTag, Engine, Output};
+use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
 
 impl Engine {
     /// `CREATE TABLE name (columns, PRIMARY KEY ..)`.
-    pub(crate) async fn create_table(&self, create: ast::CreateTable) -> Result<Output> {
+    pub(crate) async fn create_table(
+        &self,
+        create: ast::CreateTable,
+        session: &Session,
+    ) -> Result<Output> {
         if has_connector(&create.table_options) {
-            return self.create_table_with_connector(create).await;
+            return self.create_table_with_connector(create, session).await;
         }
         let _ddl = self.ddl_lock.lock().await;
         let name = relation_name(&create.name)?;
@@ -78,7 +82,7 @@ impl Engine {
     }
 
     /// Drops a relation after every view that reads it, dependents first.
-    async fn drop_with_dependents(&self, relation: &TableCatalog) -> Result<()> {
+    pub(crate) async fn drop_with_dependents(&self, relation: &TableCatalog) -> Result<()> {
         for dependent in self.catalog.dependents(relation.id) {
             Box::pin(self.drop_with_dependents(&dependent)).await?;
         }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::catalog::{ActorId, RelationKind, TableCatalog, TableId};
@@ -21,11 +21,11 @@ use crate::stream::actor::Actor;
 use crate::stream::build::{BuildContext, build_plan};
 use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
-use crate::stream::executor::arrangement_backfill::BackfillStatus;
 use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
 use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::message::Barrier;
 use crate::stream::plan::StreamPlan;
+use crate::stream::progress::BackfillWatch;
 
 /// How many DML requests may queue for one table.
 const DML_QUEUE: usize = 16;
@@ -60,7 +60,7 @@ pub(crate) struct PreparedJob {
     /// Channels to attach to upstream actors.
     pub outputs: HashMap<ActorId, Vec<Output>>,
     /// Progress of the job's backfills.
-    pub backfills: Vec<watch::Receiver<BackfillStatus>>,
+    pub backfills: Vec<BackfillWatch>,
     dml: Option<mpsc::Sender<DmlRequest>>,
 }
 
@@ -265,12 +265,23 @@ impl Engine {
         }
         let mut sources = Vec::new();
         let mut actors = Vec::new();
+        let mut creating = Vec::new();
         for mut job in prepared {
             self.spawn_job(&mut job, &mut outputs);
             sources.append(&mut job.sources);
             actors.extend(job.actor_ids());
+            if let Some(relation) = self.catalog.table_by_id(job.relation)
+                && relation.creating.is_some()
+            {
+                creating.push((relation, std::mem::take(&mut job.backfills)));
+            }
         }
         self.barrier.register(sources, actors, HashMap::new()).await?;
+        // Jobs that were creating go on from their persisted progress, in the background.
+        for (relation, backfills) in creating {
+            tracing::info!(relation = %relation.name, "resuming the creation");
+            self.track_job(&relation, backfills)?;
+        }
         Ok(())
     }
 
@@ -279,7 +290,7 @@ impl Engine {
     pub(crate) async fn start_job(
         &self,
         mut prepared: PreparedJob,
-    ) -> Result<(crate::catalog::Epoch, Vec<watch::Receiver<BackfillStatus>>)> {
+    ) -> Result<(crate::catalog::Epoch, Vec<BackfillWatch>)> {
         self.spawn_job(&mut prepared, &mut HashMap::new());
         let outputs = std::mem::take(&mut prepared.outputs);
         let sources = std::mem::take(&mut prepared.sources);

@@ -5,11 +5,13 @@
 //! stream, [`query`] plans and runs batch queries with DataFusion, [`session`] keeps the
 //! per-connection variables of SET and SHOW.
 
+mod alter;
 mod cdc;
 pub mod ddl;
 pub mod dml;
 mod jobs;
 mod mv;
+pub mod progress;
 pub mod query;
 pub mod session;
 mod source;
@@ -94,6 +96,8 @@ pub struct Engine {
     catalog: Arc<Catalog>,
     barrier: BarrierHandle,
     jobs: Mutex<HashMap<TableId, Arc<jobs::Job>>>,
+    /// Jobs still creating.
+    tracker: Arc<progress::ProgressTracker>,
     ctx: SessionContext,
     /// Serializes DDL statements.
     ddl_lock: tokio::sync::Mutex<()>,
@@ -112,12 +116,14 @@ impl Engine {
         let catalog = Arc::new(Catalog::load(store.clone())?);
         let (manager, barrier) = BarrierManager::new(store.clone(), config.barrier_interval);
         let manager = tokio::spawn(manager.run());
-        let ctx = query::session_context(catalog.clone(), store.clone())?;
+        let tracker = Arc::new(progress::ProgressTracker::default());
+        let ctx = query::session_context(catalog.clone(), store.clone(), tracker.clone())?;
         let engine = Arc::new(Engine {
             store,
             catalog,
             barrier,
             jobs: Mutex::new(HashMap::new()),
+            tracker,
             ctx,
             ddl_lock: tokio::sync::Mutex::new(()),
             next_actor: AtomicU32::new(1),
@@ -146,7 +152,13 @@ impl Engine {
             }
             Statement::DropSource { name, if_exists } => self.drop_source(&name, if_exists).await,
             Statement::CreateTableFrom { table, source, external } => {
-                self.create_table_from(*table, &source, &external, false).await
+                self.create_table_from(*table, &source, &external, false, session).await
+            }
+            Statement::ShowJobs => Ok(self.show_jobs()),
+            Statement::Wait => self.wait_jobs().await,
+            Statement::CancelJobs(ids) => self.cancel_jobs(&ids).await,
+            Statement::AlterSet { materialized_view, name, setting, value } => {
+                self.alter_set(materialized_view, &name, setting, value).await
             }
             Statement::Sql(stmt) => self.execute_sql(session, *stmt).await,
         }
@@ -159,7 +171,7 @@ impl Engine {
                 self.explain_materialized_view(*statement).await
             }
             S::Query(_) | S::Explain { .. } => self.query(session, stmt).await,
-            S::CreateTable(create) => self.create_table(create).await,
+            S::CreateTable(create) => self.create_table(create, session).await,
             S::CreateView(view) if view.materialized => {
                 self.create_materialized_view(view, session).await
             }

@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, RelationKind, TableCatalog, TableId};
+use crate::catalog::{ColumnCatalog, CreatingInfo, RelationKind, TableCatalog, TableId};
 use crate::engine::ddl::{name_is_free, relation_name};
+use crate::engine::progress::{CreatingJob, now_ms};
+use crate::engine::session::parse_rate_limit;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -43,29 +45,69 @@ impl Engine {
         view: ast::CreateView,
         session: &Session,
     ) -> Result<Output> {
-        let _ddl = self.ddl_lock.lock().await;
+        let tag = Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW"));
+        let ddl = self.ddl_lock.lock().await;
         let name = relation_name(&view.name)?;
         if !name_is_free(&self.catalog, &name, view.if_not_exists)? {
-            return Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW")));
+            return Ok(tag);
         }
         if !view.columns.is_empty() {
             return Err(unsupported!(
                 "a column list in CREATE MATERIALIZED VIEW; alias the columns in the query"
             ));
         }
-        let rate_limit = rate_limit_option(&view.options)?;
+        let rate_limit = match rate_limit_option(&view.options)? {
+            Some(limit) => limit,
+            None => session.backfill_rate_limit()?,
+        };
+        let creating =
+            CreatingInfo { background: session.background_ddl()?, initialized_at_ms: now_ms() };
         let definition = view.query.to_string();
         let plan = self.plan_view(&definition).await?;
+        self.check_view_inputs(&plan.root)?;
         let parallelism = session.streaming_parallelism()?;
-        let view = self.register_view(name, definition, &plan, rate_limit, parallelism)?;
-        match self.start_view(&view, &plan).await {
-            Ok(()) => Ok(Output::Command(CommandTag::new("CREATE MATERIALIZED VIEW"))),
+        let view =
+            self.register_view(name, definition, &plan, rate_limit, parallelism, creating)?;
+        let job = match self.start_view(&view, &plan).await {
+            Ok(job) => job,
             Err(e) => {
                 tracing::warn!(view = %view.name, error = %e, "creating the view failed; removing it");
                 self.forget_view(&view).await;
+                return Err(e);
+            }
+        };
+        // Other DDL (CANCEL JOBS, DROP) may run while the backfill does.
+        drop(ddl);
+        if creating.background {
+            return Ok(tag);
+        }
+        match self.wait_created(&job).await {
+            Ok(()) => Ok(tag),
+            Err(e @ Error::Canceled(_)) => Err(e),
+            Err(e) => {
+                tracing::warn!(view = %view.name, error = %e, "creating the view failed; removing it");
+                let _ddl = self.ddl_lock.lock().await;
+                if self.catalog.table_by_id(view.id).is_some() {
+                    self.forget_view(&view).await;
+                }
                 Err(e)
             }
         }
+    }
+
+    /// Refuses views over internal tables, which are read-only snapshots of operator state.
+    fn check_view_inputs(&self, root: &StreamNode) -> Result<()> {
+        for id in scanned_relations(root) {
+            if let Some(table) = self.catalog.table_by_id(id)
+                && table.kind == RelationKind::Internal
+            {
+                return Err(Error::WrongObjectType(format!(
+                    "\"{}\" is an internal table: it can be queried but not used in a view",
+                    table.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the catalog entries of a new view and its internal tables.
@@ -76,6 +118,7 @@ impl Engine {
         plan: &StreamPlan,
         rate_limit: Option<u64>,
         parallelism: usize,
+        creating: CreatingInfo,
     ) -> Result<Arc<TableCatalog>> {
         let columns = view_columns(&plan.root)?;
         let id = self.catalog.next_table_id()?;
@@ -96,6 +139,7 @@ impl Engine {
                 backfill_rate_limit: None,
                 parallelism: 1,
                 cdc: None,
+                creating: None,
             };
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
@@ -115,24 +159,17 @@ impl Engine {
             backfill_rate_limit: rate_limit,
             parallelism,
             cdc: None,
+            creating: Some(creating),
         };
         self.catalog.create_table(view)
     }
 
-    /// Starts a new view's job and waits until its backfill is done and committed.
-    async fn start_view(&self, view: &TableCatalog, plan: &StreamPlan) -> Result<()> {
+    /// Starts a new view's job and follows its backfill.
+    async fn start_view(&self, view: &TableCatalog, plan: &StreamPlan) -> Result<Arc<CreatingJob>> {
         let job = self.prepare_view_job(view, plan, &|id| self.output_actors(id))?;
-        let (_, mut backfills) = self.start_job(job).await?;
-        let mut finished = crate::catalog::Epoch(0);
-        for backfill in &mut backfills {
-            let status = backfill.wait_for(|s| s.finished.is_some()).await.map_err(|_| {
-                Error::Stream(format!("the backfill of {} stopped before it finished", view.name))
-            })?;
-            finished = finished.max(status.finished.expect("waited for it"));
-        }
-        self.wait_committed(finished).await?;
-        tracing::info!(view = %view.name, id = %view.id, "created materialized view");
-        Ok(())
+        let (_, backfills) = self.start_job(job).await?;
+        tracing::info!(view = %view.name, id = %view.id, "started the job of a materialized view");
+        self.track_job(view, backfills)
     }
 
     /// Removes a view that could not be created: its job, catalog entries and state.
@@ -155,8 +192,9 @@ impl Engine {
     }
 }
 
-/// `backfill_rate_limit` from `WITH (..)`.
-fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<u64>> {
+/// `backfill_rate_limit` from `WITH (..)`: `None` when not given, else the limit (`None` for
+/// -1, no limit).
+fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<Option<u64>>> {
     let list = match options {
         ast::CreateTableOptions::None => return Ok(None),
         ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,
@@ -173,7 +211,7 @@ fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<u64>> {
                 let n: i64 = text
                     .parse()
                     .map_err(|_| invalid!("backfill_rate_limit must be an integer, not {text}"))?;
-                limit = (n >= 0).then_some(n as u64);
+                limit = Some(parse_rate_limit(Some(n))?);
             }
             other => {
                 return Err(invalid!(

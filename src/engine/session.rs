@@ -33,6 +33,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("integer_datetimes", "on"),
     ("max_identifier_length", "63"),
     ("statement_timeout", "0"),
+    ("background_ddl", "false"),
+    ("backfill_rate_limit", "-1"),
 ];
 
 /// One connection's state.
@@ -82,6 +84,37 @@ impl Session {
         }
     }
 
+    /// `background_ddl`: whether `CREATE MATERIALIZED VIEW` and `CREATE TABLE .. FROM` return
+    /// as soon as their job has started.
+    pub fn background_ddl(&self) -> Result<bool> {
+        let Some(value) = self.vars.lock().get("background_ddl").cloned() else {
+            return Ok(false);
+        };
+        match value.to_lowercase().as_str() {
+            "true" | "on" | "1" | "yes" => Ok(true),
+            "false" | "off" | "0" | "no" | "default" => Ok(false),
+            _ => Err(Error::InvalidStatement(format!(
+                "background_ddl must be true or false, not {value}"
+            ))),
+        }
+    }
+
+    /// `backfill_rate_limit`: snapshot rows per second per actor for new backfills; `None`
+    /// when unset, `-1` or `DEFAULT` (no limit), `Some(0)` pauses them.
+    pub fn backfill_rate_limit(&self) -> Result<Option<u64>> {
+        let Some(value) = self.vars.lock().get("backfill_rate_limit").cloned() else {
+            return Ok(None);
+        };
+        if value.eq_ignore_ascii_case("default") {
+            return Ok(None);
+        }
+        parse_rate_limit(Some(value.parse::<i64>().map_err(|_| {
+            Error::InvalidStatement(format!(
+                "backfill_rate_limit must be an integer (-1: no limit, 0: paused), not {value}"
+            ))
+        })?))
+    }
+
     /// Runs a `SET` statement.
     pub fn set(&self, set: ast::Set) -> Result<Output> {
         let (name, values) = match set {
@@ -90,7 +123,23 @@ impl Session {
             other => return Err(Error::Unsupported(format!("SET form {other}"))),
         };
         let value = values.iter().map(value_text).collect::<Vec<_>>().join(", ");
-        self.vars.lock().insert(name.to_lowercase(), value);
+        let name = name.to_lowercase();
+        let previous = self.vars.lock().insert(name.clone(), value);
+        // Sluice's own variables are checked when set, not when first used.
+        let checked = match name.as_str() {
+            "background_ddl" => self.background_ddl().map(drop),
+            "backfill_rate_limit" => self.backfill_rate_limit().map(drop),
+            "streaming_parallelism" => self.streaming_parallelism().map(drop),
+            _ => Ok(()),
+        };
+        if let Err(e) = checked {
+            let mut vars = self.vars.lock();
+            match previous {
+                Some(previous) => vars.insert(name, previous),
+                None => vars.remove(&name),
+            };
+            return Err(e);
+        }
         Ok(Output::Command(CommandTag::new("SET")))
     }
 
@@ -100,6 +149,18 @@ impl Session {
         let value = self.get(&name).ok_or_else(|| Error::UnknownSetting(name.clone()))?;
         let column = variable.last().map_or(name.clone(), |i| i.value.to_lowercase());
         Ok(single_text_row(&column, &value))
+    }
+}
+
+/// A rate limit as written (`None`: DEFAULT) as a limit: -1 and DEFAULT mean none.
+pub fn parse_rate_limit(value: Option<i64>) -> Result<Option<u64>> {
+    match value {
+        None | Some(-1) => Ok(None),
+        Some(n) if n >= 0 => Ok(Some(n as u64)),
+        Some(n) => Err(Error::InvalidStatement(format!(
+            "a backfill rate limit is -1 (none), 0 (paused) or a positive number of rows per \
+             second, not {n}"
+        ))),
     }
 }
 

@@ -25,6 +25,8 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
         Error::Arrow(_) => "22P02",
         Error::Upstream { code, .. } => code,
+        Error::ObjectState(_) => "55000",
+        Error::Canceled(_) => "57014",
         Error::Storage(_) | Error::Stream(_) => "XX000",
         Error::Shutdown => "57P01",
     }
@@ -51,6 +53,10 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::Execution(msg) if msg.contains("Cast error") => "22P02",
         DataFusionError::Execution(msg) if msg.contains("Divide by zero") => "22012",
         DataFusionError::Execution(_) => "22000",
+        DataFusionError::External(e) => match e.downcast_ref::<Error>() {
+            Some(e) => sqlstate(e),
+            None => "XX000",
+        },
         _ => "XX000",
     }
 }
@@ -78,6 +84,7 @@ fn datafusion_message(error: &DataFusionError) -> String {
             let name = name.rsplit('.').next().unwrap_or(name);
             format!("relation \"{name}\" does not exist")
         }
+        DataFusionError::External(e) if e.downcast_ref::<Error>().is_some() => e.to_string(),
         DataFusionError::ArrowError(e, _)
             if matches!(**e, arrow::error::ArrowError::DivideByZero) =>
         {

@@ -55,6 +55,32 @@ pub enum Statement {
     ShowSources,
     /// `EXPLAIN CREATE TABLE .. FROM source TABLE '..'`.
     ExplainCreateTableFrom(Box<Statement>),
+    /// `SHOW JOBS`: the jobs still creating.
+    ShowJobs,
+    /// `WAIT`: block until no job is creating.
+    Wait,
+    /// `CANCEL JOBS id, ..` (also `CANCEL JOB id`).
+    CancelJobs(Vec<u32>),
+    /// `ALTER {TABLE | MATERIALIZED VIEW} name SET setting {= | TO} {n | DEFAULT}`.
+    AlterSet {
+        /// `TABLE` or `MATERIALIZED VIEW`.
+        materialized_view: bool,
+        /// The relation.
+        name: ast::ObjectName,
+        /// What is set.
+        setting: AlterSetting,
+        /// The value; `None` for `DEFAULT`.
+        value: Option<i64>,
+    },
+}
+
+/// A setting of a streaming job that `ALTER .. SET` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlterSetting {
+    /// `BACKFILL_RATE_LIMIT`: snapshot rows per second per actor.
+    BackfillRateLimit,
+    /// `PARALLELISM`: actors per fragment.
+    Parallelism,
 }
 
 /// Rewrites Postgres-specific query syntax (psql's catalog queries, `OPERATOR(pg_catalog.~)`,
@@ -124,6 +150,31 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     }
     if parse_words(parser, &["SHOW", "SOURCES"]) {
         return Ok(Statement::ShowSources);
+    }
+    if parse_words(parser, &["SHOW", "JOBS"]) {
+        return Ok(Statement::ShowJobs);
+    }
+    if parse_words(parser, &["WAIT"]) {
+        return Ok(Statement::Wait);
+    }
+    if parse_words(parser, &["CANCEL", "JOBS"]) || parse_words(parser, &["CANCEL", "JOB"]) {
+        let mut ids = Vec::new();
+        loop {
+            let token = parser.next_token();
+            match &token.token {
+                Token::Number(n, _) => ids.push(n.parse::<u32>().map_err(|_| {
+                    Error::Parse(format!("a job id is a positive integer, not {n}"))
+                })?),
+                other => return Err(Error::Parse(format!("expected a job id, found: {other}"))),
+            }
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        return Ok(Statement::CancelJobs(ids));
+    }
+    if let Some(statement) = parse_alter_set(parser)? {
+        return Ok(statement);
     }
     if parse_words(parser, &["CREATE", "SOURCE"]) {
         let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
@@ -269,6 +320,55 @@ fn parse_create_table_star(parser: &mut Parser<'_>) -> Result<Option<Statement>>
     Ok(Some(Statement::CreateTableFrom { table: Box::new(table), source, external }))
 }
 
+/// `ALTER {TABLE | MATERIALIZED VIEW} name SET {BACKFILL_RATE_LIMIT | PARALLELISM} {= | TO}
+/// {n | DEFAULT}`; other ALTER statements are left to sqlparser.
+fn parse_alter_set(parser: &mut Parser<'_>) -> Result<Option<Statement>> {
+    let word = |n: usize| match &parser.peek_nth_token(n).token {
+        Token::Word(w) => w.value.to_uppercase(),
+        _ => String::new(),
+    };
+    if word(0) != "ALTER" {
+        return Ok(None);
+    }
+    let (materialized_view, name_at) = match (word(1).as_str(), word(2).as_str()) {
+        ("TABLE", _) => (false, 2),
+        ("MATERIALIZED", "VIEW") => (true, 3),
+        _ => return Ok(None),
+    };
+    // The name: word (. word)*, then SET and the setting.
+    let mut i = name_at + 1;
+    while parser.peek_nth_token(i).token == Token::Period {
+        i += 2;
+    }
+    let setting = match (word(i).as_str(), word(i + 1).as_str()) {
+        ("SET", "BACKFILL_RATE_LIMIT") => AlterSetting::BackfillRateLimit,
+        ("SET", "PARALLELISM") => AlterSetting::Parallelism,
+        _ => return Ok(None),
+    };
+    for _ in 0..name_at {
+        parser.next_token();
+    }
+    let name = parser.parse_object_name(false)?;
+    parser.next_token();
+    parser.next_token();
+    if !parser.consume_token(&Token::Eq) && !parser.parse_keyword(Keyword::TO) {
+        return Err(Error::Parse(format!("expected = or TO, found: {}", parser.peek_token())));
+    }
+    let value = if parser.parse_keyword(Keyword::DEFAULT) {
+        None
+    } else {
+        let negative = parser.consume_token(&Token::Minus);
+        let token = parser.next_token();
+        let Token::Number(n, _) = &token.token else {
+            return Err(Error::Parse(format!("expected a number or DEFAULT, found: {token}")));
+        };
+        let n: i64 =
+            n.parse().map_err(|_| Error::Parse(format!("expected an integer, found: {n}")))?;
+        Some(if negative { -n } else { n })
+    };
+    Ok(Some(Statement::AlterSet { materialized_view, name, setting, value }))
+}
+
 /// `( key = value, .. )` with dotted keys; values are literals, returned unquoted.
 fn parse_options(parser: &mut Parser<'_>) -> Result<Vec<(String, String)>> {
     parser.expect_token(&Token::LParen)?;
@@ -351,6 +451,42 @@ mod tests {
         ));
         // Qualified names in a view's query are untouched.
         assert!(parse("CREATE MATERIALIZED VIEW v WITH (backfill_rate_limit = 1) AS SELECT t.a FROM t WHERE (t.a = 1)").is_ok());
+    }
+
+    #[test]
+    fn parses_job_control() {
+        let stmts = parse("SHOW JOBS; WAIT; CANCEL JOBS 7, 9; cancel job 3").unwrap();
+        assert_eq!(stmts[0], Statement::ShowJobs);
+        assert_eq!(stmts[1], Statement::Wait);
+        assert_eq!(stmts[2], Statement::CancelJobs(vec![7, 9]));
+        assert_eq!(stmts[3], Statement::CancelJobs(vec![3]));
+        assert!(matches!(parse("CANCEL JOBS x"), Err(Error::Parse(_))));
+        let Statement::AlterSet { materialized_view, name, setting, value } =
+            parse("ALTER MATERIALIZED VIEW mv SET BACKFILL_RATE_LIMIT = 0").unwrap().remove(0)
+        else {
+            panic!()
+        };
+        assert!(materialized_view);
+        assert_eq!(
+            (name.to_string(), setting, value),
+            ("mv".into(), AlterSetting::BackfillRateLimit, Some(0))
+        );
+        let Statement::AlterSet { materialized_view, setting, value, .. } =
+            parse("alter table t set parallelism to default").unwrap().remove(0)
+        else {
+            panic!()
+        };
+        assert!(!materialized_view);
+        assert_eq!((setting, value), (AlterSetting::Parallelism, None));
+        let Statement::AlterSet { value, .. } =
+            parse("ALTER TABLE t SET BACKFILL_RATE_LIMIT TO -1").unwrap().remove(0)
+        else {
+            panic!()
+        };
+        assert_eq!(value, Some(-1));
+        assert!(matches!(parse("ALTER TABLE t SET PARALLELISM = many"), Err(Error::Parse(_))));
+        // Other ALTERs still reach sqlparser.
+        assert!(matches!(&parse("ALTER TABLE t ADD COLUMN c int").unwrap()[0], Statement::Sql(_)));
     }
 
     #[test]

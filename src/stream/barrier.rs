@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::catalog::{ActorId, Epoch};
+use crate::catalog::{ActorId, Epoch, TableId};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::dispatch::Output;
@@ -54,6 +54,11 @@ enum Command {
     Checkpoint {
         done: Option<oneshot::Sender<Epoch>>,
     },
+    Throttle {
+        job: TableId,
+        limit: Option<u64>,
+        done: oneshot::Sender<Epoch>,
+    },
 }
 
 /// A cheap handle to talk to the barrier manager.
@@ -89,6 +94,14 @@ impl BarrierHandle {
         wait.await.map_err(|_| Error::Shutdown)
     }
 
+    /// Sets the backfill rate limit of `job`'s running backfills at the next checkpoint
+    /// barrier; returns the epoch that barrier ended, once it is committed.
+    pub async fn throttle(&self, job: TableId, limit: Option<u64>) -> Result<Epoch> {
+        let (done, wait) = oneshot::channel();
+        self.send(Command::Throttle { job, limit, done })?;
+        wait.await.map_err(|_| Error::Shutdown)
+    }
+
     /// Asks for a checkpoint as soon as possible, without waiting for it.
     pub fn request_checkpoint(&self) {
         let _ = self.commands.send(Command::Checkpoint { done: None });
@@ -121,8 +134,8 @@ pub struct BarrierManager {
     sources: HashMap<ActorId, mpsc::UnboundedSender<Barrier>>,
     /// Every actor, which must collect each checkpoint barrier.
     actors: HashSet<ActorId>,
-    /// Outputs the next checkpoint barrier adds.
-    outputs: HashMap<ActorId, Vec<Output>>,
+    /// What the next checkpoint barrier changes.
+    pending: Mutation,
     commands: mpsc::UnboundedReceiver<Command>,
     collect: mpsc::UnboundedReceiver<Collect>,
 }
@@ -139,7 +152,7 @@ impl BarrierManager {
             curr,
             sources: HashMap::new(),
             actors: HashSet::new(),
-            outputs: HashMap::new(),
+            pending: Mutation::default(),
             commands,
             collect,
         };
@@ -189,7 +202,7 @@ impl BarrierManager {
                     return false;
                 }
                 for (actor, senders) in outputs {
-                    self.outputs.entry(actor).or_default().extend(senders);
+                    self.pending.add_outputs.entry(actor).or_default().extend(senders);
                 }
                 waiters.push(done);
                 true
@@ -210,15 +223,19 @@ impl BarrierManager {
                 waiters.extend(done);
                 true
             }
+            Command::Throttle { job, limit, done } => {
+                self.pending.throttle.insert(job, limit);
+                waiters.push(done);
+                true
+            }
         }
     }
 
     /// Injects one checkpoint barrier, waits for every actor, and commits the epoch it ends.
     async fn checkpoint(&mut self) -> Result<Epoch> {
         let mut barrier = Barrier::checkpoint(self.curr);
-        if !self.outputs.is_empty() {
-            barrier =
-                barrier.with_mutation(Mutation::AddOutputs(std::mem::take(&mut self.outputs)));
+        if !self.pending.is_empty() {
+            barrier = barrier.with_mutation(std::mem::take(&mut self.pending));
         }
         let prev = barrier.epoch.prev;
         for (actor, tx) in &self.sources {

@@ -20,9 +20,7 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
-use crate::stream::executor::arrangement_backfill::{
-    ArrangementBackfillExecutor, BackfillConfig, BackfillStatus,
-};
+use crate::stream::executor::arrangement_backfill::{ArrangementBackfillExecutor, BackfillConfig};
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HashAggExecutor};
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
@@ -32,6 +30,7 @@ use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
+use crate::stream::progress::{BackfillStatus, BackfillWatch};
 
 /// Messages buffered between two actors.
 pub const CHANNEL_CAPACITY: usize = 16;
@@ -48,7 +47,7 @@ pub struct BuiltPlan {
     /// Outputs to attach to upstream relations' actors.
     pub outputs: HashMap<ActorId, Vec<Output>>,
     /// Progress of every backfilling actor.
-    pub backfills: Vec<watch::Receiver<BackfillStatus>>,
+    pub backfills: Vec<BackfillWatch>,
 }
 
 /// Everything building needs besides the plan.
@@ -127,7 +126,11 @@ fn build_fragment(
             let mut executors = Vec::with_capacity(n);
             for (i, receivers) in inputs.into_iter().enumerate() {
                 let (status, watcher) = watch::channel(BackfillStatus::default());
-                built.backfills.push(watcher);
+                built.backfills.push(BackfillWatch {
+                    state_table: ctx.tables[*progress].id,
+                    upstream: table.name.clone(),
+                    status: watcher,
+                });
                 let config = BackfillConfig {
                     upstream_table: table.clone(),
                     output_indices: output_indices.clone(),

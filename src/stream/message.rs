@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use tokio::sync::mpsc;
 
-use crate::catalog::{ActorId, Epoch};
+use crate::catalog::{ActorId, Epoch, TableId};
 use crate::stream::dispatch::Output;
 
 /// The change a row of a chunk makes.
@@ -111,16 +111,21 @@ pub enum BarrierKind {
 /// The sending end of a channel between two actors.
 pub type OutputSender = mpsc::Sender<Message>;
 
-/// A change to the running graph that travels with a barrier.
-#[derive(Debug, Clone)]
-pub enum Mutation {
-    /// Pause snapshot and source reads until a [`Mutation::Resume`].
-    Pause,
-    /// Resume after a [`Mutation::Pause`].
-    Resume,
+/// Changes to the running graph that travel with a barrier; each applies at that barrier.
+#[derive(Debug, Clone, Default)]
+pub struct Mutation {
     /// New downstream channels: each listed actor sends this barrier, and everything after
     /// it, to its new outputs too. This is how a new job attaches to running upstreams.
-    AddOutputs(HashMap<ActorId, Vec<Output>>),
+    pub add_outputs: HashMap<ActorId, Vec<Output>>,
+    /// New backfill rate limits, by job: rows per second per actor, `None` for no limit.
+    pub throttle: HashMap<TableId, Option<u64>>,
+}
+
+impl Mutation {
+    /// True when the mutation changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add_outputs.is_empty() && self.throttle.is_empty()
+    }
 }
 
 /// A barrier: cuts the stream into epochs.
@@ -156,9 +161,14 @@ impl Barrier {
     /// The outputs this barrier adds to `actor`.
     pub fn added_outputs(&self, actor: ActorId) -> &[Output] {
         match self.mutation.as_deref() {
-            Some(Mutation::AddOutputs(outputs)) => outputs.get(&actor).map_or(&[], Vec::as_slice),
-            _ => &[],
+            Some(m) => m.add_outputs.get(&actor).map_or(&[], Vec::as_slice),
+            None => &[],
         }
+    }
+
+    /// The backfill rate limit this barrier sets for `job`'s backfills, if it sets one.
+    pub fn throttle_of(&self, job: TableId) -> Option<Option<u64>> {
+        self.mutation.as_deref().and_then(|m| m.throttle.get(&job).copied())
     }
 
     /// True for checkpoint barriers, which end an epoch.

@@ -8,6 +8,7 @@ pub mod dispatch;
 pub mod executor;
 pub mod message;
 pub mod plan;
+pub mod progress;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;

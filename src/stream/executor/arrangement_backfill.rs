@@ -37,6 +37,7 @@ use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
+use crate::stream::progress::{BackfillStatus, RateMeter};
 
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
@@ -63,16 +64,6 @@ struct VnodeProgress {
     state: VnodeState,
     rows: u64,
     dirty: bool,
-}
-
-/// What a backfill reports to whoever waits for the job: rows read so far, and the epoch whose
-/// checkpoint recorded that every vnode is complete.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BackfillStatus {
-    /// Snapshot rows read, over all vnodes.
-    pub rows: u64,
-    /// Set once completion is persisted in this epoch's checkpoint.
-    pub finished: Option<Epoch>,
 }
 
 /// How the executor is set up.
@@ -137,6 +128,7 @@ impl Executor for ArrangementBackfillExecutor {
                         yield Message::Chunk(chunk);
                     }
                     backfill.persist(barrier.epoch.prev)?;
+                    backfill.apply_throttle(&barrier);
                     let prev = barrier.epoch.prev;
                     yield Message::Barrier(barrier);
                     if backfill.is_finished() {
@@ -190,6 +182,7 @@ struct Backfill {
     tokens: f64,
     last_refill: Instant,
     status: watch::Sender<BackfillStatus>,
+    meter: RateMeter,
     finished_persisted: bool,
 }
 
@@ -257,7 +250,7 @@ impl Backfill {
             .position(|&v| vnodes[v].state != VnodeState::Completed)
             .unwrap_or(owned.len());
         let finished_persisted = cursor == owned.len();
-        let backfill = Self {
+        let mut backfill = Self {
             store,
             config,
             progress_table,
@@ -270,6 +263,7 @@ impl Backfill {
             tokens: 0.0,
             last_refill: Instant::now(),
             status,
+            meter: RateMeter::default(),
             finished_persisted,
         };
         backfill.report(finished_persisted.then_some(Epoch(0)));
@@ -289,6 +283,17 @@ impl Backfill {
         self.read_this_epoch = 0;
         self.refill();
         Ok(())
+    }
+
+    /// Takes a new rate limit for this backfill's job from the barrier, if it carries one.
+    fn apply_throttle(&mut self, barrier: &Barrier) {
+        let Some(job) = self.config.progress_table.owner else { return };
+        if let Some(limit) = barrier.throttle_of(job) {
+            tracing::info!(%job, ?limit, "backfill rate limit changed");
+            self.config.rate_limit = limit;
+            self.tokens = 0.0;
+            self.last_refill = Instant::now();
+        }
     }
 
     fn refill(&mut self) {
@@ -472,9 +477,23 @@ impl Backfill {
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 
-    fn report(&self, finished: Option<Epoch>) {
+    fn report(&mut self, finished: Option<Epoch>) {
         let rows = self.owned.iter().map(|&v| self.vnodes[v].rows).sum();
-        self.status.send_replace(BackfillStatus { rows, finished });
+        let (rows_per_second, idle_checkpoints) = self.meter.sample(rows);
+        let units_done =
+            self.owned.iter().filter(|&&v| self.vnodes[v].state == VnodeState::Completed).count()
+                as u32;
+        self.status.send_replace(BackfillStatus {
+            rows,
+            finished,
+            rows_per_second,
+            rate_limit: self.config.rate_limit,
+            idle_checkpoints,
+            units_done,
+            units_total: self.owned.len() as u32,
+            upstream_error: None,
+            upstream_offset: None,
+        });
     }
 }
 

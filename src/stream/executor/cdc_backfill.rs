@@ -21,10 +21,12 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
 use futures::StreamExt;
+use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
@@ -38,6 +40,7 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
+use crate::stream::progress::{BackfillStatus, RateMeter};
 
 /// The extra last column of the chunks this executor emits; see [`with_unchanged`].
 pub const UNCHANGED_COLUMN: &str = "_unchanged";
@@ -63,6 +66,8 @@ pub struct CdcBackfillConfig {
     pub snapshot: bool,
     /// For early checkpoints.
     pub barrier: BarrierHandle,
+    /// Snapshot rows per second; `None` for no limit, `Some(0)` pauses the snapshot.
+    pub rate_limit: Option<u64>,
 }
 
 /// The CDC backfill of one table.
@@ -70,24 +75,33 @@ pub struct CdcBackfillExecutor {
     upstream: BoxedExecutor,
     store: Arc<Store>,
     config: CdcBackfillConfig,
+    status: watch::Sender<BackfillStatus>,
 }
 
 impl CdcBackfillExecutor {
     /// A backfill of `config.table` reading the source's change stream `upstream`.
-    pub fn new(upstream: BoxedExecutor, store: Arc<Store>, config: CdcBackfillConfig) -> Self {
-        Self { upstream, store, config }
+    pub fn new(
+        upstream: BoxedExecutor,
+        store: Arc<Store>,
+        config: CdcBackfillConfig,
+        status: watch::Sender<BackfillStatus>,
+    ) -> Self {
+        Self { upstream, store, config, status }
     }
 }
 
 impl Executor for CdcBackfillExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { upstream, store, config } = *self;
+        let Self { upstream, store, config, status } = *self;
         async_stream::try_stream! {
             let mut upstream = upstream.execute();
-            let mut backfill = CdcBackfill::load(store, config)?;
+            let mut backfill = CdcBackfill::load(store, config, status)?;
             let mut read_this_epoch = 0usize;
             loop {
-                let reading = !backfill.finished && !backfill.failed && read_this_epoch < EPOCH_ROWS;
+                let reading = !backfill.finished
+                    && !backfill.failed
+                    && read_this_epoch < EPOCH_ROWS
+                    && backfill.page_budget() > 0;
                 let msg = if reading && read_this_epoch == 0 {
                     None
                 } else if reading {
@@ -122,6 +136,8 @@ impl Executor for CdcBackfillExecutor {
                             if barrier.is_checkpoint() {
                                 backfill.persist(barrier.epoch.prev)?;
                             }
+                            backfill.apply_throttle(&barrier);
+                            backfill.refill();
                             read_this_epoch = 0;
                             backfill.failed = false;
                             yield Message::Barrier(barrier);
@@ -162,10 +178,23 @@ struct CdcBackfill {
     dirty: bool,
     /// The last page read failed; the next attempt waits for a barrier.
     failed: bool,
+    /// Why the last page read failed, until one succeeds.
+    last_error: Option<String>,
+    /// Rate-limit tokens, in rows.
+    tokens: f64,
+    last_refill: Instant,
+    status: watch::Sender<BackfillStatus>,
+    meter: RateMeter,
+    /// The epoch whose checkpoint recorded the end of the snapshot, once reported.
+    finished_epoch: Option<Epoch>,
 }
 
 impl CdcBackfill {
-    fn load(store: Arc<Store>, config: CdcBackfillConfig) -> Result<Self> {
+    fn load(
+        store: Arc<Store>,
+        config: CdcBackfillConfig,
+        status: watch::Sender<BackfillStatus>,
+    ) -> Result<Self> {
         let state = StateTable::for_relation(store, &config.state);
         let split_id = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let mut backfill = Self {
@@ -179,14 +208,67 @@ impl CdcBackfill {
             settled: None,
             last_low: 0,
             failed: false,
+            last_error: None,
             dirty: !config.snapshot,
+            tokens: 0.0,
+            last_refill: Instant::now(),
+            status,
+            meter: RateMeter::default(),
+            finished_epoch: None,
             config,
         };
         let (start, end) = backfill.state.full_range();
         if let Some((_, row)) = backfill.state.iter_range(&start, &end, 1)?.pop() {
             backfill.restore(&row)?;
+            if backfill.finished {
+                backfill.finished_epoch = Some(Epoch(0));
+            }
         }
+        backfill.report();
         Ok(backfill)
+    }
+
+    /// The most rows the next page may read (0: not now).
+    fn page_budget(&self) -> usize {
+        match self.config.rate_limit {
+            None => self.config.batch_size,
+            Some(_) => (self.tokens as usize).min(self.config.batch_size),
+        }
+    }
+
+    /// Takes a new rate limit for this table from the barrier, if it carries one.
+    fn apply_throttle(&mut self, barrier: &crate::stream::message::Barrier) {
+        if let Some(limit) = barrier.throttle_of(self.config.table.id) {
+            tracing::info!(table = %self.config.table.name, ?limit, "backfill rate limit changed");
+            self.config.rate_limit = limit;
+            self.tokens = 0.0;
+            self.last_refill = Instant::now();
+        }
+    }
+
+    /// Adds the tokens earned since the last refill, up to one second's worth.
+    fn refill(&mut self) {
+        let Some(rate) = self.config.rate_limit else { return };
+        let elapsed = self.last_refill.elapsed().as_secs_f64();
+        self.last_refill = Instant::now();
+        self.tokens = (self.tokens + rate as f64 * elapsed).min(rate.max(1) as f64);
+    }
+
+    /// Publishes the backfill's status.
+    fn report(&mut self) {
+        let (rows_per_second, idle_checkpoints) = self.meter.sample(self.rows);
+        let done = self.finished_epoch.is_some();
+        self.status.send_replace(BackfillStatus {
+            rows: self.rows,
+            finished: self.finished_epoch,
+            rows_per_second,
+            rate_limit: self.config.rate_limit,
+            idle_checkpoints,
+            units_done: u32::from(done),
+            units_total: 1,
+            upstream_error: self.last_error.clone(),
+            upstream_offset: (self.last_low > 0).then(|| format_lsn(self.last_low)),
+        });
     }
 
     /// Restores the persisted progress: changes to rows up to the cursor all apply.
@@ -234,6 +316,7 @@ impl CdcBackfill {
                 tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
                 self.client = None;
                 self.failed = true;
+                self.last_error = Some(e.to_string());
                 Ok((None, 0))
             }
             Err(e) => Err(e),
@@ -241,7 +324,7 @@ impl CdcBackfill {
     }
 
     async fn try_read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
-        let batch = self.config.batch_size;
+        let batch = self.page_budget().max(1);
         let low = current_lsn(self.client().await?).await?;
         let cursor = self.cursor.as_ref().map(|(text, _)| text.clone());
         let upstream = self.config.upstream.clone();
@@ -258,6 +341,10 @@ impl CdcBackfill {
         );
         self.dirty = true;
         self.last_low = low;
+        self.last_error = None;
+        if self.config.rate_limit.is_some() {
+            self.tokens -= n.max(1) as f64;
+        }
         if n < batch {
             self.finished = true;
             self.config.barrier.request_checkpoint();
@@ -407,6 +494,10 @@ impl CdcBackfill {
             self.dirty = false;
         }
         self.state.commit(epoch);
+        if self.finished && self.finished_epoch.is_none() {
+            self.finished_epoch = Some(epoch);
+        }
+        self.report();
         Ok(())
     }
 }
@@ -450,6 +541,11 @@ fn cast_text(text: &ArrayRef, to: &arrow::datatypes::DataType) -> Result<ArrayRe
         }
         other => Ok(arrow::compute::cast(text, other)?),
     }
+}
+
+/// A WAL position as Postgres prints it (`16/B374D848`).
+pub fn format_lsn(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
 }
 
 fn decode_hex(text: &str) -> Vec<u8> {

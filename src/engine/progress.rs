@@ -1,0 +1,543 @@
+//! Jobs still creating: their progress, background DDL, `SHOW JOBS`, `WAIT`, `CANCEL JOBS`.
+//!
+//! A view or CDC table is *creating* from its `CREATE` until its backfill has finished and that
+//! is committed; its catalog entry carries [`CreatingInfo`] meanwhile, so a creating job is
+//! resumed (from its persisted progress) after a restart. The [`ProgressTracker`] holds one
+//! [`CreatingJob`] per such job with the status channels of its backfill executors; a monitor
+//! task per job waits for them to finish, clears the catalog mark and wakes whoever waits (the
+//! foreground `CREATE`, `WAIT`).
+//!
+//! Progress is rows read by the backfills over the upstream's row count: the key count of a
+//! Sluice upstream, `pg_class.reltuples` (or `count(*)` when never analyzed) of a Postgres one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::engine::session::text_rows;
+use crate::engine::{CommandTag, Engine, Output};
+use crate::error::{Error, Result};
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::Store;
+use crate::stream::executor::cdc_backfill::format_lsn;
+use crate::stream::progress::{BackfillStatus, BackfillWatch};
+use arrow::array::AsArray;
+
+/// Checkpoints in a row without a snapshot row read after which a backfill counts as starved.
+pub const STARVED_CHECKPOINTS: u32 = 5;
+
+/// How a creating job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Its backfill finished and it is created.
+    Finished,
+    /// It was dropped or cancelled, or its actors stopped.
+    Stopped,
+}
+
+/// One job still creating.
+pub struct CreatingJob {
+    /// The job's relation.
+    pub id: TableId,
+    /// The relation's name.
+    pub name: String,
+    /// The statement that created it.
+    pub statement: String,
+    /// A CDC table (else a materialized view).
+    pub is_cdc: bool,
+    /// How and when it was started.
+    pub info: CreatingInfo,
+    /// Its backfill executors.
+    pub backfills: Vec<BackfillWatch>,
+    /// Rows its backfills had read when the job (re)started, from their state tables.
+    persisted_rows: u64,
+    /// The upstream row count behind each backfill state table, once known.
+    totals: Mutex<HashMap<TableId, u64>>,
+    end: watch::Sender<Option<JobEnd>>,
+}
+
+/// A job's progress at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobProgress {
+    /// Snapshot rows read.
+    pub rows_done: u64,
+    /// Rows to read, once counted.
+    pub rows_total: Option<u64>,
+    /// Read rate over the last seconds.
+    pub rows_per_second: f64,
+    /// Seconds left at the current rate.
+    pub eta_seconds: Option<f64>,
+    /// `running`, `paused`, `throttled`, `waiting for upstream: ..` or `starved`.
+    pub status: String,
+    /// `12.34% (1234/10000)`, below 100% until the job is created.
+    pub progress: String,
+}
+
+/// The progress of one fragment (one backfilling scan) of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FragmentProgress {
+    /// The scan's state table.
+    pub state_table: TableId,
+    /// What it reads.
+    pub upstream: String,
+    /// Its actors.
+    pub actors: usize,
+    /// Rows read.
+    pub rows_done: u64,
+    /// Rows of the upstream, once counted.
+    pub rows_total: Option<u64>,
+    /// Vnodes (or splits) done, and in all.
+    pub units_done: u32,
+    /// See `units_done`.
+    pub units_total: u32,
+    /// Rows per second.
+    pub rows_per_second: f64,
+    /// The upstream position reached (CDC).
+    pub upstream_offset: Option<String>,
+}
+
+impl CreatingJob {
+    fn statuses(&self) -> Vec<BackfillStatus> {
+        self.backfills.iter().map(|b| b.status.borrow().clone()).collect()
+    }
+
+    /// The upstream rows to read, if every upstream has been counted.
+    fn total(&self) -> Option<u64> {
+        let totals = self.totals.lock();
+        let tables: HashSet<TableId> = self.backfills.iter().map(|b| b.state_table).collect();
+        tables.iter().map(|t| totals.get(t).copied()).sum()
+    }
+
+    /// The job's progress; `rate_limit` is the limit now set for it.
+    pub fn progress(&self, rate_limit: Option<u64>) -> JobProgress {
+        let statuses = self.statuses();
+        let rows_done = statuses.iter().map(|s| s.rows).sum::<u64>().max(self.persisted_rows);
+        let rows_per_second =
+            (statuses.iter().map(|s| s.rows_per_second).sum::<f64>() * 10.0).round() / 10.0;
+        let rows_total = self.total();
+        let unfinished: Vec<&BackfillStatus> =
+            statuses.iter().filter(|s| s.finished.is_none()).collect();
+        let status = if let Some(error) = unfinished.iter().find_map(|s| s.upstream_error.clone()) {
+            format!("waiting for upstream: {error}")
+        } else if rate_limit == Some(0) && !unfinished.is_empty() {
+            "paused".to_owned()
+        } else if !unfinished.is_empty()
+            && unfinished.iter().all(|s| s.idle_checkpoints >= STARVED_CHECKPOINTS)
+        {
+            "starved".to_owned()
+        } else if rate_limit.is_some() && !unfinished.is_empty() {
+            "throttled".to_owned()
+        } else {
+            "running".to_owned()
+        };
+        let eta_seconds = match rows_total {
+            Some(total) if rows_per_second > 0.0 => {
+                Some(total.saturating_sub(rows_done) as f64 / rows_per_second)
+            }
+            Some(total) if rows_done >= total => Some(0.0),
+            _ => None,
+        };
+        JobProgress {
+            rows_done,
+            rows_total,
+            rows_per_second,
+            eta_seconds,
+            status,
+            progress: progress_text(rows_done, rows_total),
+        }
+    }
+
+    /// Progress per backfilling scan, in state-table order.
+    pub fn fragments(&self) -> Vec<FragmentProgress> {
+        let totals = self.totals.lock().clone();
+        let mut by_table: BTreeMap<TableId, FragmentProgress> = BTreeMap::new();
+        for backfill in &self.backfills {
+            let status = backfill.status.borrow().clone();
+            let entry = by_table.entry(backfill.state_table).or_insert_with(|| FragmentProgress {
+                state_table: backfill.state_table,
+                upstream: backfill.upstream.clone(),
+                actors: 0,
+                rows_done: 0,
+                rows_total: totals.get(&backfill.state_table).copied(),
+                units_done: 0,
+                units_total: 0,
+                rows_per_second: 0.0,
+                upstream_offset: None,
+            });
+            entry.actors += 1;
+            entry.rows_done += status.rows;
+            entry.units_done += status.units_done;
+            entry.units_total += status.units_total;
+            entry.rows_per_second += status.rows_per_second;
+            entry.upstream_offset = entry.upstream_offset.take().or(status.upstream_offset);
+        }
+        by_table.into_values().collect()
+    }
+
+    /// Waits until the job is created or stopped.
+    pub async fn wait(&self) -> JobEnd {
+        let mut end = self.end.subscribe();
+        match end.wait_for(Option::is_some).await {
+            Ok(end) => end.expect("waited for it"),
+            Err(_) => JobEnd::Stopped,
+        }
+    }
+}
+
+/// `12.34% (1234/10000)`, capped at 99.99% while the job is creating.
+fn progress_text(done: u64, total: Option<u64>) -> String {
+    match total {
+        Some(total) if total > 0 => {
+            let percent = (done as f64 * 100.0 / total as f64).min(99.99);
+            format!("{percent:.2}% ({done}/{total})")
+        }
+        Some(_) if done == 0 => "0.00% (0/0)".to_owned(),
+        Some(_) => format!("99.99% ({done}/0)"),
+        None => format!("{done} rows (total unknown yet)"),
+    }
+}
+
+/// Every job still creating.
+pub struct ProgressTracker {
+    jobs: Mutex<BTreeMap<TableId, Arc<CreatingJob>>>,
+    count: watch::Sender<usize>,
+}
+
+impl Default for ProgressTracker {
+    fn default() -> Self {
+        Self { jobs: Mutex::default(), count: watch::Sender::new(0) }
+    }
+}
+
+impl ProgressTracker {
+    /// The creating job of relation `id`.
+    pub fn get(&self, id: TableId) -> Option<Arc<CreatingJob>> {
+        self.jobs.lock().get(&id).cloned()
+    }
+
+    /// Every creating job, oldest first.
+    pub fn jobs(&self) -> Vec<Arc<CreatingJob>> {
+        self.jobs.lock().values().cloned().collect()
+    }
+
+    /// The progress text of relation `id` while it is creating.
+    pub fn progress_text(&self, id: TableId) -> Option<String> {
+        self.get(id).map(|job| job.progress(None).progress)
+    }
+
+    fn insert(&self, job: Arc<CreatingJob>) {
+        let mut jobs = self.jobs.lock();
+        jobs.insert(job.id, job);
+        self.count.send_replace(jobs.len());
+    }
+
+    fn end(&self, job: &CreatingJob, end: JobEnd) {
+        let mut jobs = self.jobs.lock();
+        jobs.remove(&job.id);
+        self.count.send_replace(jobs.len());
+        job.end.send_replace(Some(end));
+    }
+
+    /// Waits until no job is creating.
+    pub async fn wait_all(&self) {
+        let mut count = self.count.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Engine {
+    /// Follows a creating job: registers it with the tracker, counts its upstream rows, and
+    /// spawns the monitor that marks it created once its backfill is committed.
+    pub(crate) fn track_job(
+        &self,
+        relation: &TableCatalog,
+        backfills: Vec<BackfillWatch>,
+    ) -> Result<Arc<CreatingJob>> {
+        let info = relation.creating.expect("only creating jobs are tracked");
+        let mut persisted_rows = 0;
+        let state_tables: HashSet<TableId> = backfills.iter().map(|b| b.state_table).collect();
+        for id in &state_tables {
+            if let Some(table) = self.catalog.table_by_id(*id) {
+                persisted_rows += persisted_progress(&self.store, &table)?.rows;
+            }
+        }
+        let statement = match relation.kind {
+            RelationKind::MaterializedView => {
+                format!("CREATE MATERIALIZED VIEW {} AS {}", relation.name, relation.definition)
+            }
+            _ => relation.definition.clone(),
+        };
+        let job = Arc::new(CreatingJob {
+            id: relation.id,
+            name: relation.name.clone(),
+            statement,
+            is_cdc: relation.cdc.is_some(),
+            info,
+            backfills,
+            persisted_rows,
+            totals: Mutex::default(),
+            end: watch::Sender::new(None),
+        });
+        self.tracker.insert(job.clone());
+        tokio::spawn(monitor(
+            job.clone(),
+            self.tracker.clone(),
+            self.catalog.clone(),
+            self.store.clone(),
+        ));
+        tokio::spawn(count_upstreams(job.clone(), relation.clone(), self.catalog.clone(), {
+            self.store.clone()
+        }));
+        Ok(job)
+    }
+
+    /// Waits for a job started by a foreground `CREATE`; a job that stops without finishing
+    /// was cancelled (its relation is gone) or failed.
+    pub(crate) async fn wait_created(&self, job: &CreatingJob) -> Result<()> {
+        match job.wait().await {
+            JobEnd::Finished => Ok(()),
+            JobEnd::Stopped if self.catalog.table_by_id(job.id).is_none() => Err(Error::Canceled(
+                format!("the creation of \"{}\" was cancelled (CANCEL JOBS or DROP)", job.name),
+            )),
+            JobEnd::Stopped => Err(Error::Stream(format!(
+                "the job of \"{}\" stopped before it finished",
+                job.name
+            ))),
+        }
+    }
+
+    /// `SHOW JOBS`: the jobs still creating.
+    pub(crate) fn show_jobs(&self) -> Output {
+        let rows = self
+            .tracker
+            .jobs()
+            .iter()
+            .map(|job| {
+                let limit = self.catalog.table_by_id(job.id).and_then(|t| t.backfill_rate_limit);
+                vec![
+                    job.id.0.to_string(),
+                    job.statement.clone(),
+                    create_type(&job.info).to_owned(),
+                    job.progress(limit).progress,
+                ]
+            })
+            .collect();
+        text_rows(&["Id", "Statement", "Create Type", "Progress"], rows)
+    }
+
+    /// `WAIT`: returns once no job is creating.
+    pub(crate) async fn wait_jobs(&self) -> Result<Output> {
+        self.tracker.wait_all().await;
+        Ok(Output::Command(CommandTag::new("WAIT")))
+    }
+
+    /// `CANCEL JOBS id, ..`: drops each creating job with its state; lists the cancelled ids.
+    pub(crate) async fn cancel_jobs(&self, ids: &[u32]) -> Result<Output> {
+        let mut jobs = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let job = self.tracker.get(TableId(id)).ok_or_else(|| {
+                Error::InvalidStatement(format!(
+                    "job {id} does not exist or has finished; SHOW JOBS lists the running ones"
+                ))
+            })?;
+            jobs.push(job);
+        }
+        let mut cancelled = Vec::new();
+        for job in jobs {
+            let _ddl = self.ddl_lock.lock().await;
+            if let Some(relation) = self.catalog.table_by_id(job.id) {
+                self.drop_with_dependents(&relation).await?;
+                cancelled.push(vec![job.id.0.to_string()]);
+            }
+        }
+        Ok(text_rows(&["Id"], cancelled))
+    }
+}
+
+/// `FOREGROUND` or `BACKGROUND`.
+pub fn create_type(info: &CreatingInfo) -> &'static str {
+    if info.background { "BACKGROUND" } else { "FOREGROUND" }
+}
+
+/// Waits for every backfill of `job` to finish and that to be committed, then marks the
+/// relation created.
+async fn monitor(
+    job: Arc<CreatingJob>,
+    tracker: Arc<ProgressTracker>,
+    catalog: Arc<Catalog>,
+    store: Arc<Store>,
+) {
+    let mut finished = Epoch(0);
+    for backfill in &job.backfills {
+        let mut status = backfill.status.clone();
+        match status.wait_for(|s| s.finished.is_some()).await {
+            Ok(s) => finished = finished.max(s.finished.expect("waited for it")),
+            Err(_) => return tracker.end(&job, JobEnd::Stopped),
+        }
+    }
+    let mut committed = store.subscribe_committed();
+    if committed.wait_for(|c| *c >= finished).await.is_err() {
+        return tracker.end(&job, JobEnd::Stopped);
+    }
+    match catalog.update_table(job.id, |t| t.creating = None) {
+        Ok(Some(_)) => {
+            tracing::info!(relation = %job.name, id = %job.id, "created");
+            tracker.end(&job, JobEnd::Finished);
+        }
+        Ok(None) => tracker.end(&job, JobEnd::Stopped),
+        Err(e) => {
+            tracing::error!(relation = %job.name, error = %e, "marking the job created failed");
+            tracker.end(&job, JobEnd::Stopped);
+        }
+    }
+}
+
+/// Counts the rows each backfill of `job` has to read.
+async fn count_upstreams(
+    job: Arc<CreatingJob>,
+    relation: TableCatalog,
+    catalog: Arc<Catalog>,
+    store: Arc<Store>,
+) {
+    let mut seen = HashSet::new();
+    for backfill in &job.backfills {
+        if !seen.insert(backfill.state_table) {
+            continue;
+        }
+        let count = match &relation.cdc {
+            Some(cdc) => count_postgres(&catalog, cdc).await,
+            None => match catalog.table_by_name(&backfill.upstream) {
+                Some(upstream) => {
+                    let store = store.clone();
+                    tokio::task::spawn_blocking(move || count_keys(&store, &upstream))
+                        .await
+                        .unwrap_or_else(|e| Err(Error::Stream(e.to_string())))
+                }
+                None => continue,
+            },
+        };
+        match count {
+            Ok(n) => {
+                job.totals.lock().insert(backfill.state_table, n);
+            }
+            Err(e) => tracing::warn!(job = %job.name, error = %e, "counting the upstream rows"),
+        }
+    }
+}
+
+/// The number of rows `table` holds in the last committed epoch.
+fn count_keys(store: &Arc<Store>, table: &TableCatalog) -> Result<u64> {
+    let state = StateTable::for_relation(store.clone(), table);
+    let (start, end) = state.full_range();
+    let mut n = 0u64;
+    store.snapshot().scan(&start, &end, usize::MAX, |_, _| {
+        n += 1;
+        Ok(())
+    })?;
+    Ok(n)
+}
+
+/// The row estimate of a Postgres upstream table: `reltuples`, or `count(*)` when the table was
+/// never analyzed.
+async fn count_postgres(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -> Result<u64> {
+    let source = catalog
+        .sources()
+        .into_iter()
+        .find(|s| s.id == cdc.source)
+        .ok_or_else(|| Error::Stream("the source is gone".into()))?;
+    let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+    let client = config.connect().await?;
+    let qualified = format!(
+        "{}.{}",
+        crate::connector::postgres_cdc::quote_ident(&cdc.schema),
+        crate::connector::postgres_cdc::quote_ident(&cdc.table)
+    );
+    let upstream = |e: tokio_postgres::Error| Error::Upstream {
+        code: "08006",
+        message: format!("counting the rows of {qualified}: {e}"),
+    };
+    let row = client
+        .query_one("SELECT reltuples::float8 FROM pg_class WHERE oid = $1::regclass", &[&qualified])
+        .await
+        .map_err(upstream)?;
+    let estimate: f64 = row.get(0);
+    if estimate >= 0.0 {
+        return Ok(estimate as u64);
+    }
+    let row = client
+        .query_one(&format!("SELECT count(*) FROM {qualified}"), &[])
+        .await
+        .map_err(upstream)?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
+/// What a backfill state table holds, as committed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PersistedProgress {
+    /// The sum of `row_count`.
+    pub rows: u64,
+    /// Rows with `backfill_finished`, and rows in all (vnodes started, or the one split).
+    pub units_finished: u32,
+    /// See `units_finished`.
+    pub units: u32,
+    /// The upstream position of a CDC backfill, as Postgres prints an LSN.
+    pub offset: Option<String>,
+}
+
+/// Reads a backfill state table's committed progress.
+pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<PersistedProgress> {
+    let position = |name: &str| table.columns.iter().position(|c| c.name == name);
+    let (Some(rows), Some(finished)) = (position("row_count"), position("backfill_finished"))
+    else {
+        return Ok(PersistedProgress::default());
+    };
+    let mut projection = vec![rows, finished];
+    projection.extend(position("cdc_offset"));
+    let state = StateTable::for_relation(store.clone(), table);
+    let (start, end) = state.full_range();
+    let types = table.types();
+    let mut decoder = RowDecoder::new(&types, &projection, 256);
+    for (_, value) in state.iter_range(&start, &end, usize::MAX)? {
+        decoder.push(&value)?;
+    }
+    let columns = decoder.finish();
+    let counts = columns[0].as_primitive::<arrow::datatypes::Int64Type>();
+    let flags = columns[1].as_boolean();
+    let offset = columns.get(2).and_then(|c| {
+        let text = c.as_string::<i32>();
+        let json = text.iter().flatten().last()?;
+        let value: serde_json::Value = serde_json::from_str(json).ok()?;
+        let lsn = value.get("Postgres")?.get("lsn")?.as_u64()?;
+        (lsn > 0).then(|| format_lsn(lsn))
+    });
+    Ok(PersistedProgress {
+        rows: counts.iter().flatten().map(|n| n.max(0) as u64).sum(),
+        units_finished: flags.iter().filter(|f| *f == Some(true)).count() as u32,
+        units: counts.len() as u32,
+        offset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_capped_below_100_percent() {
+        assert_eq!(progress_text(1234, Some(10000)), "12.34% (1234/10000)");
+        assert_eq!(progress_text(12000, Some(10000)), "99.99% (12000/10000)");
+        assert_eq!(progress_text(10000, Some(10000)), "99.99% (10000/10000)");
+        assert!(progress_text(5, None).starts_with("5 rows"));
+    }
+}

@@ -1,0 +1,94 @@
+//! What backfill executors report about themselves while they run.
+//!
+//! Every backfill (of a view's stream scan or of a CDC table) owns a `watch` channel of
+//! [`BackfillStatus`]. The executor updates it at each barrier; the engine's progress tracker
+//! reads the latest value when a user asks (`rw_ddl_progress`, `SHOW JOBS`) and waits on it to
+//! learn when a job has finished.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::catalog::{Epoch, TableId};
+
+/// How long a window the read rate is averaged over.
+const RATE_WINDOW: Duration = Duration::from_secs(5);
+
+/// One backfill's latest state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackfillStatus {
+    /// Snapshot rows read, over everything this executor backfills.
+    pub rows: u64,
+    /// Set once completion is persisted, to the epoch whose checkpoint recorded it.
+    pub finished: Option<Epoch>,
+    /// Snapshot rows read per second, averaged over the last few seconds.
+    pub rows_per_second: f64,
+    /// The rate limit in effect (rows per second); `None` for none.
+    pub rate_limit: Option<u64>,
+    /// Checkpoints in a row that read no snapshot row although the backfill is not done.
+    pub idle_checkpoints: u32,
+    /// Units (vnodes of a view's scan, splits of a CDC table) completed, and owned.
+    pub units_done: u32,
+    /// See `units_done`.
+    pub units_total: u32,
+    /// The last error of the upstream, while snapshot reads fail.
+    pub upstream_error: Option<String>,
+    /// The upstream position the backfill has reached, for CDC backfills (a Postgres LSN).
+    pub upstream_offset: Option<String>,
+}
+
+/// Where the engine watches one backfill executor.
+#[derive(Debug, Clone)]
+pub struct BackfillWatch {
+    /// The backfill's state table (one per scan of a job, shared by its actors).
+    pub state_table: TableId,
+    /// What it reads: the upstream relation's name, or the upstream table for CDC.
+    pub upstream: String,
+    /// The executor's latest status.
+    pub status: watch::Receiver<BackfillStatus>,
+}
+
+/// Measures a read rate from the running row count, sampled at barriers.
+#[derive(Debug, Default)]
+pub struct RateMeter {
+    samples: VecDeque<(Instant, u64)>,
+    idle: u32,
+}
+
+impl RateMeter {
+    /// Records the row count at a checkpoint; returns the rate over the window and how many
+    /// checkpoints in a row saw no new row.
+    pub fn sample(&mut self, rows: u64) -> (f64, u32) {
+        let now = Instant::now();
+        match self.samples.back() {
+            Some(&(_, last)) if last == rows => self.idle = self.idle.saturating_add(1),
+            _ => self.idle = 0,
+        }
+        self.samples.push_back((now, rows));
+        while self.samples.len() > 2 && now.duration_since(self.samples[1].0) >= RATE_WINDOW {
+            self.samples.pop_front();
+        }
+        let (start, first) = self.samples[0];
+        let secs = now.duration_since(start).as_secs_f64();
+        let rate = if secs > 0.0 { rows.saturating_sub(first) as f64 / secs } else { 0.0 };
+        (rate, self.idle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_idle_checkpoints_and_measures_a_rate() {
+        let mut meter = RateMeter::default();
+        assert_eq!(meter.sample(0), (0.0, 0));
+        std::thread::sleep(Duration::from_millis(20));
+        let (rate, idle) = meter.sample(100);
+        assert!(rate > 0.0 && idle == 0, "{rate} {idle}");
+        assert_eq!(meter.sample(100).1, 1);
+        assert_eq!(meter.sample(100).1, 2);
+        assert_eq!(meter.sample(101).1, 0);
+    }
+}
