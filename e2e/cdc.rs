@@ -497,3 +497,99 @@ async fn crash_and_restart(upstream: &mut Upstream, server: &mut Sluice) -> anyh
     ensure!(total < 150_000, "the snapshot read {total} rows: it restarted instead of resuming");
     Ok(())
 }
+
+#[tokio::test]
+async fn cdc_backfill_is_listed_in_ddl_progress() -> anyhow::Result<()> {
+    let mut upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = cdc_progress(&mut upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// The `(rows_done, rows_total, status, progress)` of the creating job of table `items`.
+async fn items_progress(
+    client: &Client,
+) -> anyhow::Result<Option<(i64, Option<i64>, String, String)>> {
+    let rows = text_rows(
+        client,
+        "SELECT rows_done, rows_total, status, progress FROM rw_catalog.rw_ddl_progress \
+         WHERE ddl_statement LIKE 'CREATE TABLE items%'",
+    )
+    .await?;
+    let Some(row) = rows.into_iter().next() else { return Ok(None) };
+    let done = row[0].as_deref().unwrap_or("0").parse()?;
+    let total = row[1].as_deref().map(str::parse).transpose()?;
+    Ok(Some((done, total, row[2].clone().unwrap_or_default(), row[3].clone().unwrap_or_default())))
+}
+
+async fn cdc_progress(upstream: &mut Upstream, server: &Sluice) -> anyhow::Result<()> {
+    use std::time::Duration;
+
+    use crate::harness::retry_until;
+
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE items (id bigint PRIMARY KEY, v int);
+         INSERT INTO items SELECT i, i FROM generate_series(1, 20000) AS i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    client
+        .batch_execute(
+            "SET background_ddl = true; SET backfill_rate_limit = 1000;
+             CREATE TABLE items (*) WITH (snapshot.batch_size = '200') FROM pg TABLE 'public.items'",
+        )
+        .await?;
+    // Listed with the upstream's row count, throttled, moving.
+    let (done, total, status, progress) = retry_until(Duration::from_secs(30), || async {
+        let all = text_rows(&client, "SELECT * FROM rw_catalog.rw_ddl_progress").await?;
+        let p = items_progress(&client).await?.with_context(|| format!("not listed: {all:?}"))?;
+        ensure!(p.0 > 0 && p.1.is_some(), "not moving yet: {p:?}");
+        Ok(p)
+    })
+    .await?;
+    let total = total.expect("checked");
+    ensure!((19_000..=21_000).contains(&total), "rows_total {total} for 20000 upstream rows");
+    ensure!(status == "throttled", "status {status}");
+    ensure!(progress.ends_with(&format!("({done}/{total})")), "{progress}");
+    let cdc = text_rows(
+        &client,
+        "SELECT upstream_table, split_total_count, split_backfilled_count, backfill_finished, \
+         slot_lag_bytes IS NOT NULL FROM rw_catalog.rw_cdc_progress WHERE table_name = 'items'",
+    )
+    .await?;
+    let expected = ["public.items", "1", "0", "f", "t"].map(|s| Some(s.to_owned())).to_vec();
+    ensure!(cdc == vec![expected], "{cdc:?}");
+
+    // The upstream goes away: the status says so and why; it comes back: the snapshot goes on.
+    upstream.stop().await?;
+    let status = retry_until(Duration::from_secs(30), || async {
+        let (_, _, status, _) = items_progress(&client).await?.context("items is gone")?;
+        ensure!(status.starts_with("waiting for upstream"), "status {status}");
+        Ok(status)
+    })
+    .await?;
+    ensure!(status.len() > "waiting for upstream: ".len(), "no reason given: {status}");
+    upstream.resume().await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute("UPDATE items SET v = -v WHERE id % 100 = 0").await?;
+
+    // Full speed; WAIT returns once the snapshot is done, then the table equals the upstream.
+    client.batch_execute("ALTER TABLE items SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
+    tokio::time::timeout(Duration::from_secs(120), client.batch_execute("WAIT"))
+        .await
+        .context("WAIT did not return")??;
+    ensure!(items_progress(&client).await?.is_none(), "still listed after WAIT");
+    let cdc = text_rows(
+        &client,
+        "SELECT split_backfilled_count, backfill_finished, rows_done FROM rw_catalog.rw_cdc_progress",
+    )
+    .await?;
+    let finished = &cdc[0];
+    ensure!(finished[0].as_deref() == Some("1") && finished[1].as_deref() == Some("t"), "{cdc:?}");
+    let rows: i64 = finished[2].as_deref().unwrap_or("0").parse()?;
+    ensure!(rows >= 20_000, "the snapshot read {rows} rows of 20000");
+    assert_converges(&client, &up, "SELECT id, v FROM items", "SELECT id, v FROM items").await
+}

@@ -11,6 +11,7 @@ mod cdc;
 mod clients;
 mod crash;
 mod harness;
+mod jobs;
 mod mv;
 mod psycopg;
 mod slt;

@@ -150,6 +150,11 @@ impl Upstream {
     /// port, waiting until it accepts a session. Open sessions are closed by the server.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.stop().await?;
+        self.resume().await
+    }
+
+    /// Starts the server again after [`Upstream::stop`], on the same data directory and port.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
         match self.launch().await? {
             Started::Ready => Ok(()),
             Started::Exited(status) => {
@@ -242,7 +247,7 @@ impl Upstream {
     }
 
     /// Fast shutdown: SIGINT to the postmaster, then waits for it to exit.
-    async fn stop(&mut self) -> anyhow::Result<()> {
+    pub async fn stop(&mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };

@@ -64,7 +64,6 @@ impl Engine {
             CreatingInfo { background: session.background_ddl()?, initialized_at_ms: now_ms() };
         let definition = view.query.to_string();
         let plan = self.plan_view(&definition).await?;
-        self.check_view_inputs(&plan.root)?;
         let parallelism = session.streaming_parallelism()?;
         let view =
             self.register_view(name, definition, &plan, rate_limit, parallelism, creating)?;
@@ -93,21 +92,6 @@ impl Engine {
                 Err(e)
             }
         }
-    }
-
-    /// Refuses views over internal tables, which are read-only snapshots of operator state.
-    fn check_view_inputs(&self, root: &StreamNode) -> Result<()> {
-        for id in scanned_relations(root) {
-            if let Some(table) = self.catalog.table_by_id(id)
-                && table.kind == RelationKind::Internal
-            {
-                return Err(Error::WrongObjectType(format!(
-                    "\"{}\" is an internal table: it can be queried but not used in a view",
-                    table.name
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// Writes the catalog entries of a new view and its internal tables.

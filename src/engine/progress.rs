@@ -305,16 +305,18 @@ impl Engine {
     /// Waits for a job started by a foreground `CREATE`; a job that stops without finishing
     /// was cancelled (its relation is gone) or failed.
     pub(crate) async fn wait_created(&self, job: &CreatingJob) -> Result<()> {
-        match job.wait().await {
-            JobEnd::Finished => Ok(()),
-            JobEnd::Stopped if self.catalog.table_by_id(job.id).is_none() => Err(Error::Canceled(
-                format!("the creation of \"{}\" was cancelled (CANCEL JOBS or DROP)", job.name),
-            )),
-            JobEnd::Stopped => Err(Error::Stream(format!(
-                "the job of \"{}\" stopped before it finished",
-                job.name
-            ))),
+        if job.wait().await == JobEnd::Finished {
+            return Ok(());
         }
+        // A drop stops the job before it removes the catalog entries; wait until it is done.
+        let _ddl = self.ddl_lock.lock().await;
+        if self.catalog.table_by_id(job.id).is_none() {
+            return Err(Error::Canceled(format!(
+                "the creation of \"{}\" was cancelled (CANCEL JOBS or DROP)",
+                job.name
+            )));
+        }
+        Err(Error::Stream(format!("the job of \"{}\" stopped before it finished", job.name)))
     }
 
     /// `SHOW JOBS`: the jobs still creating.
@@ -468,7 +470,10 @@ async fn count_postgres(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -
         message: format!("counting the rows of {qualified}: {e}"),
     };
     let row = client
-        .query_one("SELECT reltuples::float8 FROM pg_class WHERE oid = $1::regclass", &[&qualified])
+        .query_one(
+            "SELECT reltuples::float8 FROM pg_class WHERE oid = $1::text::regclass",
+            &[&qualified],
+        )
         .await
         .map_err(upstream)?;
     let estimate: f64 = row.get(0);

@@ -147,7 +147,9 @@ impl Planner<'_> {
             .table_by_name(name)
             .ok_or_else(|| Error::UnknownRelation { kind: "relation", name: name.to_owned() })?;
         if table.kind == RelationKind::Internal {
-            return Err(unsupported!("a materialized view over the internal table {name}"));
+            return Err(Error::WrongObjectType(format!(
+                "\"{name}\" is an internal table: it can be queried but not used in a view"
+            )));
         }
         let visible = table.visible_indices();
         let mut output: Vec<usize> = match projection {
