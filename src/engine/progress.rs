@@ -538,6 +538,61 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
 mod tests {
     use super::*;
 
+    /// A job of `n` backfills whose status senders the test drives.
+    fn job(n: usize) -> (CreatingJob, Vec<watch::Sender<BackfillStatus>>) {
+        let mut senders = Vec::new();
+        let backfills = (0..n)
+            .map(|_| {
+                let (tx, rx) = watch::channel(BackfillStatus::default());
+                senders.push(tx);
+                BackfillWatch { state_table: TableId(10), upstream: "t".into(), status: rx }
+            })
+            .collect();
+        let job = CreatingJob {
+            id: TableId(1),
+            name: "v".into(),
+            statement: "CREATE MATERIALIZED VIEW v AS SELECT 1".into(),
+            is_cdc: false,
+            info: CreatingInfo { background: true, initialized_at_ms: 0 },
+            backfills,
+            persisted_rows: 10,
+            totals: Mutex::new(HashMap::from([(TableId(10), 1000)])),
+            end: watch::Sender::new(None),
+        };
+        (job, senders)
+    }
+
+    #[test]
+    fn statuses_say_why_a_job_does_not_move() {
+        let (job, senders) = job(2);
+        // Before the actors report, the persisted rows count.
+        let p = job.progress(None);
+        assert_eq!((p.rows_done, p.rows_total, p.status.as_str()), (10, Some(1000), "running"));
+        assert_eq!(p.progress, "1.00% (10/1000)");
+        let moving = BackfillStatus { rows: 200, rows_per_second: 100.0, ..Default::default() };
+        senders[0].send_replace(moving.clone());
+        senders[1].send_replace(moving.clone());
+        let p = job.progress(None);
+        assert_eq!((p.rows_done, p.rows_per_second, p.eta_seconds), (400, 200.0, Some(3.0)));
+        assert_eq!(job.progress(Some(100)).status, "throttled");
+        assert_eq!(job.progress(Some(0)).status, "paused");
+        // Starved only when every unfinished backfill is idle.
+        let idle = BackfillStatus { idle_checkpoints: STARVED_CHECKPOINTS, ..moving.clone() };
+        senders[0].send_replace(idle.clone());
+        assert_eq!(job.progress(None).status, "running");
+        senders[1].send_replace(idle.clone());
+        assert_eq!(job.progress(None).status, "starved");
+        // A finished backfill is never the reason.
+        senders[1].send_replace(BackfillStatus { finished: Some(Epoch(3)), ..idle.clone() });
+        assert_eq!(job.progress(None).status, "starved");
+        let failing = BackfillStatus { upstream_error: Some("connection refused".into()), ..idle };
+        senders[0].send_replace(failing);
+        assert_eq!(job.progress(Some(0)).status, "waiting for upstream: connection refused");
+        let fragments = job.fragments();
+        assert_eq!(fragments.len(), 1);
+        assert_eq!((fragments[0].actors, fragments[0].rows_total), (2, Some(1000)));
+    }
+
     #[test]
     fn progress_is_capped_below_100_percent() {
         assert_eq!(progress_text(1234, Some(10000)), "12.34% (1234/10000)");

@@ -15,6 +15,9 @@ use crate::catalog::{Epoch, TableId};
 /// How long a window the read rate is averaged over.
 const RATE_WINDOW: Duration = Duration::from_secs(5);
 
+/// The shortest span a rate is computed over.
+const MIN_RATE_SPAN: Duration = Duration::from_millis(500);
+
 /// One backfill's latest state.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BackfillStatus {
@@ -54,13 +57,17 @@ pub struct BackfillWatch {
 pub struct RateMeter {
     samples: VecDeque<(Instant, u64)>,
     idle: u32,
+    rate: f64,
 }
 
 impl RateMeter {
     /// Records the row count at a checkpoint; returns the rate over the window and how many
     /// checkpoints in a row saw no new row.
     pub fn sample(&mut self, rows: u64) -> (f64, u32) {
-        let now = Instant::now();
+        self.sample_at(rows, Instant::now())
+    }
+
+    fn sample_at(&mut self, rows: u64, now: Instant) -> (f64, u32) {
         match self.samples.back() {
             Some(&(_, last)) if last == rows => self.idle = self.idle.saturating_add(1),
             _ => self.idle = 0,
@@ -71,8 +78,11 @@ impl RateMeter {
         }
         let (start, first) = self.samples[0];
         let secs = now.duration_since(start).as_secs_f64();
-        let rate = if secs > 0.0 { rows.saturating_sub(first) as f64 / secs } else { 0.0 };
-        (rate, self.idle)
+        // Early checkpoints can come milliseconds apart: a shorter span says little.
+        if secs >= MIN_RATE_SPAN.as_secs_f64() {
+            self.rate = rows.saturating_sub(first) as f64 / secs;
+        }
+        (self.rate, self.idle)
     }
 }
 
@@ -82,13 +92,18 @@ mod tests {
 
     #[test]
     fn counts_idle_checkpoints_and_measures_a_rate() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut meter = RateMeter::default();
-        assert_eq!(meter.sample(0), (0.0, 0));
-        std::thread::sleep(Duration::from_millis(20));
-        let (rate, idle) = meter.sample(100);
-        assert!(rate > 0.0 && idle == 0, "{rate} {idle}");
-        assert_eq!(meter.sample(100).1, 1);
-        assert_eq!(meter.sample(100).1, 2);
-        assert_eq!(meter.sample(101).1, 0);
+        assert_eq!(meter.sample_at(0, at(0)), (0.0, 0));
+        // Too short a span for a rate.
+        assert_eq!(meter.sample_at(10, at(10)), (0.0, 0));
+        assert_eq!(meter.sample_at(1000, at(1000)), (1000.0, 0));
+        assert_eq!(meter.sample_at(1000, at(2000)), (500.0, 1));
+        assert_eq!(meter.sample_at(1000, at(3000)).1, 2);
+        assert_eq!(meter.sample_at(4000, at(4000)), (1000.0, 0));
+        // Old samples leave the window.
+        assert_eq!(meter.sample_at(9000, at(9000)), (1000.0, 0));
+        assert_eq!(meter.sample_at(9000, at(10_000)).0, 5000.0 / 6.0);
     }
 }
