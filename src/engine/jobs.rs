@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::catalog::{ActorId, RelationKind, TableCatalog, TableId};
+use crate::catalog::{ActorId, CreatingInfo, RelationKind, TableCatalog, TableId};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::storage::state_table::StateTable;
@@ -271,8 +271,18 @@ impl Engine {
             sources.append(&mut job.sources);
             actors.extend(job.actor_ids());
             if let Some(relation) = self.catalog.table_by_id(job.relation)
-                && relation.creating.is_some()
+                && let Some(info) = relation.creating
             {
+                // Nobody waits for it any more: it goes on in the background.
+                let relation = match info.background {
+                    true => relation,
+                    false => self
+                        .catalog
+                        .update_table(relation.id, |t| {
+                            t.creating = Some(CreatingInfo { background: true, ..info })
+                        })?
+                        .unwrap_or(relation),
+                };
                 creating.push((relation, std::mem::take(&mut job.backfills)));
             }
         }

@@ -136,6 +136,8 @@ impl CreatingJob {
         } else {
             "running".to_owned()
         };
+        // A paused job reads nothing, whatever it read in the last seconds.
+        let rows_per_second = if status == "paused" { 0.0 } else { rows_per_second };
         let eta_seconds = match rows_total {
             Some(total) if rows_per_second > 0.0 => {
                 Some(total.saturating_sub(rows_done) as f64 / rows_per_second)
@@ -575,7 +577,9 @@ mod tests {
         let p = job.progress(None);
         assert_eq!((p.rows_done, p.rows_per_second, p.eta_seconds), (400, 200.0, Some(3.0)));
         assert_eq!(job.progress(Some(100)).status, "throttled");
-        assert_eq!(job.progress(Some(0)).status, "paused");
+        let paused = job.progress(Some(0));
+        assert_eq!((paused.status.as_str(), paused.rows_per_second), ("paused", 0.0));
+        assert_eq!(paused.eta_seconds, None);
         // Starved only when every unfinished backfill is idle.
         let idle = BackfillStatus { idle_checkpoints: STARVED_CHECKPOINTS, ..moving.clone() };
         senders[0].send_replace(idle.clone());

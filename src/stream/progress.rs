@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use crate::catalog::{Epoch, TableId};
 
 /// How long a window the read rate is averaged over.
-const RATE_WINDOW: Duration = Duration::from_secs(5);
+const RATE_WINDOW: Duration = Duration::from_secs(3);
 
 /// The shortest span a rate is computed over.
 const MIN_RATE_SPAN: Duration = Duration::from_millis(500);
@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(meter.sample_at(1000, at(3000)).1, 2);
         assert_eq!(meter.sample_at(4000, at(4000)), (1000.0, 0));
         // Old samples leave the window.
-        assert_eq!(meter.sample_at(9000, at(9000)), (1000.0, 0));
-        assert_eq!(meter.sample_at(9000, at(10_000)).0, 5000.0 / 6.0);
+        assert_eq!(meter.sample_at(7000, at(7000)), (1000.0, 0));
+        assert_eq!(meter.sample_at(7000, at(8000)).0, 3000.0 / 4.0);
     }
 }
