@@ -86,6 +86,55 @@ impl RateMeter {
     }
 }
 
+/// A token bucket of snapshot rows: refilled at each barrier with the rows earned since the
+/// last refill, holding at most one second's worth.
+#[derive(Debug)]
+pub struct RateLimiter {
+    limit: Option<u64>,
+    tokens: f64,
+    last_refill: Instant,
+}
+
+impl RateLimiter {
+    /// A limiter of `limit` rows per second (`None`: unlimited), starting empty.
+    pub fn new(limit: Option<u64>) -> Self {
+        Self { limit, tokens: 0.0, last_refill: Instant::now() }
+    }
+
+    /// The limit in effect.
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// Switches to a new limit, starting empty.
+    pub fn set_limit(&mut self, limit: Option<u64>) {
+        *self = Self::new(limit);
+    }
+
+    /// Adds the rows earned since the last refill.
+    pub fn refill(&mut self) {
+        let Some(rate) = self.limit else { return };
+        let elapsed = self.last_refill.elapsed().as_secs_f64();
+        self.last_refill = Instant::now();
+        self.tokens = (self.tokens + rate as f64 * elapsed).min(rate.max(1) as f64);
+    }
+
+    /// How many rows may be read now, at most `max`.
+    pub fn budget(&self, max: usize) -> usize {
+        match self.limit {
+            None => max,
+            Some(_) => (self.tokens as usize).min(max),
+        }
+    }
+
+    /// Takes `rows` from the bucket; a read of no row still costs one.
+    pub fn consume(&mut self, rows: usize) {
+        if self.limit.is_some() {
+            self.tokens -= rows.max(1) as f64;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +154,25 @@ mod tests {
         // Old samples leave the window.
         assert_eq!(meter.sample_at(7000, at(7000)), (1000.0, 0));
         assert_eq!(meter.sample_at(7000, at(8000)).0, 3000.0 / 4.0);
+    }
+
+    #[test]
+    fn a_limiter_hands_out_what_was_earned() {
+        let mut unlimited = RateLimiter::new(None);
+        assert_eq!(unlimited.budget(100), 100);
+        let mut paused = RateLimiter::new(Some(0));
+        paused.refill();
+        assert_eq!(paused.budget(100), 0);
+        let mut limited = RateLimiter::new(Some(1_000_000));
+        assert_eq!(limited.budget(100), 0);
+        limited.last_refill -= Duration::from_secs(2);
+        limited.refill();
+        // At most one second's worth.
+        assert_eq!(limited.budget(usize::MAX), 1_000_000);
+        limited.consume(999_999);
+        assert_eq!(limited.budget(100), 1);
+        unlimited.consume(5);
+        limited.set_limit(None);
+        assert_eq!(limited.budget(7), 7);
     }
 }

@@ -19,7 +19,6 @@
 //! persisted) it passes upstream messages straight through.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
@@ -37,7 +36,7 @@ use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
-use crate::stream::progress::{BackfillStatus, RateMeter};
+use crate::stream::progress::{BackfillStatus, RateLimiter, RateMeter};
 
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
@@ -178,9 +177,7 @@ struct Backfill {
     buffer: Vec<StreamChunk>,
     /// Snapshot rows read in this epoch.
     read_this_epoch: usize,
-    /// Rate-limit tokens, in rows.
-    tokens: f64,
-    last_refill: Instant,
+    limiter: RateLimiter,
     status: watch::Sender<BackfillStatus>,
     meter: RateMeter,
     finished_persisted: bool,
@@ -251,6 +248,7 @@ impl Backfill {
             .unwrap_or(owned.len());
         let finished_persisted = cursor == owned.len();
         let mut backfill = Self {
+            limiter: RateLimiter::new(config.rate_limit),
             store,
             config,
             progress_table,
@@ -260,8 +258,6 @@ impl Backfill {
             snapshot: None,
             buffer: Vec::new(),
             read_this_epoch: 0,
-            tokens: 0.0,
-            last_refill: Instant::now(),
             status,
             meter: RateMeter::default(),
             finished_persisted,
@@ -281,7 +277,7 @@ impl Backfill {
         committed.wait_for(|c| *c >= prev).await.map_err(|_| Error::Shutdown)?;
         self.snapshot = Some(self.store.snapshot());
         self.read_this_epoch = 0;
-        self.refill();
+        self.limiter.refill();
         Ok(())
     }
 
@@ -290,17 +286,8 @@ impl Backfill {
         let Some(job) = self.config.progress_table.owner else { return };
         if let Some(limit) = barrier.throttle_of(job) {
             tracing::info!(%job, ?limit, "backfill rate limit changed");
-            self.config.rate_limit = limit;
-            self.tokens = 0.0;
-            self.last_refill = Instant::now();
+            self.limiter.set_limit(limit);
         }
-    }
-
-    fn refill(&mut self) {
-        let Some(rate) = self.config.rate_limit else { return };
-        let elapsed = self.last_refill.elapsed().as_secs_f64();
-        self.last_refill = Instant::now();
-        self.tokens = (self.tokens + rate as f64 * elapsed).min(rate.max(1) as f64);
     }
 
     /// The most snapshot rows the next page may read (0: not now).
@@ -308,10 +295,7 @@ impl Backfill {
         if self.cursor == self.owned.len() || self.read_this_epoch >= EPOCH_ROWS {
             return 0;
         }
-        match self.config.rate_limit {
-            None => PAGE_ROWS,
-            Some(_) => (self.tokens as usize).min(PAGE_ROWS),
-        }
+        self.limiter.budget(PAGE_ROWS)
     }
 
     /// The next message to emit downstream; upstream chunks are buffered, snapshot pages
@@ -369,9 +353,7 @@ impl Backfill {
         if self.read_this_epoch >= EPOCH_ROWS {
             self.config.barrier.request_checkpoint();
         }
-        if self.config.rate_limit.is_some() {
-            self.tokens -= rows.max(1) as f64;
-        }
+        self.limiter.consume(rows);
         let progress = &mut self.vnodes[current];
         progress.dirty = true;
         progress.rows += rows as u64;
@@ -487,7 +469,7 @@ impl Backfill {
             rows,
             finished,
             rows_per_second,
-            rate_limit: self.config.rate_limit,
+            rate_limit: self.limiter.limit(),
             idle_checkpoints,
             units_done,
             units_total: self.owned.len() as u32,

@@ -21,7 +21,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
@@ -40,7 +39,7 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
-use crate::stream::progress::{BackfillStatus, RateMeter};
+use crate::stream::progress::{BackfillStatus, RateLimiter, RateMeter};
 
 /// The extra last column of the chunks this executor emits; see [`with_unchanged`].
 pub const UNCHANGED_COLUMN: &str = "_unchanged";
@@ -137,7 +136,7 @@ impl Executor for CdcBackfillExecutor {
                                 backfill.persist(barrier.epoch.prev)?;
                             }
                             backfill.apply_throttle(&barrier);
-                            backfill.refill();
+                            backfill.limiter.refill();
                             read_this_epoch = 0;
                             backfill.failed = false;
                             yield Message::Barrier(barrier);
@@ -180,9 +179,7 @@ struct CdcBackfill {
     failed: bool,
     /// Why the last page read failed, until one succeeds.
     last_error: Option<String>,
-    /// Rate-limit tokens, in rows.
-    tokens: f64,
-    last_refill: Instant,
+    limiter: RateLimiter,
     status: watch::Sender<BackfillStatus>,
     meter: RateMeter,
     /// The epoch whose checkpoint recorded the end of the snapshot, once reported.
@@ -210,8 +207,7 @@ impl CdcBackfill {
             failed: false,
             last_error: None,
             dirty: !config.snapshot,
-            tokens: 0.0,
-            last_refill: Instant::now(),
+            limiter: RateLimiter::new(config.rate_limit),
             status,
             meter: RateMeter::default(),
             finished_epoch: None,
@@ -230,28 +226,15 @@ impl CdcBackfill {
 
     /// The most rows the next page may read (0: not now).
     fn page_budget(&self) -> usize {
-        match self.config.rate_limit {
-            None => self.config.batch_size,
-            Some(_) => (self.tokens as usize).min(self.config.batch_size),
-        }
+        self.limiter.budget(self.config.batch_size)
     }
 
     /// Takes a new rate limit for this table from the barrier, if it carries one.
     fn apply_throttle(&mut self, barrier: &crate::stream::message::Barrier) {
         if let Some(limit) = barrier.throttle_of(self.config.table.id) {
             tracing::info!(table = %self.config.table.name, ?limit, "backfill rate limit changed");
-            self.config.rate_limit = limit;
-            self.tokens = 0.0;
-            self.last_refill = Instant::now();
+            self.limiter.set_limit(limit);
         }
-    }
-
-    /// Adds the tokens earned since the last refill, up to one second's worth.
-    fn refill(&mut self) {
-        let Some(rate) = self.config.rate_limit else { return };
-        let elapsed = self.last_refill.elapsed().as_secs_f64();
-        self.last_refill = Instant::now();
-        self.tokens = (self.tokens + rate as f64 * elapsed).min(rate.max(1) as f64);
     }
 
     /// Publishes the backfill's status.
@@ -262,7 +245,7 @@ impl CdcBackfill {
             rows: self.rows,
             finished: self.finished_epoch,
             rows_per_second,
-            rate_limit: self.config.rate_limit,
+            rate_limit: self.limiter.limit(),
             idle_checkpoints,
             units_done: u32::from(done),
             units_total: 1,
@@ -342,9 +325,7 @@ impl CdcBackfill {
         self.dirty = true;
         self.last_low = low;
         self.last_error = None;
-        if self.config.rate_limit.is_some() {
-            self.tokens -= n.max(1) as f64;
-        }
+        self.limiter.consume(n);
         if n < batch {
             self.finished = true;
             self.config.barrier.request_checkpoint();
