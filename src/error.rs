@@ -75,6 +75,9 @@ pub enum Error {
         /// What happened and what to do.
         message: String,
     },
+    /// A setting's value is out of its range.
+    #[error("{0}")]
+    InvalidParameter(String),
     /// The object is not in a state that allows the statement (a view still being created).
     #[error("{0}")]
     ObjectState(String),

@@ -24,6 +24,7 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
+use crate::engine::jobs::JobMap;
 use crate::engine::progress::ProgressTracker;
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
@@ -50,7 +51,12 @@ pub struct SluiceCatalog {
 
 impl SluiceCatalog {
     /// A catalog provider over Sluice's catalog.
-    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>, tracker: Arc<ProgressTracker>) -> Self {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        store: Arc<Store>,
+        tracker: Arc<ProgressTracker>,
+        jobs: JobMap,
+    ) -> Self {
         let schema = |with_hidden| {
             Arc::new(SluiceSchema {
                 catalog: catalog.clone(),
@@ -59,8 +65,12 @@ impl SluiceCatalog {
                 with_hidden,
             })
         };
-        let system: Arc<dyn SchemaProvider> =
-            Arc::new(system::SystemSchema::new(catalog.clone(), store.clone(), tracker.clone()));
+        let system: Arc<dyn SchemaProvider> = Arc::new(system::SystemSchema::new(
+            catalog.clone(),
+            store.clone(),
+            tracker.clone(),
+            jobs,
+        ));
         let extra = HashMap::from([(system::SYSTEM_SCHEMA.to_owned(), system)]);
         Self { schemas: [schema(false), schema(true)], extra: RwLock::new(extra) }
     }

@@ -17,11 +17,13 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::MemTable;
 use datafusion::error::{DataFusionError, Result as DfResult};
 
-use crate::catalog::{Catalog, RelationKind, SourceCatalog, TableCatalog};
+use crate::catalog::{Catalog, RelationKind, SourceCatalog, TableCatalog, VirtualNode};
 use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::engine::jobs::JobMap;
 use crate::engine::progress::{ProgressTracker, create_type, persisted_progress};
 use crate::error::Result;
 use crate::storage::store::Store;
+use crate::stream::dispatch::owned_vnodes;
 
 /// The schema the system tables live in.
 pub const SYSTEM_SCHEMA: &str = "rw_catalog";
@@ -129,6 +131,7 @@ pub struct SystemSchema {
     catalog: Arc<Catalog>,
     store: Arc<Store>,
     tracker: Arc<ProgressTracker>,
+    jobs: JobMap,
 }
 
 impl std::fmt::Debug for SystemSchema {
@@ -147,12 +150,19 @@ const TABLES: &[&str] = &[
     "rw_materialized_views",
     "rw_sources",
     "rw_rate_limit",
+    "rw_fragments",
+    "rw_actors",
 ];
 
 impl SystemSchema {
     /// The system schema over the engine's state.
-    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>, tracker: Arc<ProgressTracker>) -> Self {
-        Self { catalog, store, tracker }
+    pub fn new(
+        catalog: Arc<Catalog>,
+        store: Arc<Store>,
+        tracker: Arc<ProgressTracker>,
+        jobs: JobMap,
+    ) -> Self {
+        Self { catalog, store, tracker, jobs }
     }
 
     async fn batch(&self, name: &str) -> Result<Option<RecordBatch>> {
@@ -165,6 +175,8 @@ impl SystemSchema {
             "rw_materialized_views" => to_batch(self.relations(RelationKind::MaterializedView))?,
             "rw_sources" => to_batch(self.sources())?,
             "rw_rate_limit" => to_batch(self.rate_limits())?,
+            "rw_fragments" => to_batch(self.fragments().0)?,
+            "rw_actors" => to_batch(self.fragments().1)?,
             _ => return Ok(None),
         }))
     }
@@ -446,6 +458,74 @@ impl SystemRow for SourceRow {
     }
 }
 
+/// `rw_fragments`: one row per fragment of a running job.
+pub struct FragmentRow {
+    fragment_id: i64,
+    job_id: i64,
+    job_name: String,
+    kind: String,
+    parallelism: i32,
+    vnodes_per_actor: String,
+}
+
+impl SystemRow for FragmentRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("fragment_id", BIGINT),
+            ("job_id", BIGINT),
+            ("job_name", VARCHAR),
+            ("kind", VARCHAR),
+            ("parallelism", INT),
+            ("vnodes_per_actor", VARCHAR),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.fragment_id)),
+            Value::Int(Some(self.job_id)),
+            text(self.job_name),
+            text(self.kind),
+            Value::Int32(Some(self.parallelism)),
+            text(self.vnodes_per_actor),
+        ]
+    }
+}
+
+/// `rw_actors`: one row per actor of a running job.
+pub struct ActorRow {
+    actor_id: i64,
+    fragment_id: i64,
+    job_id: i64,
+    job_name: String,
+    vnode_count: i32,
+    vnodes: String,
+}
+
+impl SystemRow for ActorRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("actor_id", BIGINT),
+            ("fragment_id", BIGINT),
+            ("job_id", BIGINT),
+            ("job_name", VARCHAR),
+            ("vnode_count", INT),
+            ("vnodes", VARCHAR),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.actor_id)),
+            Value::Int(Some(self.fragment_id)),
+            Value::Int(Some(self.job_id)),
+            text(self.job_name),
+            Value::Int32(Some(self.vnode_count)),
+            text(self.vnodes),
+        ]
+    }
+}
+
 /// `rw_rate_limit`: the jobs whose backfill has a rate limit.
 pub struct RateLimitRow {
     job_id: i64,
@@ -613,6 +693,54 @@ impl SystemSchema {
         self.catalog.sources().iter().map(source_row).collect()
     }
 
+    /// `rw_fragments` and `rw_actors`, by job id then fragment.
+    fn fragments(&self) -> (Vec<FragmentRow>, Vec<ActorRow>) {
+        let mut names: std::collections::HashMap<_, String> =
+            self.catalog.tables().iter().map(|t| (t.id, t.name.clone())).collect();
+        for source in self.catalog.sources() {
+            names.insert(source.id, source.name.clone());
+        }
+        let mut jobs: Vec<_> =
+            self.jobs.lock().iter().map(|(id, job)| (*id, job.clone())).collect();
+        jobs.sort_by_key(|(id, _)| *id);
+        let (mut fragments, mut actors) = (Vec::new(), Vec::new());
+        for (id, job) in jobs {
+            let name = names.get(&id).cloned().unwrap_or_default();
+            for fragment in &job.layout.lock().fragments {
+                let n = fragment.actors.len();
+                let vnodes: Vec<Vec<VirtualNode>> = (0..n)
+                    .map(|i| match fragment.partitioned {
+                        true => owned_vnodes(i, n),
+                        false => (0..VirtualNode::COUNT as u16).map(VirtualNode).collect(),
+                    })
+                    .collect();
+                fragments.push(FragmentRow {
+                    fragment_id: fragment.id as i64,
+                    job_id: id.0 as i64,
+                    job_name: name.clone(),
+                    kind: fragment.label.clone(),
+                    parallelism: n as i32,
+                    vnodes_per_actor: vnodes
+                        .iter()
+                        .map(|v| v.len().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+                for (actor, owned) in fragment.actors.iter().zip(vnodes) {
+                    actors.push(ActorRow {
+                        actor_id: actor.0 as i64,
+                        fragment_id: fragment.id as i64,
+                        job_id: id.0 as i64,
+                        job_name: name.clone(),
+                        vnode_count: owned.len() as i32,
+                        vnodes: vnode_ranges(&owned),
+                    });
+                }
+            }
+        }
+        (fragments, actors)
+    }
+
     fn rate_limits(&self) -> Vec<RateLimitRow> {
         self.catalog
             .tables()
@@ -645,6 +773,22 @@ fn source_row(source: &Arc<SourceCatalog>) -> SourceRow {
     }
 }
 
+/// Vnodes as ranges: `0-63, 128-191`.
+fn vnode_ranges(vnodes: &[VirtualNode]) -> String {
+    let mut ranges: Vec<(u16, u16)> = Vec::new();
+    for v in vnodes {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == v.0 => *end = v.0,
+            _ => ranges.push((v.0, v.0)),
+        }
+    }
+    let text: Vec<String> = ranges
+        .iter()
+        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect();
+    text.join(", ")
+}
+
 /// What an internal table holds, from its name `__internal_<job>_<fragment>_<purpose>_<id>`.
 fn purpose_of(name: &str) -> String {
     let parts: Vec<&str> = name.trim_start_matches("__internal_").split('_').collect();
@@ -672,6 +816,13 @@ async fn slot_lag(config: &PgSourceConfig) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vnode_ranges_are_compact() {
+        let v = |list: &[u16]| list.iter().map(|&n| VirtualNode(n)).collect::<Vec<_>>();
+        assert_eq!(vnode_ranges(&v(&[0, 1, 2, 5, 7, 8])), "0-2, 5, 7-8");
+        assert_eq!(vnode_ranges(&[]), "");
+    }
 
     #[test]
     fn internal_table_purposes() {

@@ -9,11 +9,14 @@ use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::RelationKind;
 use crate::engine::ddl::relation_name;
+use crate::engine::session::default_parallelism;
 use crate::engine::session::parse_rate_limit;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::sql::parser::AlterSetting;
-use crate::unsupported;
+
+/// At most one actor per vnode.
+const MAX_PARALLELISM: i64 = crate::catalog::VirtualNode::COUNT as i64;
 
 impl Engine {
     /// Runs `ALTER .. SET setting = value` (`value` `None` for DEFAULT).
@@ -31,6 +34,12 @@ impl Engine {
             (RelationKind::Table, "ALTER TABLE")
         };
         let name = relation_name(name)?;
+        if self.catalog.source_by_name(&name).is_some() {
+            return Err(Error::WrongObjectType(format!(
+                "\"{name}\" is a source: it has no streaming job of its own to alter; alter the \
+                 tables created from it"
+            )));
+        }
         let relation = self
             .catalog
             .table_by_name(&name)
@@ -62,7 +71,19 @@ impl Engine {
                 Ok(Output::Command(CommandTag::new(tag)))
             }
             AlterSetting::Parallelism => {
-                Err(unsupported!("ALTER .. SET PARALLELISM on a running job"))
+                let parallelism = match value {
+                    None => default_parallelism(),
+                    Some(n) if (1..=MAX_PARALLELISM).contains(&n) => n as usize,
+                    Some(n) => {
+                        return Err(Error::InvalidParameter(format!(
+                            "parallelism must be from 1 to {MAX_PARALLELISM} (or DEFAULT), not {n}"
+                        )));
+                    }
+                };
+                if relation.parallelism.max(1) != parallelism {
+                    self.reschedule(&relation, parallelism).await?;
+                }
+                Ok(Output::Command(CommandTag::new(tag)))
             }
         }
     }

@@ -19,12 +19,10 @@ use crate::engine::jobs::PreparedJob;
 use crate::engine::progress::now_ms;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::storage::state_table::StateTable;
 use crate::stream::build::CHANNEL_CAPACITY;
 use crate::stream::dispatch::Output as ActorOutput;
 use crate::stream::executor::cdc_backfill::{CdcBackfillConfig, CdcBackfillExecutor};
 use crate::stream::executor::cdc_source::CdcSourceExecutor;
-use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::progress::{BackfillStatus, BackfillWatch};
 use crate::types::DataType;
@@ -96,11 +94,12 @@ impl Engine {
             config,
             status,
         );
-        let state = StateTable::for_relation(self.store.clone(), table);
-        let root = MaterializeExecutor::upsert(Box::new(backfill), state, table.full_schema());
-        let mut job = PreparedJob::single(table.id, self.new_actor_id(), Box::new(root), None);
+        let actor = self.new_actor_id();
+        let mut job = PreparedJob::single(table.id, actor, Box::new(backfill), None);
         job.outputs.insert(source_actor, vec![ActorOutput { keys: Vec::new(), senders: vec![tx] }]);
         job.backfills.push(watch);
+        job.absorb(self.prepare_materialize_fragment(table, actor, true));
+        job.set_feeder(actor);
         Ok(job)
     }
 

@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::storage::state_table::StateTable;
 use crate::stream::actor::Actor;
-use crate::stream::build::{BuildContext, build_plan};
+use crate::stream::build::{BuildContext, build_plan, channels, input_of, key_exprs};
 use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
@@ -30,19 +30,46 @@ use crate::stream::progress::BackfillWatch;
 /// How many DML requests may queue for one table.
 const DML_QUEUE: usize = 16;
 
+/// The running jobs, by relation (or source).
+pub type JobMap = Arc<Mutex<HashMap<TableId, Arc<Job>>>>;
+
 /// A running streaming job.
-pub(crate) struct Job {
-    /// The actors whose outputs carry the relation's changes.
-    pub output_actors: Vec<ActorId>,
-    /// Every actor of the job.
-    pub actors: Vec<ActorId>,
-    /// Their tasks.
-    pub tasks: Mutex<Vec<JoinHandle<()>>>,
+pub struct Job {
+    /// Its actors and how they are grouped; replaced by a rescale.
+    pub layout: Mutex<JobLayout>,
     /// Where DML statements send their changes (tables only).
     pub dml: Option<mpsc::Sender<DmlRequest>>,
     /// Held by a DML statement from its read until its epoch commits, so statements on one
     /// table apply one after another against committed data.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// For a table: the actor feeding its materialize fragment (the DML or CDC backfill
+    /// actor), which a rescale keeps.
+    pub feeder: Option<ActorId>,
+}
+
+/// The actors of a running job.
+pub struct JobLayout {
+    /// The actors whose outputs carry the relation's changes.
+    pub output_actors: Vec<ActorId>,
+    /// Every actor of the job.
+    pub actors: Vec<ActorId>,
+    /// Their tasks, by actor.
+    pub tasks: HashMap<ActorId, JoinHandle<()>>,
+    /// The job's fragments, lowest first.
+    pub fragments: Vec<Fragment>,
+}
+
+/// A group of actors running the same part of a job's plan, each over its own vnodes.
+#[derive(Debug, Clone)]
+pub struct Fragment {
+    /// Unique while the server runs.
+    pub id: u32,
+    /// The operators it runs, as in `EXPLAIN`.
+    pub label: String,
+    /// Its actors; actor `i` of `n` owns the vnodes `owned_vnodes(i, n)`.
+    pub actors: Vec<ActorId>,
+    /// False for a single actor that sees every vnode (a table's DML or CDC backfill actor).
+    pub partitioned: bool,
 }
 
 /// A job built but not started.
@@ -62,6 +89,9 @@ pub(crate) struct PreparedJob {
     /// Progress of the job's backfills.
     pub backfills: Vec<BackfillWatch>,
     dml: Option<mpsc::Sender<DmlRequest>>,
+    /// `(label, actors, partitioned)` of each fragment, lowest first.
+    fragments: Vec<(String, Vec<ActorId>, bool)>,
+    feeder: Option<ActorId>,
 }
 
 impl PreparedJob {
@@ -72,6 +102,7 @@ impl PreparedJob {
         root: BoxedExecutor,
         barriers: Option<mpsc::UnboundedSender<Barrier>>,
     ) -> Self {
+        let label = root.identity().trim_end_matches("Executor").to_owned();
         Self {
             relation,
             ids: vec![actor],
@@ -82,7 +113,32 @@ impl PreparedJob {
             outputs: HashMap::new(),
             backfills: Vec::new(),
             dml: None,
+            fragments: vec![(label, vec![actor], false)],
+            feeder: None,
         }
+    }
+
+    /// Marks `actor` as the one feeding the job's materialize fragment.
+    pub fn set_feeder(&mut self, actor: ActorId) {
+        self.feeder = Some(actor);
+    }
+
+    /// Adds `part`'s actors, fed by this job's actors: its outputs from them become fixed
+    /// wiring, and its output actors become the job's.
+    pub fn absorb(&mut self, mut part: PreparedJob) {
+        for (actor, outputs) in part.outputs.drain() {
+            if self.ids.contains(&actor) {
+                self.fixed_outputs.entry(actor).or_default().extend(outputs);
+            } else {
+                self.outputs.entry(actor).or_default().extend(outputs);
+            }
+        }
+        self.ids.append(&mut part.ids);
+        self.executors.append(&mut part.executors);
+        self.fixed_outputs.extend(part.fixed_outputs);
+        self.output_actors = part.output_actors;
+        self.backfills.append(&mut part.backfills);
+        self.fragments.append(&mut part.fragments);
     }
 
     /// The actor ids of the job.
@@ -101,24 +157,56 @@ impl Engine {
         ActorId(self.next_actor.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Builds the `dml -> materialize` job of a table.
+    /// Builds the job of a table: its DML actor feeding the materialize fragment.
     pub(crate) fn prepare_table_job(&self, table: &TableCatalog) -> PreparedJob {
         let actor = self.new_actor_id();
         let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
         let (dml_tx, dml_rx) = mpsc::channel(DML_QUEUE);
-        let state = StateTable::for_relation(self.store.clone(), table);
         let source = Box::new(DmlExecutor::new(barrier_rx, dml_rx));
-        let root = Box::new(MaterializeExecutor::new(source, state, table.full_schema()));
+        let mut job = PreparedJob::single(table.id, actor, source, Some(barrier_tx));
+        job.dml = Some(dml_tx);
+        job.absorb(self.prepare_materialize_fragment(table, actor, false));
+        job.feeder = Some(actor);
+        job
+    }
+
+    /// Builds the materialize fragment of a table: `table.parallelism` actors, each storing
+    /// the rows of its vnodes, fed by `feeder` hash-dispatching the changes by key.
+    pub(crate) fn prepare_materialize_fragment(
+        &self,
+        table: &TableCatalog,
+        feeder: ActorId,
+        upsert: bool,
+    ) -> PreparedJob {
+        let n = table.parallelism.max(1);
+        let (senders, receivers) = channels(n);
+        let mut ids = Vec::with_capacity(n);
+        let mut executors = Vec::with_capacity(n);
+        for rx in receivers {
+            let input = input_of(vec![rx], &self.store);
+            let state = StateTable::for_relation(self.store.clone(), table);
+            let schema = table.full_schema();
+            let root: BoxedExecutor = if upsert {
+                Box::new(MaterializeExecutor::upsert(input, state, schema))
+            } else {
+                Box::new(MaterializeExecutor::new(input, state, schema))
+            };
+            ids.push(self.new_actor_id());
+            executors.push(root);
+        }
+        let output = Output { keys: key_exprs(table), senders };
         PreparedJob {
             relation: table.id,
-            ids: vec![actor],
-            executors: vec![root],
+            ids: ids.clone(),
+            executors,
             fixed_outputs: HashMap::new(),
-            output_actors: vec![actor],
-            sources: vec![(actor, barrier_tx)],
-            outputs: HashMap::new(),
+            output_actors: ids.clone(),
+            sources: Vec::new(),
+            outputs: HashMap::from([(feeder, vec![output])]),
             backfills: Vec::new(),
-            dml: Some(dml_tx),
+            dml: None,
+            fragments: vec![(format!("Materialize {{ table: {} }}", table.name), ids, true)],
+            feeder: Some(feeder),
         }
     }
 
@@ -165,6 +253,7 @@ impl Engine {
             executors.push(executor);
             fixed_outputs.insert(id, outputs);
         }
+        let mut fragments = built.fragments;
         let mut output_actors = Vec::new();
         for root in built.roots {
             let state = StateTable::for_relation(self.store.clone(), view);
@@ -179,11 +268,16 @@ impl Engine {
             ids,
             executors,
             fixed_outputs,
-            output_actors,
+            output_actors: output_actors.clone(),
             sources: Vec::new(),
             outputs: built.outputs,
             backfills: built.backfills,
             dml: None,
+            fragments: {
+                fragments.push((format!("Materialize({})", built.root_label), output_actors));
+                fragments.into_iter().map(|(label, actors)| (label, actors, true)).collect()
+            },
+            feeder: None,
         })
     }
 
@@ -193,20 +287,44 @@ impl Engine {
         prepared: &mut PreparedJob,
         outputs: &mut HashMap<ActorId, Vec<Output>>,
     ) {
-        let mut tasks = Vec::new();
+        let layout = self.spawn_actors(prepared, outputs);
+        let job = Job {
+            layout: Mutex::new(layout),
+            dml: prepared.dml.take(),
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            feeder: prepared.feeder,
+        };
+        self.jobs.lock().insert(prepared.relation, Arc::new(job));
+    }
+
+    /// Spawns a prepared job's actors; returns their layout.
+    pub(crate) fn spawn_actors(
+        &self,
+        prepared: &mut PreparedJob,
+        outputs: &mut HashMap<ActorId, Vec<Output>>,
+    ) -> JobLayout {
+        let mut tasks = HashMap::new();
         for (&id, root) in prepared.ids.iter().zip(prepared.executors.drain(..)) {
             let mut actor_outputs = prepared.fixed_outputs.remove(&id).unwrap_or_default();
             actor_outputs.extend(outputs.remove(&id).unwrap_or_default());
-            tasks.push(Actor::new(id, root, self.barrier.collector(), actor_outputs).spawn());
+            tasks.insert(id, Actor::new(id, root, self.barrier.collector(), actor_outputs).spawn());
         }
-        let job = Job {
+        let fragments = prepared
+            .fragments
+            .drain(..)
+            .map(|(label, actors, partitioned)| Fragment {
+                id: self.next_fragment.fetch_add(1, Ordering::Relaxed),
+                label,
+                actors,
+                partitioned,
+            })
+            .collect();
+        JobLayout {
             output_actors: prepared.output_actors(),
             actors: prepared.ids.clone(),
-            tasks: Mutex::new(tasks),
-            dml: prepared.dml.take(),
-            write_lock: Arc::new(tokio::sync::Mutex::new(())),
-        };
-        self.jobs.lock().insert(prepared.relation, Arc::new(job));
+            tasks,
+            fragments,
+        }
     }
 
     /// Removes internal tables whose view is gone: a crash between writing a new view's
@@ -311,8 +429,11 @@ impl Engine {
     /// Stops a relation's job between checkpoints and forgets it.
     pub(crate) async fn stop_job(&self, relation: TableId) -> Result<()> {
         let Some(job) = self.jobs.lock().remove(&relation) else { return Ok(()) };
-        let tasks = std::mem::take(&mut *job.tasks.lock());
-        self.barrier.unregister(job.actors.clone(), tasks).await
+        let (actors, tasks) = {
+            let mut layout = job.layout.lock();
+            (layout.actors.clone(), layout.tasks.drain().map(|(_, t)| t).collect())
+        };
+        self.barrier.unregister(actors, tasks).await
     }
 
     /// The running job of a relation.
@@ -326,6 +447,10 @@ impl Engine {
 
     /// The output actors of a relation's running job.
     pub(crate) fn output_actors(&self, relation: TableId) -> Vec<ActorId> {
-        self.jobs.lock().get(&relation).map(|j| j.output_actors.clone()).unwrap_or_default()
+        self.jobs
+            .lock()
+            .get(&relation)
+            .map(|j| j.layout.lock().output_actors.clone())
+            .unwrap_or_default()
     }
 }

@@ -9,14 +9,14 @@ mod alter;
 mod cdc;
 pub mod ddl;
 pub mod dml;
-mod jobs;
+pub(crate) mod jobs;
 mod mv;
 pub mod progress;
 pub mod query;
+mod rescale;
 pub mod session;
 mod source;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -26,10 +26,10 @@ use arrow::datatypes::SchemaRef;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast;
-use parking_lot::Mutex;
+
 use tokio::task::JoinHandle;
 
-use crate::catalog::{Catalog, RelationKind, TableId};
+use crate::catalog::{Catalog, RelationKind};
 use crate::error::{Error, Result};
 use crate::sql::parser::Statement;
 use crate::storage::store::Store;
@@ -95,13 +95,14 @@ pub struct Engine {
     store: Arc<Store>,
     catalog: Arc<Catalog>,
     barrier: BarrierHandle,
-    jobs: Mutex<HashMap<TableId, Arc<jobs::Job>>>,
+    jobs: jobs::JobMap,
     /// Jobs still creating.
     tracker: Arc<progress::ProgressTracker>,
     ctx: SessionContext,
     /// Serializes DDL statements.
     ddl_lock: tokio::sync::Mutex<()>,
     next_actor: AtomicU32,
+    next_fragment: AtomicU32,
 }
 
 impl Engine {
@@ -117,16 +118,19 @@ impl Engine {
         let (manager, barrier) = BarrierManager::new(store.clone(), config.barrier_interval);
         let manager = tokio::spawn(manager.run());
         let tracker = Arc::new(progress::ProgressTracker::default());
-        let ctx = query::session_context(catalog.clone(), store.clone(), tracker.clone())?;
+        let jobs = jobs::JobMap::default();
+        let ctx =
+            query::session_context(catalog.clone(), store.clone(), tracker.clone(), jobs.clone())?;
         let engine = Arc::new(Engine {
             store,
             catalog,
             barrier,
-            jobs: Mutex::new(HashMap::new()),
+            jobs,
             tracker,
             ctx,
             ddl_lock: tokio::sync::Mutex::new(()),
             next_actor: AtomicU32::new(1),
+            next_fragment: AtomicU32::new(1),
         });
         engine.start_jobs().await?;
         tracing::info!(

@@ -53,10 +53,11 @@ pub struct CreatingJob {
     pub is_cdc: bool,
     /// How and when it was started.
     pub info: CreatingInfo,
-    /// Its backfill executors.
-    pub backfills: Vec<BackfillWatch>,
-    /// Rows its backfills had read when the job (re)started, from their state tables.
-    persisted_rows: u64,
+    /// Its backfill executors, and how many times a rescale replaced them.
+    backfills: Mutex<(u64, Vec<BackfillWatch>)>,
+    /// Rows its backfills had read when the job (re)started or was rescaled: a floor while the
+    /// new actors load their progress.
+    persisted_rows: Mutex<u64>,
     /// The upstream row count behind each backfill state table, once known.
     totals: Mutex<HashMap<TableId, u64>>,
     end: watch::Sender<Option<JobEnd>>,
@@ -104,20 +105,37 @@ pub struct FragmentProgress {
 
 impl CreatingJob {
     fn statuses(&self) -> Vec<BackfillStatus> {
-        self.backfills.iter().map(|b| b.status.borrow().clone()).collect()
+        self.backfills.lock().1.iter().map(|b| b.status.borrow().clone()).collect()
+    }
+
+    /// The current backfill executors and their generation.
+    fn watches(&self) -> (u64, Vec<BackfillWatch>) {
+        self.backfills.lock().clone()
+    }
+
+    /// Switches to the backfill executors of a rescaled job; what the old ones read stays
+    /// the floor of the progress.
+    pub fn replace_backfills(&self, backfills: Vec<BackfillWatch>) {
+        let read: u64 = self.statuses().iter().map(|s| s.rows).sum();
+        let mut floor = self.persisted_rows.lock();
+        *floor = (*floor).max(read);
+        let mut current = self.backfills.lock();
+        *current = (current.0 + 1, backfills);
     }
 
     /// The upstream rows to read, if every upstream has been counted.
     fn total(&self) -> Option<u64> {
         let totals = self.totals.lock();
-        let tables: HashSet<TableId> = self.backfills.iter().map(|b| b.state_table).collect();
+        let tables: HashSet<TableId> =
+            self.backfills.lock().1.iter().map(|b| b.state_table).collect();
         tables.iter().map(|t| totals.get(t).copied()).sum()
     }
 
     /// The job's progress; `rate_limit` is the limit now set for it.
     pub fn progress(&self, rate_limit: Option<u64>) -> JobProgress {
         let statuses = self.statuses();
-        let rows_done = statuses.iter().map(|s| s.rows).sum::<u64>().max(self.persisted_rows);
+        let floor = *self.persisted_rows.lock();
+        let rows_done = statuses.iter().map(|s| s.rows).sum::<u64>().max(floor);
         let rows_per_second =
             (statuses.iter().map(|s| s.rows_per_second).sum::<f64>() * 10.0).round() / 10.0;
         let rows_total = self.total();
@@ -159,7 +177,7 @@ impl CreatingJob {
     pub fn fragments(&self) -> Vec<FragmentProgress> {
         let totals = self.totals.lock().clone();
         let mut by_table: BTreeMap<TableId, FragmentProgress> = BTreeMap::new();
-        for backfill in &self.backfills {
+        for backfill in &self.watches().1 {
             let status = backfill.status.borrow().clone();
             let entry = by_table.entry(backfill.state_table).or_insert_with(|| FragmentProgress {
                 state_table: backfill.state_table,
@@ -286,8 +304,8 @@ impl Engine {
             statement,
             is_cdc: relation.cdc.is_some(),
             info,
-            backfills,
-            persisted_rows,
+            backfills: Mutex::new((0, backfills)),
+            persisted_rows: Mutex::new(persisted_rows),
             totals: Mutex::default(),
             end: watch::Sender::new(None),
         });
@@ -382,14 +400,15 @@ async fn monitor(
     catalog: Arc<Catalog>,
     store: Arc<Store>,
 ) {
-    let mut finished = Epoch(0);
-    for backfill in &job.backfills {
-        let mut status = backfill.status.clone();
-        match status.wait_for(|s| s.finished.is_some()).await {
-            Ok(s) => finished = finished.max(s.finished.expect("waited for it")),
-            Err(_) => return tracker.end(&job, JobEnd::Stopped),
+    let finished = loop {
+        let (generation, backfills) = job.watches();
+        match all_finished(&backfills).await {
+            Some(epoch) => break epoch,
+            // A rescale replaced the executors: follow the new ones.
+            None if job.watches().0 != generation => continue,
+            None => return tracker.end(&job, JobEnd::Stopped),
         }
-    }
+    };
     let mut committed = store.subscribe_committed();
     if committed.wait_for(|c| *c >= finished).await.is_err() {
         return tracker.end(&job, JobEnd::Stopped);
@@ -407,6 +426,18 @@ async fn monitor(
     }
 }
 
+/// Waits until every backfill has finished; returns the last epoch that recorded it, or `None`
+/// if one stopped first.
+async fn all_finished(backfills: &[BackfillWatch]) -> Option<Epoch> {
+    let mut finished = Epoch(0);
+    for backfill in backfills {
+        let mut status = backfill.status.clone();
+        let epoch = status.wait_for(|s| s.finished.is_some()).await.ok()?.finished;
+        finished = finished.max(epoch.expect("waited for it"));
+    }
+    Some(finished)
+}
+
 /// Counts the rows each backfill of `job` has to read.
 async fn count_upstreams(
     job: Arc<CreatingJob>,
@@ -415,7 +446,7 @@ async fn count_upstreams(
     store: Arc<Store>,
 ) {
     let mut seen = HashSet::new();
-    for backfill in &job.backfills {
+    for backfill in &job.watches().1 {
         if !seen.insert(backfill.state_table) {
             continue;
         }
@@ -556,8 +587,8 @@ mod tests {
             statement: "CREATE MATERIALIZED VIEW v AS SELECT 1".into(),
             is_cdc: false,
             info: CreatingInfo { background: true, initialized_at_ms: 0 },
-            backfills,
-            persisted_rows: 10,
+            backfills: Mutex::new((0, backfills)),
+            persisted_rows: Mutex::new(10),
             totals: Mutex::new(HashMap::from([(TableId(10), 1000)])),
             end: watch::Sender::new(None),
         };

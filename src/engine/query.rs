@@ -13,6 +13,7 @@ use datafusion_pg_catalog::setup_pg_catalog;
 
 use crate::batch::{QuerySnapshot, SluiceCatalog};
 use crate::catalog::{Catalog, DEFAULT_DATABASE, DEFAULT_SCHEMA};
+use crate::engine::jobs::JobMap;
 use crate::engine::progress::ProgressTracker;
 use crate::engine::{Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -23,6 +24,7 @@ pub fn session_context(
     catalog: Arc<Catalog>,
     store: Arc<Store>,
     tracker: Arc<ProgressTracker>,
+    jobs: JobMap,
 ) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_default_catalog_and_schema(DEFAULT_DATABASE, DEFAULT_SCHEMA)
@@ -32,7 +34,10 @@ pub fn session_context(
     // Literals like 12.50 are numeric in Postgres, not double precision.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
     let ctx = SessionContext::new_with_config(config);
-    ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store, tracker)));
+    ctx.register_catalog(
+        DEFAULT_DATABASE,
+        Arc::new(SluiceCatalog::new(catalog, store, tracker, jobs)),
+    );
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
         .map_err(|e| Error::DataFusion(*e))?;
     Ok(ctx)

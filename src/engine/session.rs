@@ -165,7 +165,7 @@ pub fn parse_rate_limit(value: Option<i64>) -> Result<Option<u64>> {
 }
 
 /// The number of cores, at least 1.
-fn default_parallelism() -> usize {
+pub fn default_parallelism() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

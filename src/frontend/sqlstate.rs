@@ -26,6 +26,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::Arrow(_) => "22P02",
         Error::Upstream { code, .. } => code,
         Error::ObjectState(_) => "55000",
+        Error::InvalidParameter(_) => "22023",
         Error::Canceled(_) => "57014",
         Error::Storage(_) | Error::Stream(_) => "XX000",
         Error::Shutdown => "57P01",

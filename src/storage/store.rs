@@ -101,6 +101,12 @@ impl Store {
         self.committed_tx.subscribe()
     }
 
+    /// Waits until `epoch` is committed.
+    pub async fn wait_committed(&self, epoch: Epoch) -> Result<()> {
+        let mut committed = self.subscribe_committed();
+        committed.wait_for(|c| *c >= epoch).await.map(|_| ()).map_err(|_| Error::Shutdown)
+    }
+
     /// Stages one table's writes of `epoch`; they become durable with [`Store::commit`].
     pub fn stage(&self, epoch: Epoch, writes: Arc<WriteBuffer>) {
         self.pending.lock().entry(epoch).or_default().push(writes);

@@ -49,10 +49,14 @@ impl Actor {
             match msg {
                 Ok(Message::Barrier(b)) => {
                     outputs.extend(b.added_outputs(id).iter().cloned());
-                    let (checkpoint, epoch) = (b.is_checkpoint(), b.epoch.prev);
+                    let (checkpoint, epoch, stop) = (b.is_checkpoint(), b.epoch.prev, b.stops(id));
                     dispatch(&mut outputs, Message::Barrier(b)).await;
                     if checkpoint {
                         let _ = collector.send(Collect::Done { actor: id, epoch });
+                    }
+                    if stop {
+                        tracing::debug!(actor = %id, %epoch, "actor stopped by a barrier");
+                        return;
                     }
                 }
                 Ok(msg) => dispatch(&mut outputs, msg).await,

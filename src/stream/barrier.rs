@@ -59,6 +59,17 @@ enum Command {
         limit: Option<u64>,
         done: oneshot::Sender<Epoch>,
     },
+    Replace(Replacement, oneshot::Sender<Epoch>),
+}
+
+/// Actors replaced by others at one checkpoint barrier (see [`BarrierHandle::replace`]).
+pub struct Replacement {
+    /// Actors that collect the barrier and stop after it.
+    pub stop: Vec<ActorId>,
+    /// Actors that start with the barrier: their upstreams send it to them first.
+    pub start: Vec<ActorId>,
+    /// Outputs the barrier adds to running actors, towards the new ones.
+    pub outputs: HashMap<ActorId, Vec<Output>>,
 }
 
 /// A cheap handle to talk to the barrier manager.
@@ -102,6 +113,16 @@ impl BarrierHandle {
         wait.await.map_err(|_| Error::Shutdown)
     }
 
+    /// Replaces actors at the next checkpoint barrier: the old ones commit their state for the
+    /// epoch it ends and stop; the new ones, already spawned, receive that barrier as their
+    /// first message through `outputs` (added to running upstream actors) or from each other.
+    /// Returns the epoch the barrier ended, once it is committed.
+    pub async fn replace(&self, replacement: Replacement) -> Result<Epoch> {
+        let (done, wait) = oneshot::channel();
+        self.send(Command::Replace(replacement, done))?;
+        wait.await.map_err(|_| Error::Shutdown)
+    }
+
     /// Asks for a checkpoint as soon as possible, without waiting for it.
     pub fn request_checkpoint(&self) {
         let _ = self.commands.send(Command::Checkpoint { done: None });
@@ -136,6 +157,8 @@ pub struct BarrierManager {
     actors: HashSet<ActorId>,
     /// What the next checkpoint barrier changes.
     pending: Mutation,
+    /// Actors that leave the collect set once the next checkpoint is committed.
+    stopping: Vec<ActorId>,
     commands: mpsc::UnboundedReceiver<Command>,
     collect: mpsc::UnboundedReceiver<Collect>,
 }
@@ -153,6 +176,7 @@ impl BarrierManager {
             sources: HashMap::new(),
             actors: HashSet::new(),
             pending: Mutation::default(),
+            stopping: Vec::new(),
             commands,
             collect,
         };
@@ -228,6 +252,16 @@ impl BarrierManager {
                 waiters.push(done);
                 true
             }
+            Command::Replace(Replacement { stop, start, outputs }, done) => {
+                self.actors.extend(start);
+                for (actor, senders) in outputs {
+                    self.pending.add_outputs.entry(actor).or_default().extend(senders);
+                }
+                self.pending.stop.extend(stop.iter().copied());
+                self.stopping.extend(stop);
+                waiters.push(done);
+                true
+            }
         }
     }
 
@@ -264,6 +298,10 @@ impl BarrierManager {
             .await
             .map_err(|e| Error::Stream(format!("commit task failed: {e}")))??;
         self.curr = barrier.epoch.curr;
+        for actor in self.stopping.drain(..) {
+            self.actors.remove(&actor);
+            self.sources.remove(&actor);
+        }
         Ok(prev)
     }
 }

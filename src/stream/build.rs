@@ -22,6 +22,7 @@ use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::arrangement_backfill::{ArrangementBackfillExecutor, BackfillConfig};
 use crate::stream::executor::filter::FilterExecutor;
+use crate::stream::executor::gate::GateExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HashAggExecutor};
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
 use crate::stream::executor::merge::MergeExecutor;
@@ -48,6 +49,10 @@ pub struct BuiltPlan {
     pub outputs: HashMap<ActorId, Vec<Output>>,
     /// Progress of every backfilling actor.
     pub backfills: Vec<BackfillWatch>,
+    /// The lower fragments: the operators each runs, and its actors.
+    pub fragments: Vec<(String, Vec<ActorId>)>,
+    /// The operators of the top fragment.
+    pub root_label: String,
 }
 
 /// Everything building needs besides the plan.
@@ -75,22 +80,50 @@ pub fn build_plan(plan: &StreamPlan, ctx: &BuildContext<'_>) -> Result<BuiltPlan
         inner_actors: Vec::new(),
         outputs: HashMap::new(),
         backfills: Vec::new(),
+        fragments: Vec::new(),
+        root_label: fragment_label(&plan.root),
     };
     built.roots = build_fragment(&plan.root, ctx, &mut built)?;
     Ok(built)
 }
 
+/// The operators of the fragment rooted at `node`, down to its exchanges.
+fn fragment_label(node: &StreamNode) -> String {
+    let name = match &node.kind {
+        NodeKind::Scan { table, .. } => return format!("StreamScan {{ table: {} }}", table.name),
+        NodeKind::Exchange { .. } => return "Exchange".to_owned(),
+        NodeKind::Filter { .. } => "Filter",
+        NodeKind::Project { .. } => "Project",
+        NodeKind::HashAgg { .. } => "HashAgg",
+        NodeKind::HashJoin { .. } => "HashJoin",
+        NodeKind::Union => "Union",
+    };
+    let inputs: Vec<String> = node.inputs.iter().map(fragment_label).collect();
+    format!("{name}({})", inputs.join(", "))
+}
+
+/// Expressions of a relation's distribution key columns, to hash-dispatch its rows by vnode.
+pub fn key_exprs(table: &TableCatalog) -> Vec<Arc<dyn PhysicalExpr>> {
+    table.pk[..table.dist_key_len]
+        .iter()
+        .map(|&i| Arc::new(Column::new(&table.columns[i].name, i)) as _)
+        .collect()
+}
+
 /// `n` channels: the senders for an upstream output and the receivers, one per actor.
-fn channels(n: usize) -> (Vec<mpsc::Sender<Message>>, Vec<mpsc::Receiver<Message>>) {
+pub fn channels(n: usize) -> (Vec<mpsc::Sender<Message>>, Vec<mpsc::Receiver<Message>>) {
     (0..n).map(|_| mpsc::channel(CHANNEL_CAPACITY)).unzip()
 }
 
-fn input_of(mut receivers: Vec<mpsc::Receiver<Message>>) -> BoxedExecutor {
-    if receivers.len() == 1 {
+/// An actor's input from its channels: one receiver, or a merge aligning barriers, under a
+/// gate (see [`GateExecutor`]).
+pub fn input_of(mut receivers: Vec<mpsc::Receiver<Message>>, store: &Arc<Store>) -> BoxedExecutor {
+    let input: BoxedExecutor = if receivers.len() == 1 {
         Box::new(ReceiverExecutor::new(receivers.pop().expect("one receiver")))
     } else {
         Box::new(MergeExecutor::new(receivers))
-    }
+    };
+    Box::new(GateExecutor::new(input, store.clone()))
 }
 
 /// The executors of the fragment rooted at `node`, one per actor.
@@ -106,10 +139,7 @@ fn build_fragment(
             if upstreams.is_empty() {
                 return Err(Error::Stream(format!("{} has no running job", table.name)));
             }
-            let keys: Vec<Arc<dyn PhysicalExpr>> = table.pk[..table.dist_key_len]
-                .iter()
-                .map(|&i| Arc::new(Column::new(&table.columns[i].name, i)) as _)
-                .collect();
+            let keys = key_exprs(table);
             let mut inputs: Vec<Vec<mpsc::Receiver<Message>>> =
                 (0..n).map(|_| Vec::new()).collect();
             for upstream in upstreams {
@@ -141,7 +171,7 @@ fn build_fragment(
                     barrier: ctx.barrier.clone(),
                 };
                 let scan = ArrangementBackfillExecutor::new(
-                    input_of(receivers),
+                    input_of(receivers, &ctx.store),
                     ctx.store.clone(),
                     config,
                     status,
@@ -154,15 +184,19 @@ fn build_fragment(
             let below = build_fragment(&node.inputs[0], ctx, built)?;
             let mut inputs: Vec<Vec<mpsc::Receiver<Message>>> =
                 (0..n).map(|_| Vec::new()).collect();
+            let mut ids = Vec::with_capacity(below.len());
             for executor in below {
                 let (senders, receivers) = channels(n);
                 let output = Output { keys: keys.clone(), senders };
-                built.inner_actors.push(((ctx.new_actor)(), executor, vec![output]));
+                let id = (ctx.new_actor)();
+                ids.push(id);
+                built.inner_actors.push((id, executor, vec![output]));
                 for (i, rx) in receivers.into_iter().enumerate() {
                     inputs[i].push(rx);
                 }
             }
-            Ok(inputs.into_iter().map(input_of).collect())
+            built.fragments.push((fragment_label(&node.inputs[0]), ids));
+            Ok(inputs.into_iter().map(|r| input_of(r, &ctx.store)).collect())
         }
         NodeKind::Union => {
             let mut per_actor: Vec<Vec<BoxedExecutor>> = (0..n).map(|_| Vec::new()).collect();

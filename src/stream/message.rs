@@ -7,7 +7,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::scalar::ScalarValue;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio::sync::mpsc;
 
@@ -119,12 +119,15 @@ pub struct Mutation {
     pub add_outputs: HashMap<ActorId, Vec<Output>>,
     /// New backfill rate limits, by job: rows per second per actor, `None` for no limit.
     pub throttle: HashMap<TableId, Option<u64>>,
+    /// Actors that stop after this barrier: they commit their state for the epoch it ends,
+    /// pass it on, and exit. Their upstreams drop the outputs to them.
+    pub stop: HashSet<ActorId>,
 }
 
 impl Mutation {
     /// True when the mutation changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.add_outputs.is_empty() && self.throttle.is_empty()
+        self.add_outputs.is_empty() && self.throttle.is_empty() && self.stop.is_empty()
     }
 }
 
@@ -164,6 +167,11 @@ impl Barrier {
             Some(m) => m.add_outputs.get(&actor).map_or(&[], Vec::as_slice),
             None => &[],
         }
+    }
+
+    /// True if `actor` stops after this barrier.
+    pub fn stops(&self, actor: ActorId) -> bool {
+        self.mutation.as_deref().is_some_and(|m| m.stop.contains(&actor))
     }
 
     /// The backfill rate limit this barrier sets for `job`'s backfills, if it sets one.

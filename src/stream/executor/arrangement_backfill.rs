@@ -110,9 +110,11 @@ impl Executor for ArrangementBackfillExecutor {
         async_stream::try_stream! {
             let mut upstream = upstream.execute();
             let first = next_barrier(&mut upstream).await?;
-            let mut backfill = Backfill::load(store, config, status)?;
             let prev = first.epoch.prev;
             yield Message::Barrier(first);
+            // A rebuilt job's progress is committed with the first barrier's epoch.
+            store.wait_committed(prev).await?;
+            let mut backfill = Backfill::load(store, config, status)?;
             if !backfill.is_finished() {
                 backfill.start_epoch(prev).await?;
                 while let Some(msg) = backfill.next_message(&mut upstream).await? {

@@ -10,6 +10,7 @@ pub mod cdc_backfill;
 pub mod cdc_source;
 pub mod dml;
 pub mod filter;
+pub mod gate;
 pub mod hash_agg;
 pub mod hash_join;
 pub mod left_join;
