@@ -562,6 +562,8 @@ async fn cdc_progress(upstream: &mut Upstream, server: &Sluice) -> anyhow::Resul
     .await?;
     let expected = ["public.items", "1", "0", "f", "t"].map(|s| Some(s.to_owned())).to_vec();
     ensure!(cdc == vec![expected], "{cdc:?}");
+    let code = sqlstate_of(&client, "ALTER TABLE pg SET PARALLELISM = 2").await?;
+    ensure!(code == "42809", "ALTER of a source: SQLSTATE {code}");
 
     // The upstream goes away: the status says so and why; it comes back: the snapshot goes on.
     upstream.stop().await?;

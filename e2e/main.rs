@@ -14,5 +14,6 @@ mod harness;
 mod jobs;
 mod mv;
 mod psycopg;
+mod rescale;
 mod slt;
 mod upstream;

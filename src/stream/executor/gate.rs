@@ -59,3 +59,34 @@ impl Executor for GateExecutor {
         "GateExecutor"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int32Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use futures::FutureExt;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::stream::executor::receiver::ReceiverExecutor;
+    use crate::stream::message::{Barrier, StreamChunk};
+
+    #[tokio::test]
+    async fn holds_messages_after_the_first_barrier_until_its_epoch_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        let gate = GateExecutor::new(Box::new(ReceiverExecutor::new(rx)), store.clone());
+        let mut stream = Box::new(gate).execute();
+        let epoch = store.committed_epoch().next();
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, false)]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1]))]);
+        tx.send(Message::Barrier(Barrier::checkpoint(epoch))).await.unwrap();
+        tx.send(Message::Chunk(StreamChunk::inserts(batch.unwrap()))).await.unwrap();
+        assert!(matches!(stream.next().await, Some(Ok(Message::Barrier(_)))));
+        // The chunk is in the channel, but the epoch is not committed yet.
+        assert!(stream.next().now_or_never().is_none());
+        store.commit(epoch).unwrap();
+        assert!(matches!(stream.next().await, Some(Ok(Message::Chunk(_)))));
+    }
+}
