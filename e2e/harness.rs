@@ -51,14 +51,21 @@ pub struct Sluice {
     port: u16,
     /// How many times a server process has been spawned, for the log headers.
     spawns: u32,
+    /// Milliseconds between checkpoints.
+    barrier_interval_ms: u64,
 }
 
 impl Sluice {
     /// Starts a server on a new temporary data directory and waits until it answers `SELECT 1`.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_barrier_interval(BARRIER_INTERVAL_MS).await
+    }
+
+    /// [`Sluice::start`] with checkpoints every `barrier_interval_ms` milliseconds.
+    pub async fn start_with_barrier_interval(barrier_interval_ms: u64) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
         fs::create_dir_all(dir.path().join("data"))?;
-        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0 };
+        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms };
         sluice.launch().await?;
         Ok(sluice)
     }
@@ -89,6 +96,11 @@ impl Sluice {
     /// The libpq-style connection string of the current run.
     pub fn conn_string(&self) -> String {
         format!("host=127.0.0.1 port={} user=root dbname=dev", self.port)
+    }
+
+    /// The process id of the current run.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
     }
 
     /// The TCP port of the current run, for clients that take host and port separately.
@@ -144,7 +156,7 @@ impl Sluice {
             .arg("--data-dir")
             .arg(self.dir.path().join("data"))
             .arg("--barrier-interval-ms")
-            .arg(BARRIER_INTERVAL_MS.to_string())
+            .arg(self.barrier_interval_ms.to_string())
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(log)

@@ -5,8 +5,13 @@
 //! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
-//! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests.
+//! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
+//! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
+//!   `bench/run` cannot rot.
 
+#[path = "../bench/driver.rs"]
+mod bench_driver;
+mod bench_smoke;
 mod cdc;
 mod clients;
 mod crash;

@@ -1,0 +1,29 @@
+//! The benchmark driver end to end on a small table: every scenario runs and reports.
+
+use anyhow::ensure;
+
+use crate::bench_driver::{Options, run};
+
+#[tokio::test]
+async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
+    let options = Options {
+        rows: 10_000,
+        freshness_secs: 3.0,
+        out: None,
+        command: "bench/run --rows 10000".into(),
+    };
+    let report = run(&options).await?;
+    for scenario in [
+        "1 physical limit",
+        "2 CDC backfill",
+        "3 view backfill",
+        "4 incremental",
+        "5 freshness",
+        "6 memory",
+        "7 recovery",
+    ] {
+        ensure!(report.contains(&format!("| {scenario} |")), "no {scenario} in\n{report}");
+    }
+    ensure!(report.matches("| 3 view backfill |").count() == 3, "three views in\n{report}");
+    Ok(())
+}
