@@ -37,7 +37,13 @@ impl Engine {
         })?;
         let actor = self.new_actor_id();
         let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
-        let reader = CdcSourceExecutor::new(barrier_rx, config, self.store.clone(), state);
+        let reader = CdcSourceExecutor::new(
+            barrier_rx,
+            config,
+            self.store.clone(),
+            state,
+            self.barrier.clone(),
+        );
         Ok(PreparedJob::single(source.id, actor, Box::new(reader), Some(barrier_tx)))
     }
 

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
+use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
@@ -31,6 +32,11 @@ use crate::stream::message::{Barrier, Message, StreamChunk};
 const POLL_LIMIT: i32 = 10_000;
 /// Time between polls of an idle slot.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Changes emitted since the last checkpoint after which the reader asks for the next one:
+/// every poll decodes the slot from its confirmed position, which only a committed checkpoint
+/// moves, so a busy upstream needs frequent checkpoints to keep polls short.
+const CHECKPOINT_CHANGES: usize = 4096;
 
 /// The schema of the rows a source emits.
 pub fn change_schema() -> SchemaRef {
@@ -49,6 +55,7 @@ pub struct CdcSourceExecutor {
     config: PgSourceConfig,
     store: Arc<Store>,
     state: Arc<TableCatalog>,
+    barrier: BarrierHandle,
 }
 
 impl CdcSourceExecutor {
@@ -58,16 +65,17 @@ impl CdcSourceExecutor {
         config: PgSourceConfig,
         store: Arc<Store>,
         state: Arc<TableCatalog>,
+        barrier: BarrierHandle,
     ) -> Self {
-        Self { barriers, config, store, state }
+        Self { barriers, config, store, state, barrier }
     }
 }
 
 impl Executor for CdcSourceExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { mut barriers, config, store, state } = *self;
+        let Self { mut barriers, config, store, state, barrier } = *self;
         async_stream::try_stream! {
-            let mut reader = Reader::load(config, store, &state)?;
+            let mut reader = Reader::load(config, store, &state, barrier)?;
             let mut ticker = tokio::time::interval(POLL_INTERVAL);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -109,10 +117,21 @@ struct Reader {
     /// After a failure: when to try again, and the wait after the next failure.
     retry_at: Option<std::time::Instant>,
     backoff: Duration,
+    /// The offset to advance the slot to once the checkpoint of the epoch is committed. It is
+    /// done on the polling connection, between polls: a slot is busy while it is read.
+    advance_to: Option<(Epoch, u64)>,
+    /// Changes emitted since the last checkpoint.
+    unrecorded: usize,
+    barrier: BarrierHandle,
 }
 
 impl Reader {
-    fn load(config: PgSourceConfig, store: Arc<Store>, state: &TableCatalog) -> Result<Self> {
+    fn load(
+        config: PgSourceConfig,
+        store: Arc<Store>,
+        state: &TableCatalog,
+        barrier: BarrierHandle,
+    ) -> Result<Self> {
         let table = StateTable::for_relation(store.clone(), state);
         let (start, end) = table.full_range();
         let mut emitted = 0;
@@ -135,6 +154,9 @@ impl Reader {
             recorded: emitted,
             retry_at: None,
             backoff: Duration::from_millis(100),
+            advance_to: None,
+            unrecorded: 0,
+            barrier,
         })
     }
 
@@ -164,6 +186,12 @@ impl Reader {
             self.client = Some(self.config.connect().await?);
         }
         let client = self.client.as_ref().expect("connected above");
+        if let Some((epoch, lsn)) = self.advance_to
+            && self.store.committed_epoch() >= epoch
+        {
+            advance_slot(client, &self.config.slot, lsn).await?;
+            self.advance_to = None;
+        }
         let (changes, _) = peek_changes(
             client,
             &self.config.slot,
@@ -176,6 +204,10 @@ impl Reader {
             return Ok(None);
         }
         self.emitted = changes.iter().map(|c| c.lsn).max().unwrap_or(self.emitted);
+        self.unrecorded += changes.len();
+        if self.unrecorded >= CHECKPOINT_CHANGES {
+            self.barrier.request_checkpoint();
+        }
         tracing::debug!(slot = %self.config.slot, changes = changes.len(), upto = self.emitted, "read changes");
         Ok(Some(changes_chunk(&changes)?))
     }
@@ -191,21 +223,9 @@ impl Reader {
             let batch = RecordBatch::try_new(self.state_schema.clone(), columns)?;
             self.table.write_chunk(&StreamChunk::inserts(batch))?;
             self.recorded = self.emitted;
-            let (store, config, lsn) = (self.store.clone(), self.config.clone(), self.emitted);
-            tokio::spawn(async move {
-                let mut committed = store.subscribe_committed();
-                if committed.wait_for(|c| *c >= epoch).await.is_err() {
-                    return;
-                }
-                let result = match config.connect().await {
-                    Ok(client) => advance_slot(&client, &config.slot, lsn).await,
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = result {
-                    tracing::warn!(slot = %config.slot, error = %e, "advancing the slot failed; it is retried at the next checkpoint");
-                }
-            });
+            self.advance_to = Some((epoch, self.emitted));
         }
+        self.unrecorded = 0;
         self.table.commit(epoch);
         Ok(())
     }
