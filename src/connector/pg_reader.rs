@@ -175,6 +175,17 @@ pub async fn current_lsn(client: &Client) -> Result<u64> {
     parse_lsn(&text)
 }
 
+/// The upstream's WAL flush position: every transaction committed before it can be decoded.
+pub async fn current_flush_lsn(client: &Client) -> Result<u64> {
+    let rows = client
+        .simple_query("SELECT pg_current_wal_flush_lsn()::text")
+        .await
+        .map_err(upstream_error)?;
+    let text = first_value(&rows)
+        .ok_or_else(|| Error::Upstream { code: "XX000", message: "no WAL position".into() })?;
+    parse_lsn(&text)
+}
+
 fn parse_lsn(text: &str) -> Result<u64> {
     pg_walstream::parse_lsn(text)
         .map_err(|e| Error::Upstream { code: "XX000", message: format!("bad LSN {text}: {e}") })

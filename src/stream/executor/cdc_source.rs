@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
-use crate::connector::pg_reader::{RowChange, advance_slot, peek_changes};
+use crate::connector::pg_reader::{RowChange, advance_slot, current_flush_lsn, peek_changes};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
@@ -192,7 +192,8 @@ impl Reader {
             advance_slot(client, &self.config.slot, lsn).await?;
             self.advance_to = None;
         }
-        let (changes, _) = peek_changes(
+        let flushed = current_flush_lsn(client).await?;
+        let (changes, messages) = peek_changes(
             client,
             &self.config.slot,
             &self.config.publication,
@@ -200,10 +201,16 @@ impl Reader {
             POLL_LIMIT,
         )
         .await?;
+        if messages < POLL_LIMIT as usize {
+            // The poll decoded every transaction committed before `flushed`: the offset may
+            // pass them even when none touched a published table (other tables, views being
+            // built upstream), so the slot moves and later polls do not decode them again.
+            self.emitted = self.emitted.max(flushed);
+        }
         if changes.is_empty() {
             return Ok(None);
         }
-        self.emitted = changes.iter().map(|c| c.lsn).max().unwrap_or(self.emitted);
+        self.emitted = changes.iter().map(|c| c.lsn).fold(self.emitted, u64::max);
         self.unrecorded += changes.len();
         if self.unrecorded >= CHECKPOINT_CHANGES {
             self.barrier.request_checkpoint();
