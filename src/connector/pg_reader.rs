@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use arrow::array::{StringArray, StringBuilder};
+
 use pg_walstream::protocol::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
@@ -198,14 +200,14 @@ fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
     })
 }
 
-/// One page of the snapshot: rows after `cursor` (a key, as text values) in key order, every
-/// value as text.
+/// One page of the snapshot: rows after `cursor` (a key, as text values) in key order, as one
+/// text column per upstream column.
 pub async fn snapshot_page(
     client: &Client,
     table: &UpstreamTable,
     cursor: Option<&[Option<String>]>,
     limit: usize,
-) -> Result<Vec<Vec<Option<String>>>> {
+) -> Result<Vec<StringArray>> {
     // Columns are qualified: an unqualified ORDER BY name would sort by the text output column.
     let columns: Vec<String> =
         table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
@@ -225,15 +227,16 @@ pub async fn snapshot_page(
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
     let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
-    Ok(messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+    let mut columns: Vec<StringBuilder> =
+        table.columns.iter().map(|_| StringBuilder::with_capacity(limit, limit * 16)).collect();
+    for message in &messages {
+        if let SimpleQueryMessage::Row(row) = message {
+            for (i, column) in columns.iter_mut().enumerate() {
+                column.append_option(row.get(i));
             }
-            _ => None,
-        })
-        .collect())
+        }
+    }
+    Ok(columns.iter_mut().map(StringBuilder::finish).collect())
 }
 
 /// A key column for comparisons and ordering: text compares bytewise, as Sluice's keys do.

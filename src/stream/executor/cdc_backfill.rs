@@ -311,17 +311,9 @@ impl CdcBackfill {
         let low = current_lsn(self.client().await?).await?;
         let cursor = self.cursor.as_ref().map(|(text, _)| text.clone());
         let upstream = self.config.upstream.clone();
-        let rows = snapshot_page(self.client().await?, &upstream, cursor.as_deref(), batch).await?;
-        let n = rows.len();
-        tracing::debug!(
-            table = %self.split_id,
-            rows = n,
-            low,
-            after = ?cursor,
-            first = ?rows.first().map(|r| r[0].clone()),
-            last = ?rows.last().map(|r| r[0].clone()),
-            "read a snapshot page"
-        );
+        let page = snapshot_page(self.client().await?, &upstream, cursor.as_deref(), batch).await?;
+        let n = page.first().map_or(0, |c| c.len());
+        tracing::debug!(table = %self.split_id, rows = n, low, after = ?cursor, "read a snapshot page");
         self.dirty = true;
         self.last_low = low;
         self.last_error = None;
@@ -333,10 +325,16 @@ impl CdcBackfill {
         if n == 0 {
             return Ok((None, 0));
         }
-        let data = with_unchanged(self.typed_rows(&rows)?, vec![None; n])?;
+        // A snapshot row's key is above every key the table has seen (changes to keys beyond
+        // the cursor are dropped), so the page is plain inserts: no `_unchanged` column tells
+        // the materialize to skip its upsert lookups.
+        let data = self.typed_columns(&page)?;
         let keys = self.keys(&data)?;
-        let last = rows.last().expect("non-empty page");
-        let text_key = upstream.pk.iter().map(|&i| last[i].clone()).collect();
+        let text_key = upstream
+            .pk
+            .iter()
+            .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
+            .collect();
         let key = keys.last().expect("one key per row").clone();
         self.pages.push_back(Page { last_key: key.clone(), low });
         self.cursor = Some((text_key, key));
@@ -360,6 +358,21 @@ impl CdcBackfill {
             .collect::<Result<Vec<_>>>()?;
         let relaxed = nullable(&schema);
         Ok(RecordBatch::try_new(relaxed, columns)?)
+    }
+
+    /// Text columns (upstream order) as a batch of the table's columns.
+    fn typed_columns(&self, page: &[StringArray]) -> Result<RecordBatch> {
+        let schema: SchemaRef = self.config.table.full_schema();
+        let columns = self
+            .config
+            .upstream_columns
+            .iter()
+            .zip(schema.fields())
+            .map(|(&u, field)| {
+                cast_text(&(Arc::new(page[u].clone()) as ArrayRef), field.data_type())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(nullable(&schema), columns)?)
     }
 
     /// The memcomparable primary key of every row, without the table and vnode prefix: these

@@ -51,10 +51,13 @@ impl Executor for MaterializeExecutor {
                     Message::Chunk(chunk) => {
                         let (chunk, unchanged) = split_unchanged(chunk, &schema)?;
                         let chunk = conform(chunk, &schema)?;
-                        let chunk = if upsert {
-                            resolve_upserts(&table, &schema, chunk, unchanged)?
-                        } else {
-                            Some(chunk)
+                        // In upsert mode a chunk without the `_unchanged` column holds plain
+                        // inserts of keys not stored yet (a CDC snapshot page).
+                        let chunk = match unchanged {
+                            Some(unchanged) if upsert => {
+                                resolve_upserts(&table, &schema, chunk, Some(unchanged))?
+                            }
+                            _ => Some(chunk),
                         };
                         let Some(chunk) = chunk else { continue };
                         table.write_chunk(&chunk)?;
