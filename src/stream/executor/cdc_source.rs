@@ -38,6 +38,11 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// moves, so a busy upstream needs frequent checkpoints to keep polls short.
 const CHECKPOINT_CHANGES: usize = 4096;
 
+/// Bytes of WAL the offset may move past without a checkpoint; beyond them the reader asks for
+/// one, and polls wait for the slot to move: decoding them again at every poll would keep the
+/// upstream busy (a large transaction on an unpublished table).
+const CHECKPOINT_WAL_BYTES: u64 = 1 << 20;
+
 /// The schema of the rows a source emits.
 pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -122,6 +127,8 @@ struct Reader {
     advance_to: Option<(Epoch, u64)>,
     /// Changes emitted since the last checkpoint.
     unrecorded: usize,
+    /// The offset the slot was last advanced to by this reader.
+    advanced: u64,
     barrier: BarrierHandle,
 }
 
@@ -156,6 +163,7 @@ impl Reader {
             backoff: Duration::from_millis(100),
             advance_to: None,
             unrecorded: 0,
+            advanced: emitted,
             barrier,
         })
     }
@@ -186,11 +194,14 @@ impl Reader {
             self.client = Some(self.config.connect().await?);
         }
         let client = self.client.as_ref().expect("connected above");
-        if let Some((epoch, lsn)) = self.advance_to
-            && self.store.committed_epoch() >= epoch
-        {
-            advance_slot(client, &self.config.slot, lsn).await?;
-            self.advance_to = None;
+        if let Some((epoch, lsn)) = self.advance_to {
+            if self.store.committed_epoch() >= epoch {
+                advance_slot(client, &self.config.slot, lsn).await?;
+                self.advance_to = None;
+                self.advanced = lsn;
+            } else if lsn.saturating_sub(self.advanced) > CHECKPOINT_WAL_BYTES {
+                return Ok(None);
+            }
         }
         let flushed = current_flush_lsn(client).await?;
         let (changes, messages) = peek_changes(
@@ -206,6 +217,9 @@ impl Reader {
             // pass them even when none touched a published table (other tables, views being
             // built upstream), so the slot moves and later polls do not decode them again.
             self.emitted = self.emitted.max(flushed);
+        }
+        if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
+            self.barrier.request_checkpoint();
         }
         if changes.is_empty() {
             return Ok(None);
