@@ -9,6 +9,8 @@
 //! Output rows are `left columns ++ right columns ++ left hidden ++ right hidden`, where hidden
 //! columns are the stream-key columns an input carries after its visible ones.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
@@ -124,7 +126,13 @@ pub(crate) struct Side {
     /// Columns of the input rows (the state table adds key columns, and for the left side of a
     /// left outer join a degree column).
     width: usize,
+    /// Stored rows by join-key prefix, for keys looked up recently. This executor is the only
+    /// writer of its sides, so it drops a key's entry whenever it writes a row with that key.
+    cache: RefCell<HashMap<Vec<u8>, Vec<Vec<u8>>>>,
 }
+
+/// Join keys a side caches before it starts over; bounds the cache's memory.
+const CACHE_KEYS: usize = 1 << 18;
 
 impl Side {
     fn new(side: &JoinSide, store: &Arc<Store>) -> Self {
@@ -134,7 +142,20 @@ impl Side {
             table: StateTable::for_relation(store.clone(), &side.table),
             visible: side.visible,
             width: side.width,
+            cache: RefCell::default(),
         }
+    }
+
+    /// Forgets the cached rows of the keys in `key_columns` (the leading stored columns).
+    pub(crate) fn invalidate(&self, key_columns: &[ArrayRef], rows: usize) -> Result<()> {
+        let mut cache = self.cache.borrow_mut();
+        if cache.is_empty() {
+            return Ok(());
+        }
+        for prefix in encode_keys(self.def.id, key_columns, rows, key_columns.len())? {
+            cache.remove(&prefix);
+        }
+        Ok(())
     }
 
     /// Columns of the input rows.
@@ -160,6 +181,7 @@ impl Side {
         columns.extend(chunk.columns().iter().cloned());
         let batch = RecordBatch::try_new(self.def.full_schema(), columns)?;
         let rows = StreamChunk::new(chunk.ops().to_vec(), batch);
+        self.invalidate(keys, chunk.len())?;
         match crate::stream::executor::filter::mask_chunk(&rows, |i| has_key[i])? {
             Some(rows) => self.table.write_chunk(&rows),
             None => Ok(()),
@@ -168,8 +190,18 @@ impl Side {
 
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
     pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if let Some(rows) = self.cache.borrow().get(prefix) {
+            return Ok(rows.clone());
+        }
         let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
-        Ok(self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect())
+        let rows: Vec<Vec<u8>> =
+            self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect();
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() >= CACHE_KEYS {
+            cache.clear();
+        }
+        cache.insert(prefix.to_vec(), rows.clone());
+        Ok(rows)
     }
 
     fn decode(&self, rows: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {

@@ -183,6 +183,7 @@ impl Side {
     /// Writes one stored row (all columns) with `op`.
     pub(crate) fn store_row(&mut self, op: Op, row: Vec<ScalarValue>) -> Result<()> {
         let batch = rows_to_batch(&[row], &self.def.full_schema())?;
+        self.invalidate(&batch.columns()[..self.keys.len()], 1)?;
         self.table.write_chunk(&StreamChunk::new(vec![op], batch))
     }
 
