@@ -5,7 +5,7 @@
 use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, text_rows};
+use crate::harness::{Sluice, sorted, text_rows};
 use crate::upstream::Upstream;
 
 /// The SQLSTATE of a failed statement, or an error if it succeeded.
@@ -125,13 +125,6 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     ensure!(sqlstate_of(&client, "DROP SOURCE pg").await? == "42P01");
     client.batch_execute("DROP SOURCE IF EXISTS pg").await?;
     Ok(())
-}
-
-/// The rows of a query, sorted, as text.
-async fn sorted(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-    let mut rows = text_rows(client, sql).await?;
-    rows.sort();
-    Ok(rows)
 }
 
 /// Waits until Sluice's `table` holds exactly the upstream's `upstream_query` rows.

@@ -249,3 +249,24 @@ fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("bind an ephemeral port")?;
     Ok(listener.local_addr()?.port())
 }
+
+/// The rows of a query, sorted, as text.
+pub async fn sorted(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+    let mut rows = text_rows(client, sql).await?;
+    rows.sort();
+    Ok(rows)
+}
+
+/// Asserts that `view` holds exactly what `query` returns now.
+pub async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow::Result<()> {
+    let found = sorted(client, &format!("SELECT * FROM {view}")).await?;
+    let expected = sorted(client, query).await?;
+    ensure!(
+        found == expected,
+        "{view} differs from its query: {} rows vs {} expected; first differences: {:?}",
+        found.len(),
+        expected.len(),
+        found.iter().zip(&expected).filter(|(a, b)| a != b).take(3).collect::<Vec<_>>()
+    );
+    Ok(())
+}

@@ -9,7 +9,7 @@ use anyhow::{Context, bail, ensure};
 use parking_lot::Mutex;
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
 
 const AGG_QUERY: &str = "SELECT g, count(*) AS n, sum(v) AS total FROM big GROUP BY g";
 
@@ -196,16 +196,6 @@ async fn progress_and_cancel(server: &Sluice) -> anyhow::Result<()> {
         .await?;
     ensure!(progress_of(&client, "agg").await?.is_none(), "a created job is still listed");
     assert_view_matches(&client, "agg", AGG_QUERY).await
-}
-
-/// Asserts that `view` holds exactly what `query` returns now.
-async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow::Result<()> {
-    let mut found = text_rows(client, &format!("SELECT * FROM {view}")).await?;
-    let mut expected = text_rows(client, query).await?;
-    found.sort();
-    expected.sort();
-    ensure!(found == expected, "{view}: {} rows vs {} expected", found.len(), expected.len());
-    Ok(())
 }
 
 #[tokio::test]

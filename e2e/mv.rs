@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
 
 /// Rows in the upstream table of these tests.
 const ROWS: i64 = 200_000;
@@ -21,27 +21,6 @@ async fn load_big(client: &Client) -> anyhow::Result<()> {
         "INSERT INTO big SELECT value, value % 100, value % 7, 'row' || value FROM generate_series(1, {ROWS})"
     );
     client.batch_execute(&sql).await?;
-    Ok(())
-}
-
-/// The rows of a query, sorted, as text.
-async fn sorted(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-    let mut rows = text_rows(client, sql).await?;
-    rows.sort();
-    Ok(rows)
-}
-
-/// Asserts that `view` holds exactly what `query` returns now.
-async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow::Result<()> {
-    let found = sorted(client, &format!("SELECT * FROM {view}")).await?;
-    let expected = sorted(client, query).await?;
-    ensure!(
-        found == expected,
-        "{view} differs from its query: {} rows vs {} expected; first differences: {:?}",
-        found.len(),
-        expected.len(),
-        found.iter().zip(&expected).filter(|(a, b)| a != b).take(3).collect::<Vec<_>>()
-    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, ensure};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
 
 const AGG_QUERY: &str = "SELECT g, count(*) AS n, sum(v) AS sv, min(v) AS lo, max(id) AS hi \
                          FROM big GROUP BY g";
@@ -56,22 +56,6 @@ async fn write_randomly(
         writes += 1;
     }
     Ok(writes)
-}
-
-/// Asserts that `view` holds exactly what `query` returns now.
-async fn assert_view_matches(client: &Client, view: &str, query: &str) -> anyhow::Result<()> {
-    let mut found = text_rows(client, &format!("SELECT * FROM {view}")).await?;
-    let mut expected = text_rows(client, query).await?;
-    found.sort();
-    expected.sort();
-    ensure!(
-        found == expected,
-        "{view} differs from its query: {} rows vs {} expected; first differences: {:?}",
-        found.len(),
-        expected.len(),
-        found.iter().zip(&expected).filter(|(a, b)| a != b).take(3).collect::<Vec<_>>()
-    );
-    Ok(())
 }
 
 /// The committed backfill progress of `view`'s scan: rows read, and finished vnodes.

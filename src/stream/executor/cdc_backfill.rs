@@ -344,20 +344,11 @@ impl CdcBackfill {
 
     /// Rows of text values (upstream column order) as a batch of the table's columns.
     fn typed_rows(&self, rows: &[Vec<Option<String>>]) -> Result<RecordBatch> {
-        let schema: SchemaRef = self.config.table.full_schema();
-        let columns = self
-            .config
-            .upstream_columns
-            .iter()
-            .zip(schema.fields())
-            .map(|(&u, field)| {
-                let text: ArrayRef =
-                    Arc::new(StringArray::from_iter(rows.iter().map(|r| r[u].as_deref())));
-                cast_text(&text, field.data_type())
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let relaxed = nullable(&schema);
-        Ok(RecordBatch::try_new(relaxed, columns)?)
+        let width = self.config.upstream.columns.len();
+        let columns: Vec<StringArray> = (0..width)
+            .map(|u| StringArray::from_iter(rows.iter().map(|r| r[u].as_deref())))
+            .collect();
+        self.typed_columns(&columns)
     }
 
     /// Text columns (upstream order) as a batch of the table's columns.
