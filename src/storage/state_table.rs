@@ -150,6 +150,38 @@ impl StateTable {
         Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
     }
 
+    /// The current row with the greatest (`last`) or smallest key in `start <= key < end`,
+    /// including writes not yet committed. Reads the committed rows from that end of the range,
+    /// so it costs one row plus the uncommitted writes of the range, whatever the range holds.
+    pub fn edge_of_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        last: bool,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
+        // Uncommitted writes of the range, newest winning.
+        let mut overlay = WriteBuffer::new();
+        for (_, sealed) in &self.sealed {
+            overlay.extend(sealed.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())));
+        }
+        overlay.extend(self.buffer.range(range).map(|(k, v)| (k.clone(), v.clone())));
+        let mut committed = None;
+        self.store.snapshot().scan_until(start, end, last, |k, v| {
+            if overlay.contains_key(k) {
+                return Ok(true);
+            }
+            committed = Some((k.to_vec(), v.to_vec()));
+            Ok(false)
+        })?;
+        let mut present = overlay.into_iter().filter_map(|(k, v)| Some((k, v?)));
+        let written = if last { present.next_back() } else { present.next() };
+        Ok(match (committed, written) {
+            (Some(c), Some(w)) => Some(if (c.0 > w.0) == last { c } else { w }),
+            (c, w) => c.or(w),
+        })
+    }
+
     /// Seals this epoch's writes and stages them with the store for the checkpoint of `epoch`.
     /// Sealed buffers of already committed epochs are released.
     pub fn commit(&mut self, epoch: Epoch) {
@@ -224,5 +256,40 @@ mod tests {
         let limited = table.iter_range(&start, &end, 2).unwrap();
         assert_eq!(limited.len(), 2);
         assert_eq!(limited, rows[..2].to_vec());
+    }
+
+    #[test]
+    fn range_edges_see_uncommitted_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // One vnode for every key, so key order is id order.
+        let mut table = StateTable::new(store.clone(), TableId(3), vec![0], 0);
+        let (start, end) = table.full_range();
+        assert_eq!(table.edge_of_range(&start, &end, true).unwrap(), None);
+        table.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
+        table.commit(Epoch(1));
+        store.commit(Epoch(1)).unwrap();
+        let last = |t: &StateTable| t.edge_of_range(&start, &end, true).unwrap().map(|(_, v)| v);
+        let first = |t: &StateTable| t.edge_of_range(&start, &end, false).unwrap().map(|(_, v)| v);
+        let value_of = |t: &StateTable, id: i64| {
+            let c = chunk(vec![Op::Insert], vec![id], vec![0]);
+            t.get(&t.keys(c.columns(), 1).unwrap()[0]).unwrap()
+        };
+        assert_eq!(last(&table), value_of(&table, 3));
+        assert_eq!(first(&table), value_of(&table, 1));
+        // Deleting the greatest (smallest) committed row uncovers the next one.
+        table.write_chunk(&chunk(vec![Op::Delete, Op::Delete], vec![3, 1], vec![30, 10])).unwrap();
+        assert_eq!(last(&table), value_of(&table, 2));
+        assert_eq!(first(&table), value_of(&table, 2));
+        // A sealed, uncommitted insert above everything wins.
+        table.write_chunk(&chunk(vec![Op::Insert], vec![9], vec![90])).unwrap();
+        table.commit(Epoch(2));
+        assert_eq!(last(&table), value_of(&table, 9));
+        table.write_chunk(&chunk(vec![Op::Delete], vec![9], vec![90])).unwrap();
+        assert_eq!(last(&table), value_of(&table, 2));
+        assert!(last(&table).is_some());
+        // And one below everything wins at the other end.
+        table.write_chunk(&chunk(vec![Op::Insert], vec![0], vec![0])).unwrap();
+        assert_eq!(first(&table), value_of(&table, 0));
     }
 }

@@ -266,6 +266,35 @@ impl ReadSnapshot {
         iter.status()?;
         Ok(last)
     }
+
+    /// Visits rows with `start <= key < end` in ascending (or, if `reverse`, descending) key
+    /// order until `visit` returns false.
+    pub fn scan_until(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        reverse: bool,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_range(start.to_vec()..end.to_vec());
+        let mut iter = self.snapshot.raw_iterator_cf_opt(cf, ro);
+        if reverse {
+            iter.seek_to_last()
+        } else {
+            iter.seek_to_first()
+        }
+        while iter.valid() {
+            let (k, v) = (iter.key().expect("valid"), iter.value().expect("valid"));
+            if !visit(k, v)? {
+                break;
+            }
+            if reverse { iter.prev() } else { iter.next() }
+        }
+        iter.status()?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -389,14 +389,11 @@ impl Aggregation {
                 .collect::<datafusion::error::Result<_>>()?;
             let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
             let end = prefix_successor(&prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
-            let entries = table.iter_range(&prefix, &end, usize::MAX)?;
-            let pick = match call.kind {
-                AggKind::Min => entries.first(),
-                _ => entries.last(),
-            };
+            // The extreme is the first (min) or last (max) value of the group's multiset.
+            let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
             group.states[i] = AggState::Extreme(match pick {
                 Some((_, row)) => {
-                    column_of(def, row, self.n_groups())?.cast_to(&call.output_type)?
+                    column_of(def, &row, self.n_groups())?.cast_to(&call.output_type)?
                 }
                 None => ScalarValue::try_from(&call.output_type)?,
             });
