@@ -1,8 +1,9 @@
 //! CDC jobs: a source's reader job, and `CREATE TABLE .. FROM source TABLE 'schema.table'`.
 //!
-//! A source runs one actor, the slot reader. A CDC table runs `cdc backfill -> materialize`
-//! (upsert mode) fed by the source actor's output; its job attaches to the source at the next
-//! checkpoint, like a view's job attaches to its upstreams.
+//! A source runs one actor, the slot reader. A CDC table runs a `cdc backfill` actor fed by the
+//! source actor's output, hash-dispatching to the table's materialize fragment (upsert mode);
+//! its job attaches to the source at the next checkpoint, like a view's job attaches to its
+//! upstreams.
 
 use std::sync::Arc;
 

@@ -1,9 +1,12 @@
 //! Streaming jobs: building, starting and stopping the actors of tables and views.
 //!
-//! A table's job is one actor, `DmlExecutor -> MaterializeExecutor`. A view's job is one actor
-//! running its plan (scans, operators) under a `MaterializeExecutor`; its scans read from
-//! channels attached to the output of each upstream relation's actor. At start-up every job is
-//! built first and wired, then all actors start together and wait for their first barrier.
+//! A table's job is its DML actor hash-dispatching changes by key to the table's materialize
+//! fragment (`parallelism` actors, each storing its vnodes). A view's job runs its plan in
+//! fragments of `parallelism` actors each (scans, operators, then a `MaterializeExecutor`); its
+//! scans read from channels attached to the output actors of each upstream relation. At
+//! start-up every job is built first and wired, then all actors start together and wait for
+//! their first barrier. `ALTER .. SET PARALLELISM` replaces a running job's actors
+//! (`rescale.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
