@@ -5,7 +5,7 @@
 use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, sorted, text_rows};
+use crate::harness::{Sluice, sorted, text_rows, wait_jobs};
 use crate::upstream::Upstream;
 
 /// The SQLSTATE of a failed statement, or an error if it succeeded.
@@ -573,9 +573,7 @@ async fn cdc_progress(upstream: &mut Upstream, server: &Sluice) -> anyhow::Resul
 
     // Full speed; WAIT returns once the snapshot is done, then the table equals the upstream.
     client.batch_execute("ALTER TABLE items SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
-    tokio::time::timeout(Duration::from_secs(120), client.batch_execute("WAIT"))
-        .await
-        .context("WAIT did not return")??;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
     ensure!(items_progress(&client).await?.is_none(), "still listed after WAIT");
     let cdc = text_rows(
         &client,

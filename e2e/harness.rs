@@ -270,3 +270,11 @@ pub async fn assert_view_matches(client: &Client, view: &str, query: &str) -> an
     );
     Ok(())
 }
+
+/// Runs `WAIT` (until no job is creating), failing if it takes longer than `deadline`.
+pub async fn wait_jobs(client: &Client, deadline: Duration) -> anyhow::Result<()> {
+    tokio::time::timeout(deadline, client.batch_execute("WAIT"))
+        .await
+        .context("WAIT did not return")??;
+    Ok(())
+}

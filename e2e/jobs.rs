@@ -9,7 +9,7 @@ use anyhow::{Context, bail, ensure};
 use parking_lot::Mutex;
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows, wait_jobs};
 
 const AGG_QUERY: &str = "SELECT g, count(*) AS n, sum(v) AS total FROM big GROUP BY g";
 
@@ -243,9 +243,7 @@ async fn resume_after_kill(server: &mut Sluice) -> anyhow::Result<()> {
         )
         .await?;
     client.batch_execute("ALTER MATERIALIZED VIEW agg SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
-    tokio::time::timeout(Duration::from_secs(120), client.batch_execute("WAIT"))
-        .await
-        .context("WAIT did not return")??;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
     ensure!(progress_of(&client, "agg").await?.is_none(), "still listed after WAIT");
     assert_view_matches(&client, "agg", AGG_QUERY).await
 }

@@ -8,7 +8,7 @@ use anyhow::{Context, ensure};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows, wait_jobs};
 
 const AGG_QUERY: &str = "SELECT g, count(*) AS n, sum(v) AS sv, min(v) AS lo, max(id) AS hi \
                          FROM big GROUP BY g";
@@ -169,9 +169,7 @@ async fn rescale_under_load(server: &Sluice) -> anyhow::Result<()> {
              ALTER MATERIALIZED VIEW filtered SET BACKFILL_RATE_LIMIT = DEFAULT",
         )
         .await?;
-    tokio::time::timeout(Duration::from_secs(180), client.batch_execute("WAIT"))
-        .await
-        .context("WAIT did not return")??;
+    wait_jobs(&client, Duration::from_secs(180)).await?;
     stop_tx.send(true)?;
     let writes = writer.await??;
     ensure!(writes > 0, "the writer wrote nothing");
@@ -289,9 +287,7 @@ async fn rescale_and_kill(server: &mut Sluice) -> anyhow::Result<()> {
              ALTER MATERIALIZED VIEW agg SET BACKFILL_RATE_LIMIT = DEFAULT",
         )
         .await?;
-    tokio::time::timeout(Duration::from_secs(120), client.batch_execute("WAIT"))
-        .await
-        .context("WAIT did not return")??;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
     assert_view_matches(&client, "agg", AGG_QUERY).await
 }
 
