@@ -53,6 +53,8 @@ pub struct Sluice {
     spawns: u32,
     /// Milliseconds between checkpoints.
     barrier_interval_ms: u64,
+    /// Extra environment of every run.
+    env: Vec<(String, String)>,
 }
 
 impl Sluice {
@@ -65,7 +67,20 @@ impl Sluice {
     pub async fn start_with_barrier_interval(barrier_interval_ms: u64) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
         fs::create_dir_all(dir.path().join("data"))?;
-        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms };
+        let mut sluice =
+            Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms, env: Vec::new() };
+        sluice.launch().await?;
+        Ok(sluice)
+    }
+
+    /// [`Sluice::start`] with `env` added to the environment of every run (for example
+    /// `SLUICE_FAILPOINTS`).
+    pub async fn start_with_env(env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
+        fs::create_dir_all(dir.path().join("data"))?;
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let barrier_interval_ms = BARRIER_INTERVAL_MS;
+        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms, env };
         sluice.launch().await?;
         Ok(sluice)
     }
@@ -91,6 +106,16 @@ impl Sluice {
         connect(&self.conn_string())
             .await
             .with_context(|| format!("connect to sluice\n{}", self.log_tail()))
+    }
+
+    /// Fails if the server process has exited: it should be serving.
+    pub fn ensure_running(&mut self) -> anyhow::Result<()> {
+        if let Some(child) = self.child.as_mut()
+            && let Some(status) = child.try_wait()?
+        {
+            bail!("sluice exited ({status})\n{}", self.log_tail());
+        }
+        Ok(())
     }
 
     /// The libpq-style connection string of the current run.
@@ -157,6 +182,7 @@ impl Sluice {
             .arg(self.dir.path().join("data"))
             .arg("--barrier-interval-ms")
             .arg(self.barrier_interval_ms.to_string())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(log)

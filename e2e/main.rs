@@ -5,6 +5,8 @@
 //! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
+//! - [`cdc_faults`]: CDC through upstream crashes, restarts mid-snapshot, partitioned tables;
+//! - [`recovery`]: an actor failure recovers the jobs in the running server;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
 //!   `bench/run` cannot rot.
@@ -13,12 +15,14 @@
 mod bench_driver;
 mod bench_smoke;
 mod cdc;
+mod cdc_faults;
 mod clients;
 mod crash;
 mod harness;
 mod jobs;
 mod mv;
 mod psycopg;
+mod recovery;
 mod rescale;
 mod slt;
 mod upstream;

@@ -248,16 +248,27 @@ impl Upstream {
 
     /// Fast shutdown: SIGINT to the postmaster, then waits for it to exit.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
+        self.stop_with("-INT").await
+    }
+
+    /// Immediate shutdown (SIGQUIT, as `pg_ctl stop -m immediate`): no shutdown checkpoint,
+    /// so the next start runs crash recovery and replication slots fall back to the positions
+    /// of the last checkpoint.
+    pub async fn crash(&mut self) -> anyhow::Result<()> {
+        self.stop_with("-QUIT").await
+    }
+
+    async fn stop_with(&mut self, signal: &str) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        interrupt(&child)?;
+        send_signal(&child, signal)?;
         if let Ok(status) = tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
             status.context("wait for postgres to stop")?;
             return Ok(());
         }
         child.kill().await.context("kill -9 postgres")?;
-        bail!("postgres ignored SIGINT for {STOP_TIMEOUT:?}; killed it\n{}", self.log_tail())
+        bail!("postgres ignored kill {signal} for {STOP_TIMEOUT:?}; killed it\n{}", self.log_tail())
     }
 
     /// A command for one of the PostgreSQL binaries, run as [`Upstream::run_as`] if set.
@@ -286,7 +297,7 @@ impl Drop for Upstream {
         let Some(child) = self.child.as_mut() else {
             return;
         };
-        if interrupt(child).is_ok() && wait_blocking(child, DROP_STOP_TIMEOUT) {
+        if send_signal(child, "-INT").is_ok() && wait_blocking(child, DROP_STOP_TIMEOUT) {
             return;
         }
         if child.start_kill().is_ok() {
@@ -295,16 +306,16 @@ impl Drop for Upstream {
     }
 }
 
-/// Sends SIGINT (a fast shutdown) to the postmaster with the `kill` command.
-fn interrupt(child: &Child) -> anyhow::Result<()> {
+/// Sends `signal` to the postmaster with the `kill` command (`-INT`: a fast shutdown).
+fn send_signal(child: &Child, signal: &str) -> anyhow::Result<()> {
     let pid = child.id().context("postgres has already exited")?;
     let output = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .output()
-        .context("run kill -INT")?;
+        .with_context(|| format!("run kill {signal}"))?;
     ensure!(
         output.status.success(),
-        "kill -INT {pid}: {}",
+        "kill {signal} {pid}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(())

@@ -90,6 +90,12 @@ pub enum Error {
     /// The streaming runtime is shutting down or an actor failed.
     #[error("stream error: {0}")]
     Stream(String),
+    /// The statement exceeds a limit of the implementation (expression nesting).
+    #[error("{0}")]
+    ProgramLimit(String),
+    /// A recovery of the streaming jobs discarded the statement's uncommitted changes.
+    #[error("the statement's changes were not committed: {0}; they were not applied, run it again")]
+    Recovered(String),
     /// The server is shutting down.
     #[error("the server is shutting down")]
     Shutdown,

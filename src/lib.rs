@@ -17,6 +17,8 @@ pub mod connector;
 pub mod engine;
 /// The crate error type.
 pub mod error;
+/// Fault injection for tests.
+pub mod failpoint;
 /// The Postgres wire protocol server.
 pub mod frontend;
 /// Statement parsing.

@@ -24,8 +24,20 @@ struct Args {
     barrier_interval_ms: u64,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Stack of every runtime thread. Planning and evaluating recurse over expressions; the
+/// parser refuses nesting beyond `sql::parser::MAX_EXPR_DEPTH`, and this leaves room for it.
+const THREAD_STACK_BYTES: usize = 32 << 20;
+
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(THREAD_STACK_BYTES)
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(serve())
+}
+
+async fn serve() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),

@@ -21,6 +21,7 @@ use crate::catalog::{Catalog, RelationKind, SourceCatalog, TableCatalog, Virtual
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::jobs::JobMap;
 use crate::engine::progress::{ProgressTracker, create_type, persisted_progress};
+use crate::engine::recovery::RecoveryEvent;
 use crate::error::Result;
 use crate::storage::store::Store;
 use crate::stream::dispatch::owned_vnodes;
@@ -152,6 +153,7 @@ const TABLES: &[&str] = &[
     "rw_rate_limit",
     "rw_fragments",
     "rw_actors",
+    "rw_recovery_events",
 ];
 
 impl SystemSchema {
@@ -177,6 +179,7 @@ impl SystemSchema {
             "rw_rate_limit" => to_batch(self.rate_limits())?,
             "rw_fragments" => to_batch(self.fragments().0)?,
             "rw_actors" => to_batch(self.fragments().1)?,
+            "rw_recovery_events" => to_batch(self.recovery_events())?,
             _ => return Ok(None),
         }))
     }
@@ -526,6 +529,22 @@ impl SystemRow for ActorRow {
     }
 }
 
+/// `rw_recovery_events`: each time the streaming jobs were rebuilt after an actor failed.
+pub struct RecoveryEventRow {
+    event: RecoveryEvent,
+}
+
+impl SystemRow for RecoveryEventRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![("failed_at", timestamptz()), ("error", VARCHAR), ("recovered", BOOLEAN)]
+    }
+
+    fn values(self) -> Vec<Value> {
+        let RecoveryEvent { at_ms, error, recovered } = self.event;
+        vec![Value::TimestampMs(Some(at_ms)), text(error), Value::Bool(Some(recovered))]
+    }
+}
+
 /// `rw_rate_limit`: the jobs whose backfill has a rate limit.
 pub struct RateLimitRow {
     job_id: i64,
@@ -555,6 +574,15 @@ impl SystemRow for RateLimitRow {
 }
 
 impl SystemSchema {
+    fn recovery_events(&self) -> Vec<RecoveryEventRow> {
+        self.tracker
+            .recoveries
+            .events()
+            .into_iter()
+            .map(|event| RecoveryEventRow { event })
+            .collect()
+    }
+
     fn rate_limit_of(&self, id: crate::catalog::TableId) -> Option<u64> {
         self.catalog.table_by_id(id).and_then(|t| t.backfill_rate_limit)
     }

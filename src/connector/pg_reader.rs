@@ -177,15 +177,26 @@ pub async fn current_lsn(client: &Client) -> Result<u64> {
     parse_lsn(&text)
 }
 
-/// The upstream's WAL flush position: every transaction committed before it can be decoded.
-pub async fn current_flush_lsn(client: &Client) -> Result<u64> {
+/// A position every transaction committed so far ends at or before, which no later WAL can
+/// take: the WAL insert position (the end of the last WAL record), if it is flushed already.
+///
+/// The flush position itself will not do: the WAL writer flushes whole pages, so it may lie
+/// inside a record still being written, and after an upstream crash the WAL goes on from the
+/// end of the last complete record, giving new transactions positions below it.
+pub async fn durable_wal_end(client: &Client) -> Result<Option<u64>> {
     let rows = client
-        .simple_query("SELECT pg_current_wal_flush_lsn()::text")
+        .simple_query("SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text")
         .await
         .map_err(upstream_error)?;
-    let text = first_value(&rows)
-        .ok_or_else(|| Error::Upstream { code: "XX000", message: "no WAL position".into() })?;
-    parse_lsn(&text)
+    let row = rows.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(r) => Some((r.get(0), r.get(1))),
+        _ => None,
+    });
+    let Some((Some(insert), Some(flush))) = row else {
+        return Err(Error::Upstream { code: "XX000", message: "no WAL position".into() });
+    };
+    let (insert, flush) = (parse_lsn(insert)?, parse_lsn(flush)?);
+    Ok((flush >= insert).then_some(insert))
 }
 
 fn parse_lsn(text: &str) -> Result<u64> {
@@ -214,15 +225,7 @@ pub async fn snapshot_page(
     let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
     let mut sql = format!("SELECT {} FROM {} AS t", columns.join(", "), table.qualified());
     if let Some(cursor) = cursor {
-        let values: Vec<String> = table
-            .pk
-            .iter()
-            .zip(cursor)
-            .map(|(&i, v)| match v {
-                Some(v) => format!("'{}'::{}", v.replace('\'', "''"), table.upstream_types[i]),
-                None => "NULL".to_owned(),
-            })
-            .collect();
+        let values = key_literals(table, cursor);
         sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
@@ -237,6 +240,45 @@ pub async fn snapshot_page(
         }
     }
     Ok(columns.iter_mut().map(StringBuilder::finish).collect())
+}
+
+/// A key's text values as typed literals, in key order.
+fn key_literals(table: &UpstreamTable, key: &[Option<String>]) -> Vec<String> {
+    table
+        .pk
+        .iter()
+        .zip(key)
+        .map(|(&i, v)| match v {
+            Some(v) => format!("'{}'::{}", v.replace('\'', "''"), table.upstream_types[i]),
+            None => "NULL".to_owned(),
+        })
+        .collect()
+}
+
+/// The current row with `key` (text values of the key columns), as text values in upstream
+/// column order; `None` if the upstream has no such row.
+pub async fn fetch_row(
+    client: &Client,
+    table: &UpstreamTable,
+    key: &[Option<String>],
+) -> Result<Option<Vec<Option<String>>>> {
+    let columns: Vec<String> =
+        table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
+    let key_columns: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
+    let sql = format!(
+        "SELECT {} FROM {} AS t WHERE ({}) = ({})",
+        columns.join(", "),
+        table.qualified(),
+        key_columns.join(", "),
+        key_literals(table, key).join(", ")
+    );
+    let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
+    Ok(messages.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(row) => {
+            Some((0..table.columns.len()).map(|i| row.get(i).map(str::to_owned)).collect())
+        }
+        _ => None,
+    }))
 }
 
 /// A key column for comparisons and ordering: text compares bytewise, as Sluice's keys do.
@@ -262,6 +304,10 @@ pub struct RowChange {
     /// Upstream columns an update left unchanged and did not send (TOASTed values): the stored
     /// row has them.
     pub unchanged: Vec<usize>,
+    /// The new row of an update that also sent the old row (its key changed, or the table has
+    /// `REPLICA IDENTITY FULL`): the old row is deleted first, so no stored row holds the
+    /// `unchanged` columns; they are read from the upstream.
+    pub replaces: bool,
     /// The end LSN of the transaction's commit record: every change of the transaction has it.
     pub lsn: u64,
 }
@@ -280,7 +326,8 @@ pub async fn peek_changes(
         .query(
             "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, \
              'proto_version', '1', 'publication_names', $3)",
-            &[&slot, &limit, &publication],
+            // A list of identifiers: quoted, a name may hold any character.
+            &[&slot, &limit, &quote_ident(publication)],
         )
         .await
         .map_err(upstream_error)?;
@@ -310,10 +357,13 @@ pub async fn peek_changes(
             LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, .. } => {
                 // An old tuple comes when the key changed (or with REPLICA IDENTITY FULL): the
                 // row under the old key goes.
+                let replaces = old_tuple.is_some();
                 if let Some(old) = old_tuple {
                     pending.push(change(&relations, relation_id, true, &old)?);
                 }
-                pending.push(change(&relations, relation_id, false, &new_tuple)?);
+                let mut new = change(&relations, relation_id, false, &new_tuple)?;
+                new.replaces = replaces;
+                pending.push(new);
             }
             LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
                 pending.push(change(&relations, relation_id, true, &old_tuple)?);
@@ -353,7 +403,7 @@ fn change(
         .filter(|(_, c)| c.is_unchanged())
         .map(|(i, _)| i)
         .collect();
-    Ok(RowChange { table, delete, values, unchanged, lsn: 0 })
+    Ok(RowChange { table, delete, values, unchanged, replaces: false, lsn: 0 })
 }
 
 /// Tells the upstream that changes up to `lsn` are durable, so the slot may release them.
@@ -371,11 +421,53 @@ pub async fn advance_slot(client: &Client, slot: &str, lsn: u64) -> Result<()> {
 }
 
 /// Adds a table to the publication unless it is there already.
+///
+/// The changes of a partitioned table are written by its partitions; only a publication with
+/// `publish_via_partition_root` sends them as changes of the table itself. Sluice creates its
+/// publications so (and sets it on one it `owns` from before); one it did not create must
+/// already be so for a partitioned table.
 pub async fn publish_table(
     client: &Client,
     publication: &str,
+    owns: bool,
     table: &UpstreamTable,
 ) -> Result<()> {
+    let partitioned: bool = client
+        .query_one(
+            "SELECT c.relkind = 'p' FROM pg_class c JOIN pg_namespace n ON c.relnamespace = n.oid \
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&table.schema, &table.name],
+        )
+        .await
+        .map_err(upstream_error)?
+        .get(0);
+    if partitioned {
+        let via_root: bool = client
+            .query_one("SELECT pubviaroot FROM pg_publication WHERE pubname = $1", &[&publication])
+            .await
+            .map_err(upstream_error)?
+            .get(0);
+        if !via_root && owns {
+            client
+                .batch_execute(&format!(
+                    "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
+                    quote_ident(publication)
+                ))
+                .await
+                .map_err(upstream_error)?;
+        } else if !via_root {
+            return Err(Error::Upstream {
+                code: "55000",
+                message: format!(
+                    "{} is partitioned, and the changes of its partitions reach Sluice only \
+                     through a publication that publishes via the partition root: run ALTER \
+                     PUBLICATION {} SET (publish_via_partition_root = true); upstream",
+                    table.qualified(),
+                    quote_ident(publication)
+                ),
+            });
+        }
+    }
     let present = !client
         .query(
             "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",

@@ -104,6 +104,17 @@ impl PgSourceConfig {
                 )));
             }
         };
+        let slot = match get("slot.name") {
+            Some(slot) => valid_slot_name(slot)?,
+            None => default_slot_name(source_name),
+        };
+        let publication =
+            get("publication.name").unwrap_or_else(|| format!("sluice_{source_name}"));
+        if publication.is_empty() || publication.len() > 63 {
+            return Err(Error::InvalidParameter(format!(
+                "publication.name must have 1 to 63 characters, not '{publication}'"
+            )));
+        }
         Ok(Self {
             hostname: required("hostname")?,
             port,
@@ -111,8 +122,8 @@ impl PgSourceConfig {
             password: get("password").unwrap_or_default(),
             database: required("database.name")?,
             schema: get("schema.name").unwrap_or_else(|| "public".into()),
-            slot: get("slot.name").unwrap_or_else(|| format!("sluice_{source_name}")),
-            publication: get("publication.name").unwrap_or_else(|| format!("sluice_{source_name}")),
+            slot,
+            publication,
             create_publication,
         })
     }
@@ -226,7 +237,10 @@ impl PgSourceConfig {
                 });
             }
             client
-                .batch_execute(&format!("CREATE PUBLICATION {}", quote_ident(&self.publication)))
+                .batch_execute(&format!(
+                    "CREATE PUBLICATION {} WITH (publish_via_partition_root = true)",
+                    quote_ident(&self.publication)
+                ))
                 .await
                 .map_err(upstream_error)?;
             created.publication = true;
@@ -305,6 +319,28 @@ impl PgSourceConfig {
     }
 }
 
+/// Postgres names replication slots with 1 to 63 lower-case letters, digits and underscores.
+fn valid_slot_name(slot: String) -> Result<String> {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if slot.is_empty() || slot.len() > 63 || !slot.chars().all(ok) {
+        return Err(Error::InvalidParameter(format!(
+            "slot.name '{slot}' is not a valid replication slot name: use 1 to 63 lower-case \
+             letters, digits and underscores"
+        )));
+    }
+    Ok(slot)
+}
+
+/// `sluice_<source>`, with what a slot name cannot hold replaced by `_`.
+fn default_slot_name(source: &str) -> String {
+    let name: String = format!("sluice_{source}")
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '_' })
+        .collect();
+    name.chars().take(63).collect()
+}
+
 /// Which upstream objects a source created, and so drops with it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Created {
@@ -380,6 +416,20 @@ mod tests {
         assert!(matches!(
             PgSourceConfig::from_options("pg", &bad),
             Err(Error::InvalidStatement(_))
+        ));
+        let mut spaced = o.clone();
+        spaced.insert("slot.name".into(), "a b".into());
+        assert!(matches!(
+            PgSourceConfig::from_options("pg", &spaced),
+            Err(Error::InvalidParameter(_))
+        ));
+        let quoted = PgSourceConfig::from_options("My Src", &o).unwrap();
+        assert_eq!(quoted.slot, "sluice_my_src");
+        let mut empty = o.clone();
+        empty.insert("publication.name".into(), String::new());
+        assert!(matches!(
+            PgSourceConfig::from_options("pg", &empty),
+            Err(Error::InvalidParameter(_))
         ));
         let mut missing = o.clone();
         missing.remove("hostname");

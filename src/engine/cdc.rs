@@ -139,7 +139,7 @@ impl Engine {
         let client = config.connect().await?;
         let upstream = describe_table(&client, &schema, &table).await?;
         let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
-        publish_table(&client, &config.publication, &upstream).await?;
+        publish_table(&client, &config.publication, source.created.publication, &upstream).await?;
 
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;

@@ -255,21 +255,18 @@ impl Engine {
     async fn apply(&self, job: &Job, chunks: Vec<StreamChunk>) -> Result<()> {
         let (reply, epoch) = oneshot::channel();
         let dml = job.dml.as_ref().ok_or_else(|| Error::Stream("not a table".into()))?;
-        dml.send(DmlRequest { chunks, reply })
-            .await
-            .map_err(|_| Error::Stream("the table's streaming job has stopped".into()))?;
-        let epoch = epoch
-            .await
-            .map_err(|_| Error::Stream("the table's streaming job has stopped".into()))?;
+        // A job that stopped between the lookup and the send is being recovered.
+        let stopped = || Error::Recovered("the table's streaming job is being recovered".into());
+        dml.send(DmlRequest { chunks, reply }).await.map_err(|_| stopped())?;
+        let epoch = epoch.await.map_err(|_| stopped())?;
         self.wait_committed(epoch).await
     }
 
-    /// Waits until `epoch` is committed, asking for an early checkpoint.
+    /// Waits until `epoch` is committed, asking for an early checkpoint; fails if a recovery
+    /// discarded it.
     pub(crate) async fn wait_committed(&self, epoch: Epoch) -> Result<()> {
-        let mut committed = self.store.subscribe_committed();
         self.barrier.request_checkpoint();
-        committed.wait_for(|c| *c >= epoch).await.map_err(|_| Error::Shutdown)?;
-        Ok(())
+        self.store.wait_committed(epoch).await
     }
 
     /// All columns (hidden ones too) of the rows matching `selection`, followed by `exprs`

@@ -307,10 +307,12 @@ impl Engine {
         outputs: &mut HashMap<ActorId, Vec<Output>>,
     ) -> JobLayout {
         let mut tasks = HashMap::new();
+        let job = self.job_name(prepared.relation);
         for (&id, root) in prepared.ids.iter().zip(prepared.executors.drain(..)) {
             let mut actor_outputs = prepared.fixed_outputs.remove(&id).unwrap_or_default();
             actor_outputs.extend(outputs.remove(&id).unwrap_or_default());
-            tasks.insert(id, Actor::new(id, root, self.barrier.collector(), actor_outputs).spawn());
+            let actor = Actor::new(id, job.clone(), root, self.barrier.collector(), actor_outputs);
+            tasks.insert(id, actor.spawn());
         }
         let fragments = prepared
             .fragments
@@ -328,6 +330,20 @@ impl Engine {
             tasks,
             fragments,
         }
+    }
+
+    /// The name of the relation or source a job maintains.
+    fn job_name(&self, relation: TableId) -> Arc<str> {
+        let name = match self.catalog.table_by_id(relation) {
+            Some(table) => table.name.clone(),
+            None => self
+                .catalog
+                .sources()
+                .into_iter()
+                .find(|s| s.id == relation)
+                .map_or_else(|| relation.to_string(), |s| s.name.clone()),
+        };
+        Arc::from(name)
     }
 
     /// Removes internal tables whose view is gone: a crash between writing a new view's
@@ -394,6 +410,12 @@ impl Engine {
             if let Some(relation) = self.catalog.table_by_id(job.relation)
                 && let Some(info) = relation.creating
             {
+                // After a recovery, a job still tracked follows its new backfills; a
+                // foreground CREATE keeps waiting for it.
+                if let Some(creating) = self.tracker.get(relation.id) {
+                    creating.replace_backfills(std::mem::take(&mut job.backfills));
+                    continue;
+                }
                 // Nobody waits for it any more: it goes on in the background.
                 let relation = match info.background {
                     true => relation,
@@ -431,6 +453,7 @@ impl Engine {
 
     /// Stops a relation's job between checkpoints and forgets it.
     pub(crate) async fn stop_job(&self, relation: TableId) -> Result<()> {
+        self.tracker.stop(relation);
         let Some(job) = self.jobs.lock().remove(&relation) else { return Ok(()) };
         let (actors, tasks) = {
             let mut layout = job.layout.lock();
@@ -445,7 +468,10 @@ impl Engine {
             .lock()
             .get(&relation)
             .cloned()
-            .ok_or_else(|| Error::Stream(format!("relation {relation} has no running job")))
+            // Every relation has a job, except while a recovery rebuilds them.
+            .ok_or_else(|| {
+                Error::Recovered(format!("the job of relation {relation} is being recovered"))
+            })
     }
 
     /// The output actors of a relation's running job.

@@ -13,6 +13,7 @@ pub(crate) mod jobs;
 mod mv;
 pub mod progress;
 pub mod query;
+pub mod recovery;
 mod rescale;
 pub mod session;
 mod source;
@@ -115,7 +116,8 @@ impl Engine {
         })?;
         let store = Store::open(&config.data_dir)?;
         let catalog = Arc::new(Catalog::load(store.clone())?);
-        let (manager, barrier) = BarrierManager::new(store.clone(), config.barrier_interval);
+        let (manager, barrier, recovery_requests) =
+            BarrierManager::new(store.clone(), config.barrier_interval);
         let manager = tokio::spawn(manager.run());
         let tracker = Arc::new(progress::ProgressTracker::default());
         let jobs = jobs::JobMap::default();
@@ -133,6 +135,7 @@ impl Engine {
             next_fragment: AtomicU32::new(1),
         });
         engine.start_jobs().await?;
+        tokio::spawn(recovery::run(Arc::downgrade(&engine), recovery_requests));
         tracing::info!(
             tables = engine.catalog.tables().len(),
             committed_epoch = %engine.store.committed_epoch(),

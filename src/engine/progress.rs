@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
 use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::engine::recovery::RecoveryLog;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
@@ -53,8 +54,10 @@ pub struct CreatingJob {
     pub is_cdc: bool,
     /// How and when it was started.
     pub info: CreatingInfo,
-    /// Its backfill executors, and how many times a rescale replaced them.
+    /// Its backfill executors, and how many times a rescale or recovery replaced them.
     backfills: Mutex<(u64, Vec<BackfillWatch>)>,
+    /// The number of replacements, to wait on.
+    replaced: watch::Sender<u64>,
     /// Rows its backfills had read when the job (re)started or was rescaled: a floor while the
     /// new actors load their progress.
     persisted_rows: Mutex<u64>,
@@ -121,6 +124,18 @@ impl CreatingJob {
         *floor = (*floor).max(read);
         let mut current = self.backfills.lock();
         *current = (current.0 + 1, backfills);
+        self.replaced.send_replace(current.0);
+    }
+
+    /// Waits until the backfills of `generation` are replaced (returns true) or the job has
+    /// ended (false).
+    async fn replaced_or_ended(&self, generation: u64) -> bool {
+        let mut replaced = self.replaced.subscribe();
+        let mut end = self.end.subscribe();
+        tokio::select! {
+            r = replaced.wait_for(|g| *g != generation) => r.is_ok(),
+            _ = end.wait_for(Option::is_some) => false,
+        }
     }
 
     /// The upstream rows to read, if every upstream has been counted.
@@ -223,15 +238,21 @@ fn progress_text(done: u64, total: Option<u64>) -> String {
     }
 }
 
-/// Every job still creating.
+/// Every job still creating, and the recoveries of the running jobs.
 pub struct ProgressTracker {
     jobs: Mutex<BTreeMap<TableId, Arc<CreatingJob>>>,
     count: watch::Sender<usize>,
+    /// Recoveries of the streaming jobs since the server started.
+    pub recoveries: RecoveryLog,
 }
 
 impl Default for ProgressTracker {
     fn default() -> Self {
-        Self { jobs: Mutex::default(), count: watch::Sender::new(0) }
+        Self {
+            jobs: Mutex::default(),
+            count: watch::Sender::new(0),
+            recoveries: RecoveryLog::default(),
+        }
     }
 }
 
@@ -255,6 +276,13 @@ impl ProgressTracker {
         let mut jobs = self.jobs.lock();
         jobs.insert(job.id, job);
         self.count.send_replace(jobs.len());
+    }
+
+    /// Ends the job of relation `id`, which is being dropped.
+    pub fn stop(&self, id: TableId) {
+        if let Some(job) = self.get(id) {
+            self.end(&job, JobEnd::Stopped);
+        }
     }
 
     fn end(&self, job: &CreatingJob, end: JobEnd) {
@@ -307,6 +335,7 @@ impl Engine {
             backfills: Mutex::new((0, backfills)),
             persisted_rows: Mutex::new(persisted_rows),
             totals: Mutex::default(),
+            replaced: watch::Sender::new(0),
             end: watch::Sender::new(None),
         });
         self.tracker.insert(job.clone());
@@ -394,24 +423,34 @@ pub fn create_type(info: &CreatingInfo) -> &'static str {
 
 /// Waits for every backfill of `job` to finish and that to be committed, then marks the
 /// relation created.
+///
+/// Executors that stop before they finish are replaced by a rescale or a recovery (whose new
+/// executors go on from the committed progress), or the job was dropped, which ends it
+/// explicitly (`ProgressTracker::stop`). A finish recorded in an epoch a recovery discarded
+/// did not happen: the new executors finish again.
 async fn monitor(
     job: Arc<CreatingJob>,
     tracker: Arc<ProgressTracker>,
     catalog: Arc<Catalog>,
     store: Arc<Store>,
 ) {
-    let finished = loop {
+    loop {
         let (generation, backfills) = job.watches();
-        match all_finished(&backfills).await {
-            Some(epoch) => break epoch,
-            // A rescale replaced the executors: follow the new ones.
-            None if job.watches().0 != generation => continue,
-            None => return tracker.end(&job, JobEnd::Stopped),
+        let committed = tokio::select! {
+            finished = all_finished(&backfills) => match finished {
+                Some(epoch) => store.wait_committed(epoch).await,
+                None => Err(Error::Recovered("the backfill executors stopped".into())),
+            },
+            replaced = job.replaced_or_ended(generation) => match replaced {
+                true => continue,
+                false => return,
+            },
+        };
+        match committed {
+            Ok(()) => break,
+            Err(Error::Recovered(_)) if job.replaced_or_ended(generation).await => continue,
+            Err(_) => return tracker.end(&job, JobEnd::Stopped),
         }
-    };
-    let mut committed = store.subscribe_committed();
-    if committed.wait_for(|c| *c >= finished).await.is_err() {
-        return tracker.end(&job, JobEnd::Stopped);
     }
     match catalog.update_table(job.id, |t| t.creating = None) {
         Ok(Some(_)) => {
@@ -590,6 +629,7 @@ mod tests {
             backfills: Mutex::new((0, backfills)),
             persisted_rows: Mutex::new(10),
             totals: Mutex::new(HashMap::from([(TableId(10), 1000)])),
+            replaced: watch::Sender::new(0),
             end: watch::Sender::new(None),
         };
         (job, senders)

@@ -29,6 +29,8 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::InvalidParameter(_) => "22023",
         Error::Canceled(_) => "57014",
         Error::Storage(_) | Error::Stream(_) => "XX000",
+        Error::Recovered(_) => "40001",
+        Error::ProgramLimit(_) => "54001",
         Error::Shutdown => "57P01",
     }
 }

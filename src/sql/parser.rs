@@ -93,7 +93,13 @@ static PG_COMPAT: LazyLock<PostgresCompatibilityParser> =
 /// Input made only of queries additionally goes through the Postgres compatibility rewrites, so
 /// clients' catalog queries plan in DataFusion.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let mut statements = with_compat_rewrites(sql, parse_sluice(sql)?);
+    let statements = parse_sluice(sql)?;
+    for statement in &statements {
+        if let Statement::Sql(stmt) = statement {
+            check_depth(stmt)?;
+        }
+    }
+    let mut statements = with_compat_rewrites(sql, statements);
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement
             && let ast::Statement::Query(query) = stmt.as_mut()
@@ -102,6 +108,63 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         }
     }
     Ok(statements)
+}
+
+/// The deepest nesting of expressions a statement may have. Planning and evaluating recurse
+/// over expressions; far deeper ones (a chain of thousands of `OR`s) would overflow the stack.
+pub const MAX_EXPR_DEPTH: usize = 500;
+
+/// The deepest nesting of parentheses and brackets a statement may have. The parser backtracks
+/// through nested constructs; near its own recursion limit that takes exponential time.
+pub const MAX_BRACKET_DEPTH: usize = 40;
+
+/// Refuses statements nesting brackets deeper than [`MAX_BRACKET_DEPTH`] (54001).
+fn check_brackets(tokens: &[TokenWithSpan]) -> Result<()> {
+    let mut depth = 0usize;
+    for token in tokens {
+        match token.token {
+            Token::LParen | Token::LBracket => {
+                depth += 1;
+                if depth > MAX_BRACKET_DEPTH {
+                    return Err(Error::ProgramLimit(format!(
+                        "parentheses nest deeper than {MAX_BRACKET_DEPTH} levels; split the \
+                         statement"
+                    )));
+                }
+            }
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a statement whose expressions nest deeper than [`MAX_EXPR_DEPTH`] (54001, as
+/// Postgres's `stack depth limit exceeded`).
+fn check_depth(statement: &ast::Statement) -> Result<()> {
+    use std::ops::ControlFlow;
+
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+
+    struct Depth(usize);
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
+            self.0 += 1;
+            if self.0 > MAX_EXPR_DEPTH { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        }
+        fn post_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
+            self.0 -= 1;
+            ControlFlow::Continue(())
+        }
+    }
+    match statement.visit(&mut Depth(0)) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => Err(Error::ProgramLimit(format!(
+            "expressions nest deeper than {MAX_EXPR_DEPTH} levels; use IN (..) instead of long \
+             chains of OR, or split the expression"
+        ))),
+    }
 }
 
 /// Replaces statements by their Postgres-compatibility rewrite when all of them are queries.
@@ -124,6 +187,7 @@ fn parse_sluice(sql: &str) -> Result<Vec<Statement>> {
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
         .map_err(|e| Error::Parse(e.to_string()))?;
+    check_brackets(&tokens)?;
     let mut parser =
         Parser::new(&dialect).with_tokens_with_locations(join_dotted_option_keys(tokens));
     let mut statements = Vec::new();
@@ -487,6 +551,20 @@ mod tests {
         assert!(matches!(parse("ALTER TABLE t SET PARALLELISM = many"), Err(Error::Parse(_))));
         // Other ALTERs still reach sqlparser.
         assert!(matches!(&parse("ALTER TABLE t ADD COLUMN c int").unwrap()[0], Statement::Sql(_)));
+    }
+
+    #[test]
+    fn refuses_expressions_nested_too_deep() {
+        let ok = format!("SELECT 1 WHERE 1 = 0{}", " OR 1 = 1".repeat(MAX_EXPR_DEPTH / 2 - 2));
+        assert!(parse(&ok).is_ok());
+        let deep = format!("SELECT 1{}", " + 1".repeat(3000));
+        assert!(matches!(parse(&deep), Err(Error::ProgramLimit(_))));
+        let nested = format!("SELECT {}1{}", "(".repeat(600), ")".repeat(600));
+        assert!(matches!(parse(&nested), Err(Error::ProgramLimit(_))));
+        let casts = format!("SELECT {}1{}", "CAST(".repeat(48), " AS int)".repeat(48));
+        assert!(matches!(parse(&casts), Err(Error::ProgramLimit(_))));
+        let fine = format!("SELECT {}1{}", "CAST(".repeat(30), " AS int)".repeat(30));
+        assert!(parse(&fine).is_ok());
     }
 
     #[test]

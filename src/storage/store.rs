@@ -5,6 +5,11 @@
 //! epoch in memory by [`Store::stage`]; [`Store::commit`] writes every staged buffer up to an
 //! epoch together with the new committed epoch in one atomic `WriteBatch`. Readers take a
 //! [`ReadSnapshot`], which therefore always sees exactly one committed epoch.
+//!
+//! A recovery ([`Store::discard_uncommitted`]) throws away what is staged but not committed;
+//! the epochs it covers are *lost*: they are never committed (epochs after a recovery start
+//! above them), writes staged for them later are ignored, and whoever waits for one of them
+//! learns that its writes are gone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,6 +44,8 @@ pub struct Store {
     committed: AtomicU64,
     committed_tx: watch::Sender<Epoch>,
     pending: Mutex<BTreeMap<Epoch, Vec<Arc<WriteBuffer>>>>,
+    /// Epoch ranges (inclusive) that recoveries discarded, oldest first.
+    lost: Mutex<Vec<(Epoch, Epoch)>>,
 }
 
 impl Store {
@@ -88,6 +95,7 @@ impl Store {
             committed: AtomicU64::new(committed),
             committed_tx,
             pending: Mutex::new(BTreeMap::new()),
+            lost: Mutex::new(Vec::new()),
         }))
     }
 
@@ -101,15 +109,43 @@ impl Store {
         self.committed_tx.subscribe()
     }
 
-    /// Waits until `epoch` is committed.
+    /// Waits until `epoch` is committed; fails if a recovery discarded it.
     pub async fn wait_committed(&self, epoch: Epoch) -> Result<()> {
         let mut committed = self.subscribe_committed();
-        committed.wait_for(|c| *c >= epoch).await.map(|_| ()).map_err(|_| Error::Shutdown)
+        committed.wait_for(|c| *c >= epoch).await.map_err(|_| Error::Shutdown)?;
+        match self.is_lost(epoch) {
+            true => Err(Error::Recovered(format!(
+                "epoch {epoch} was discarded by a recovery of the streaming jobs"
+            ))),
+            false => Ok(()),
+        }
+    }
+
+    /// True if a recovery discarded `epoch`: it is never committed.
+    pub fn is_lost(&self, epoch: Epoch) -> bool {
+        self.lost.lock().iter().any(|&(from, to)| from <= epoch && epoch <= to)
     }
 
     /// Stages one table's writes of `epoch`; they become durable with [`Store::commit`].
+    /// Writes of a lost epoch (an actor of before a recovery finishing its last barrier) are
+    /// dropped.
     pub fn stage(&self, epoch: Epoch, writes: Arc<WriteBuffer>) {
+        let lost = self.lost.lock();
+        if lost.last().is_some_and(|&(_, to)| epoch <= to) {
+            return;
+        }
         self.pending.lock().entry(epoch).or_default().push(writes);
+    }
+
+    /// Drops every staged write and marks the epochs after the committed one up to `upto` as
+    /// lost; the caller goes on with epochs above `upto`.
+    pub fn discard_uncommitted(&self, upto: Epoch) {
+        let mut lost = self.lost.lock();
+        let from = self.committed_epoch().next();
+        if from <= upto {
+            lost.push((from, upto));
+        }
+        self.pending.lock().clear();
     }
 
     /// Atomically writes every staged buffer of epochs up to `epoch` and records `epoch` as
@@ -321,6 +357,43 @@ mod tests {
         assert_eq!(store.get(b"\0\0\0\x01k1").unwrap(), Some(b"v1".to_vec()));
         store.drop_table_data(TableId(1)).unwrap();
         assert_eq!(store.get(b"\0\0\0\x01k1").unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_recovery_loses_the_uncommitted_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let write = |epoch: u64, key: &[u8]| {
+            let mut buf = WriteBuffer::new();
+            buf.insert(key.to_vec(), Some(b"v".to_vec()));
+            store.stage(Epoch(epoch), Arc::new(buf));
+        };
+        write(1, b"\0\0\0\x01a");
+        store.commit(Epoch(1)).unwrap();
+        write(2, b"\0\0\0\x01b");
+        // A statement waits for epoch 2 while the jobs recover: epochs 2 and 3 are lost.
+        let waiter = tokio::spawn({
+            let store = store.clone();
+            async move { store.wait_committed(Epoch(2)).await }
+        });
+        store.discard_uncommitted(Epoch(3));
+        assert!(store.is_lost(Epoch(2)) && store.is_lost(Epoch(3)) && !store.is_lost(Epoch(1)));
+        // An actor of before the recovery finishing epoch 3: dropped.
+        write(3, b"\0\0\0\x01c");
+        write(4, b"\0\0\0\x01d");
+        store.commit(Epoch(4)).unwrap();
+        assert!(matches!(waiter.await.unwrap(), Err(Error::Recovered(_))));
+        store.wait_committed(Epoch(4)).await.unwrap();
+        let read = |key: &[u8]| store.get(key).unwrap().is_some();
+        assert_eq!(
+            [
+                read(b"\0\0\0\x01a"),
+                read(b"\0\0\0\x01b"),
+                read(b"\0\0\0\x01c"),
+                read(b"\0\0\0\x01d")
+            ],
+            [true, false, false, true]
+        );
     }
 
     #[test]

@@ -6,43 +6,59 @@
 //! epoch by then, because executors commit before forwarding a barrier. A barrier that adds
 //! outputs to this actor reaches the new outputs too: it is their first message.
 
-use futures::StreamExt;
+use std::sync::Arc;
+
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::catalog::ActorId;
 use crate::stream::barrier::Collect;
 use crate::stream::dispatch::Output;
+use crate::stream::eval::in_job;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::message::Message;
 
 /// A running chain of executors.
 pub struct Actor {
     id: ActorId,
+    /// The name of the job the actor belongs to, for what it reports.
+    job: Arc<str>,
     root: BoxedExecutor,
     collector: mpsc::UnboundedSender<Collect>,
     outputs: Vec<Output>,
 }
 
 impl Actor {
-    /// An actor that runs `root`, sends its output to `outputs`, and reports barriers to
-    /// `collector`.
+    /// An actor of `job` that runs `root`, sends its output to `outputs`, and reports barriers
+    /// to `collector`.
     pub fn new(
         id: ActorId,
+        job: Arc<str>,
         root: BoxedExecutor,
         collector: mpsc::UnboundedSender<Collect>,
         outputs: Vec<Output>,
     ) -> Self {
-        Self { id, root, collector, outputs }
+        Self { id, job, root, collector, outputs }
     }
 
     /// Starts the actor on the tokio runtime.
     pub fn spawn(self) -> JoinHandle<()> {
-        tokio::spawn(self.run())
+        let (job, id, collector) = (self.job.clone(), self.id, self.collector.clone());
+        tokio::spawn(in_job(job, async move {
+            // A panic is a failure like any other: the barrier manager recovers the jobs.
+            if let Err(panic) = AssertUnwindSafe(self.run()).catch_unwind().await {
+                let error = panic_message(&panic);
+                tracing::error!(actor = %id, %error, "actor panicked");
+                let _ = collector.send(Collect::Failed { actor: id, error });
+            }
+        }))
     }
 
     async fn run(self) {
-        let Self { id, root, collector, mut outputs } = self;
+        let Self { id, job, root, collector, mut outputs } = self;
         let name = root.identity().to_owned();
         let mut stream = root.execute();
         while let Some(msg) = stream.next().await {
@@ -59,15 +75,29 @@ impl Actor {
                         return;
                     }
                 }
+                Ok(Message::Chunk(_)) if crate::failpoint::fires(|| format!("actor:{job}")) => {
+                    let error = format!("failpoint actor:{job}");
+                    let _ = collector.send(Collect::Failed { actor: id, error });
+                    return;
+                }
                 Ok(msg) => dispatch(&mut outputs, msg).await,
                 Err(e) => {
-                    tracing::error!(actor = %id, executor = %name, error = %e, "actor failed");
+                    tracing::error!(actor = %id, %job, executor = %name, error = %e, "actor failed");
                     let _ = collector.send(Collect::Failed { actor: id, error: e.to_string() });
                     return;
                 }
             }
         }
         tracing::debug!(actor = %id, "actor stopped");
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => format!("panic: {s}"),
+        (_, Some(s)) => format!("panic: {s}"),
+        _ => "panic".to_owned(),
     }
 }
 

@@ -5,6 +5,12 @@
 //! ends: all state-table writes of that epoch and the epoch number go to RocksDB in one atomic
 //! write. One barrier is in flight at a time, so actors are added and removed only between
 //! checkpoints.
+//!
+//! An actor that fails (an error or a panic) does not stop the server: the checkpoint in
+//! flight is given up, everything staged after the committed epoch is discarded (those epochs
+//! are *lost*: never committed, and statements waiting for them fail with 40001), and the
+//! engine rebuilds every job from the committed state, as after a restart. Only a failure to
+//! write to RocksDB ends the manager.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -44,7 +50,7 @@ enum Command {
         sources: Vec<(ActorId, mpsc::UnboundedSender<Barrier>)>,
         actors: Vec<ActorId>,
         outputs: HashMap<ActorId, Vec<Output>>,
-        done: oneshot::Sender<Epoch>,
+        done: oneshot::Sender<Result<Epoch>>,
     },
     Unregister {
         actors: Vec<ActorId>,
@@ -52,14 +58,14 @@ enum Command {
         done: oneshot::Sender<()>,
     },
     Checkpoint {
-        done: Option<oneshot::Sender<Epoch>>,
+        done: Option<oneshot::Sender<Result<Epoch>>>,
     },
     Throttle {
         job: TableId,
         limit: Option<u64>,
-        done: oneshot::Sender<Epoch>,
+        done: oneshot::Sender<Result<Epoch>>,
     },
-    Replace(Replacement, oneshot::Sender<Epoch>),
+    Replace(Replacement, oneshot::Sender<Result<Epoch>>),
 }
 
 /// Actors replaced by others at one checkpoint barrier (see [`BarrierHandle::replace`]).
@@ -94,7 +100,7 @@ impl BarrierHandle {
     ) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Register { sources, actors, outputs, done })?;
-        wait.await.map_err(|_| Error::Shutdown)
+        wait.await.map_err(|_| Error::Shutdown)?
     }
 
     /// Stops actors between two checkpoints: they leave the collect set, their tasks are
@@ -110,7 +116,7 @@ impl BarrierHandle {
     pub async fn throttle(&self, job: TableId, limit: Option<u64>) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Throttle { job, limit, done })?;
-        wait.await.map_err(|_| Error::Shutdown)
+        wait.await.map_err(|_| Error::Shutdown)?
     }
 
     /// Replaces actors at the next checkpoint barrier: the old ones commit their state for the
@@ -120,7 +126,7 @@ impl BarrierHandle {
     pub async fn replace(&self, replacement: Replacement) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Replace(replacement, done))?;
-        wait.await.map_err(|_| Error::Shutdown)
+        wait.await.map_err(|_| Error::Shutdown)?
     }
 
     /// Asks for a checkpoint as soon as possible, without waiting for it.
@@ -132,7 +138,7 @@ impl BarrierHandle {
     pub async fn flush(&self) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Checkpoint { done: Some(done) })?;
-        wait.await.map_err(|_| Error::Shutdown)
+        wait.await.map_err(|_| Error::Shutdown)?
     }
 
     /// The channel actors report collection on.
@@ -143,6 +149,14 @@ impl BarrierHandle {
     fn send(&self, command: Command) -> Result<()> {
         self.commands.send(command).map_err(|_| Error::Shutdown)
     }
+}
+
+/// Why a checkpoint did not complete.
+enum Failure {
+    /// An actor failed or stopped: the jobs recover from the committed state.
+    Actor(String),
+    /// Committing failed or the runtime is shutting down: the server cannot go on.
+    Fatal(Error),
 }
 
 /// Injects barriers and commits checkpoints.
@@ -161,13 +175,20 @@ pub struct BarrierManager {
     stopping: Vec<ActorId>,
     commands: mpsc::UnboundedReceiver<Command>,
     collect: mpsc::UnboundedReceiver<Collect>,
+    /// Where recoveries are asked for, with the failure that caused each.
+    recoveries: mpsc::UnboundedSender<String>,
 }
 
 impl BarrierManager {
-    /// A manager that resumes after the store's committed epoch.
-    pub fn new(store: Arc<Store>, interval: Duration) -> (Self, BarrierHandle) {
+    /// A manager that resumes after the store's committed epoch. The receiver gets a message
+    /// each time the streaming jobs must be rebuilt after an actor failed (see `recover`).
+    pub fn new(
+        store: Arc<Store>,
+        interval: Duration,
+    ) -> (Self, BarrierHandle, mpsc::UnboundedReceiver<String>) {
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let (collect_tx, collect) = mpsc::unbounded_channel();
+        let (recoveries, recovery_rx) = mpsc::unbounded_channel();
         let curr = store.committed_epoch().next();
         let manager = Self {
             store,
@@ -179,8 +200,9 @@ impl BarrierManager {
             stopping: Vec::new(),
             commands,
             collect,
+            recoveries,
         };
-        (manager, BarrierHandle { commands: commands_tx, collect: collect_tx })
+        (manager, BarrierHandle { commands: commands_tx, collect: collect_tx }, recovery_rx)
     }
 
     /// Runs until every handle is dropped; returns an error if a checkpoint cannot complete.
@@ -203,26 +225,60 @@ impl BarrierManager {
             while let Ok(command) = self.commands.try_recv() {
                 self.apply(command, &mut waiters).await;
             }
-            let epoch = self.checkpoint().await?;
-            for waiter in waiters {
-                let _ = waiter.send(epoch);
+            match self.checkpoint().await {
+                Ok(epoch) => {
+                    for waiter in waiters {
+                        let _ = waiter.send(Ok(epoch));
+                    }
+                }
+                Err(Failure::Actor(error)) => {
+                    let lost = self.recover(&error);
+                    for waiter in waiters {
+                        let _ = waiter.send(Err(Error::Recovered(lost.clone())));
+                    }
+                }
+                Err(Failure::Fatal(e)) => return Err(e),
             }
         }
     }
 
+    /// Gives up the checkpoint in flight after an actor failed: everything after the committed
+    /// epoch is discarded, the manager forgets every actor, and the engine is asked to rebuild
+    /// every job from the committed state (it registers the new actors as at start-up). Epochs
+    /// go on above the discarded ones. Returns why, for those waiting on the checkpoint.
+    fn recover(&mut self, error: &str) -> String {
+        let lost = self.curr.next();
+        tracing::error!(%error, committed = %self.store.committed_epoch(), discarded_upto = %lost,
+            "an actor failed; recovering every streaming job from the last checkpoint");
+        self.store.discard_uncommitted(lost);
+        self.curr = lost.next();
+        self.sources.clear();
+        self.actors.clear();
+        self.stopping.clear();
+        self.pending = Mutation::default();
+        while self.collect.try_recv().is_ok() {}
+        let _ = self.recoveries.send(error.to_owned());
+        format!("an actor failed ({error})")
+    }
+
     /// Applies a command; returns true if it needs a checkpoint.
-    async fn apply(&mut self, command: Command, waiters: &mut Vec<oneshot::Sender<Epoch>>) -> bool {
+    async fn apply(
+        &mut self,
+        command: Command,
+        waiters: &mut Vec<oneshot::Sender<Result<Epoch>>>,
+    ) -> bool {
         match command {
             Command::Register { sources, actors, outputs, done } => {
                 for (actor, barriers) in sources {
                     // A closed channel means the actor already ended; its failure is reported
                     // on the collect channel.
-                    let _ = barriers.send(Barrier::initial(self.curr));
+                    let _ =
+                        barriers.send(Barrier::initial(self.store.committed_epoch(), self.curr));
                     self.sources.insert(actor, barriers);
                 }
                 self.actors.extend(actors);
                 if outputs.is_empty() {
-                    let _ = done.send(Epoch(self.curr.0.saturating_sub(1)));
+                    let _ = done.send(Ok(self.store.committed_epoch()));
                     return false;
                 }
                 for (actor, senders) in outputs {
@@ -265,38 +321,57 @@ impl BarrierManager {
         }
     }
 
+    /// Why a source actor stopped: the failure an actor reported, if one did.
+    fn reported_failure(&mut self, stopped: ActorId) -> String {
+        while let Ok(collect) = self.collect.try_recv() {
+            if let Collect::Failed { actor, error } = collect
+                && self.actors.contains(&actor)
+            {
+                return format!("actor {actor} failed: {error}");
+            }
+        }
+        format!("actor {stopped} stopped unexpectedly")
+    }
+
     /// Injects one checkpoint barrier, waits for every actor, and commits the epoch it ends.
-    async fn checkpoint(&mut self) -> Result<Epoch> {
+    async fn checkpoint(&mut self) -> Result<Epoch, Failure> {
         let mut barrier = Barrier::checkpoint(self.curr);
         if !self.pending.is_empty() {
             barrier = barrier.with_mutation(std::mem::take(&mut self.pending));
         }
         let prev = barrier.epoch.prev;
-        for (actor, tx) in &self.sources {
-            tx.send(barrier.clone())
-                .map_err(|_| Error::Stream(format!("actor {actor} stopped unexpectedly")))?;
+        let closed = self
+            .sources
+            .iter()
+            .find_map(|(actor, tx)| tx.send(barrier.clone()).is_err().then_some(*actor));
+        if let Some(actor) = closed {
+            return Err(Failure::Actor(self.reported_failure(actor)));
         }
         drop(barrier.mutation.take());
         let mut pending = self.actors.clone();
         while !pending.is_empty() {
-            match self.collect.recv().await.ok_or(Error::Shutdown)? {
+            match self.collect.recv().await.ok_or(Failure::Fatal(Error::Shutdown))? {
+                // Reports of actors of before a recovery, which are being stopped.
+                Collect::Done { actor, .. } | Collect::Failed { actor, .. }
+                    if !self.actors.contains(&actor) => {}
                 Collect::Done { actor, epoch } if epoch == prev => {
                     pending.remove(&actor);
                 }
                 Collect::Done { actor, epoch } => {
-                    return Err(Error::Stream(format!(
+                    return Err(Failure::Actor(format!(
                         "actor {actor} collected epoch {epoch} while {prev} was in flight"
                     )));
                 }
                 Collect::Failed { actor, error } => {
-                    return Err(Error::Stream(format!("actor {actor} failed: {error}")));
+                    return Err(Failure::Actor(format!("actor {actor} failed: {error}")));
                 }
             }
         }
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.commit(prev))
             .await
-            .map_err(|e| Error::Stream(format!("commit task failed: {e}")))??;
+            .map_err(|e| Failure::Fatal(Error::Stream(format!("commit task failed: {e}"))))?
+            .map_err(Failure::Fatal)?;
         self.curr = barrier.epoch.curr;
         for actor in self.stopping.drain(..) {
             self.actors.remove(&actor);

@@ -149,9 +149,11 @@ impl Barrier {
         Self { epoch, kind: BarrierKind::Checkpoint, mutation: None }
     }
 
-    /// The initial barrier of an actor that starts in epoch `curr`.
-    pub fn initial(curr: Epoch) -> Self {
-        let epoch = EpochPair { curr, prev: Epoch(curr.0.saturating_sub(1)) };
+    /// The initial barrier of an actor that starts in epoch `curr` from the state committed at
+    /// `committed` (the epoch before `curr`, except after a recovery, whose lost epochs lie
+    /// between the two).
+    pub fn initial(committed: Epoch, curr: Epoch) -> Self {
+        let epoch = EpochPair { curr, prev: committed };
         Self { epoch, kind: BarrierKind::Initial, mutation: None }
     }
 

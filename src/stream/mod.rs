@@ -5,6 +5,7 @@ pub mod actor;
 pub mod barrier;
 pub mod build;
 pub mod dispatch;
+pub mod eval;
 pub mod executor;
 pub mod message;
 pub mod plan;

@@ -86,6 +86,39 @@ impl RateMeter {
     }
 }
 
+/// The rows a backfill may show: a count becomes visible once the checkpoint recording it is
+/// committed, so what users see never goes back across a crash (the live count runs up to an
+/// epoch ahead of the persisted one). One barrier is in flight at a time, so at each barrier
+/// the count recorded at the previous one is committed.
+#[derive(Debug, Default)]
+pub struct CommittedRows {
+    shown: u64,
+    pending: Option<(Epoch, u64)>,
+}
+
+impl CommittedRows {
+    /// Starts from a count restored from committed state.
+    pub fn restored(rows: u64) -> Self {
+        Self { shown: rows, pending: None }
+    }
+
+    /// Notes that the checkpoint of `epoch` records `rows`; returns the count to show now that
+    /// `committed` is the committed epoch.
+    pub fn record(&mut self, epoch: Epoch, rows: u64, committed: Epoch) -> u64 {
+        if let Some((e, r)) = self.pending.take()
+            && e <= committed
+        {
+            self.shown = self.shown.max(r);
+        }
+        if epoch <= committed {
+            self.shown = self.shown.max(rows);
+        } else {
+            self.pending = Some((epoch, rows));
+        }
+        self.shown
+    }
+}
+
 /// A token bucket of snapshot rows: refilled at each barrier with the rows earned since the
 /// last refill, holding at most one second's worth.
 #[derive(Debug)]
@@ -154,6 +187,17 @@ mod tests {
         // Old samples leave the window.
         assert_eq!(meter.sample_at(7000, at(7000)), (1000.0, 0));
         assert_eq!(meter.sample_at(7000, at(8000)).0, 3000.0 / 4.0);
+    }
+
+    #[test]
+    fn committed_rows_show_once_their_checkpoint_commits() {
+        let mut rows = CommittedRows::restored(100);
+        // Epoch 5 records 150 while 4 is committed: not yet.
+        assert_eq!(rows.record(Epoch(5), 150, Epoch(4)), 100);
+        // At the next barrier, 5 is committed.
+        assert_eq!(rows.record(Epoch(6), 200, Epoch(5)), 150);
+        // A count already committed shows at once; it never goes back.
+        assert_eq!(rows.record(Epoch(6), 90, Epoch(6)), 200);
     }
 
     #[test]

@@ -34,9 +34,9 @@ use crate::storage::state_table::StateTable;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::filter::mask_chunk;
-use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
+use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Barrier, Message, StreamChunk};
-use crate::stream::progress::{BackfillStatus, RateLimiter, RateMeter};
+use crate::stream::progress::{BackfillStatus, CommittedRows, RateLimiter, RateMeter};
 
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
@@ -109,7 +109,7 @@ impl Executor for ArrangementBackfillExecutor {
         let Self { upstream, store, config, status } = *self;
         async_stream::try_stream! {
             let mut upstream = upstream.execute();
-            let first = next_barrier(&mut upstream).await?;
+            let first = first_barrier(&mut upstream, "a stream scan").await?;
             let prev = first.epoch.prev;
             yield Message::Barrier(first);
             // A rebuilt job's progress is committed with the first barrier's epoch.
@@ -154,15 +154,6 @@ impl Executor for ArrangementBackfillExecutor {
     }
 }
 
-async fn next_barrier(upstream: &mut BoxedMessageStream) -> Result<Barrier> {
-    match upstream.next().await {
-        Some(Ok(Message::Barrier(b))) => Ok(b),
-        Some(Ok(_)) => Err(Error::Stream("a stream scan must start with a barrier".into())),
-        Some(Err(e)) => Err(e),
-        None => Err(Error::Shutdown),
-    }
-}
-
 /// The state machine of one backfill.
 struct Backfill {
     store: Arc<Store>,
@@ -182,6 +173,8 @@ struct Backfill {
     limiter: RateLimiter,
     status: watch::Sender<BackfillStatus>,
     meter: RateMeter,
+    /// The rows read, as far as committed checkpoints record them.
+    shown_rows: CommittedRows,
     finished_persisted: bool,
 }
 
@@ -262,9 +255,10 @@ impl Backfill {
             read_this_epoch: 0,
             status,
             meter: RateMeter::default(),
+            shown_rows: CommittedRows::default(),
             finished_persisted,
         };
-        backfill.report(finished_persisted.then_some(Epoch(0)));
+        backfill.report(Epoch(0), finished_persisted.then_some(Epoch(0)));
         Ok(backfill)
     }
 
@@ -434,7 +428,7 @@ impl Backfill {
         if done {
             self.finished_persisted = true;
         }
-        self.report(done.then_some(epoch));
+        self.report(epoch, done.then_some(epoch));
         Ok(())
     }
 
@@ -461,8 +455,9 @@ impl Backfill {
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 
-    fn report(&mut self, finished: Option<Epoch>) {
+    fn report(&mut self, epoch: Epoch, finished: Option<Epoch>) {
         let rows = self.owned.iter().map(|&v| self.vnodes[v].rows).sum();
+        let rows = self.shown_rows.record(epoch, rows, self.store.committed_epoch());
         let (rows_per_second, idle_checkpoints) = self.meter.sample(rows);
         let units_done =
             self.owned.iter().filter(|&&v| self.vnodes[v].state == VnodeState::Completed).count()

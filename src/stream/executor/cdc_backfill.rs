@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
-use crate::connector::pg_reader::{UpstreamTable, current_lsn, snapshot_page};
+use crate::connector::pg_reader::{UpstreamTable, current_lsn, fetch_row, snapshot_page};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_keys};
@@ -37,9 +37,9 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
-use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
+use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Message, Op, StreamChunk};
-use crate::stream::progress::{BackfillStatus, RateLimiter, RateMeter};
+use crate::stream::progress::{BackfillStatus, CommittedRows, RateLimiter, RateMeter};
 
 /// The extra last column of the chunks this executor emits; see [`with_unchanged`].
 pub const UNCHANGED_COLUMN: &str = "_unchanged";
@@ -94,7 +94,11 @@ impl Executor for CdcBackfillExecutor {
         let Self { upstream, store, config, status } = *self;
         async_stream::try_stream! {
             let mut upstream = upstream.execute();
+            // Pages are read only after the first barrier: every actor downstream starts with one.
+            let first = first_barrier(&mut upstream, "a CDC backfill").await?;
             let mut backfill = CdcBackfill::load(store, config, status)?;
+            backfill.on_barrier(&first)?;
+            yield Message::Barrier(first);
             let mut read_this_epoch = 0usize;
             loop {
                 let reading = !backfill.finished
@@ -127,18 +131,13 @@ impl Executor for CdcBackfillExecutor {
                     Some(None) => break,
                     Some(Some(msg)) => match msg? {
                         Message::Chunk(chunk) => {
-                            if let Some(chunk) = backfill.on_changes(&chunk)? {
+                            if let Some(chunk) = backfill.on_changes(&chunk).await? {
                                 yield Message::Chunk(chunk);
                             }
                         }
                         Message::Barrier(barrier) => {
-                            if barrier.is_checkpoint() {
-                                backfill.persist(barrier.epoch.prev)?;
-                            }
-                            backfill.apply_throttle(&barrier);
-                            backfill.limiter.refill();
+                            backfill.on_barrier(&barrier)?;
                             read_this_epoch = 0;
-                            backfill.failed = false;
                             yield Message::Barrier(barrier);
                         }
                         Message::Watermark(_) => {}
@@ -182,6 +181,9 @@ struct CdcBackfill {
     limiter: RateLimiter,
     status: watch::Sender<BackfillStatus>,
     meter: RateMeter,
+    /// The rows read, as far as committed checkpoints record them.
+    shown_rows: CommittedRows,
+    store: Arc<Store>,
     /// The epoch whose checkpoint recorded the end of the snapshot, once reported.
     finished_epoch: Option<Epoch>,
 }
@@ -192,7 +194,7 @@ impl CdcBackfill {
         config: CdcBackfillConfig,
         status: watch::Sender<BackfillStatus>,
     ) -> Result<Self> {
-        let state = StateTable::for_relation(store, &config.state);
+        let state = StateTable::for_relation(store.clone(), &config.state);
         let split_id = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let mut backfill = Self {
             state,
@@ -210,6 +212,8 @@ impl CdcBackfill {
             limiter: RateLimiter::new(config.rate_limit),
             status,
             meter: RateMeter::default(),
+            shown_rows: CommittedRows::default(),
+            store,
             finished_epoch: None,
             config,
         };
@@ -220,8 +224,20 @@ impl CdcBackfill {
                 backfill.finished_epoch = Some(Epoch(0));
             }
         }
-        backfill.report();
+        backfill.report(Epoch(0));
         Ok(backfill)
+    }
+
+    /// Persists progress at a checkpoint barrier and takes the barrier's rate limit; a failed
+    /// page is tried again after it.
+    fn on_barrier(&mut self, barrier: &crate::stream::message::Barrier) -> Result<()> {
+        if barrier.is_checkpoint() {
+            self.persist(barrier.epoch.prev)?;
+        }
+        self.apply_throttle(barrier);
+        self.limiter.refill();
+        self.failed = false;
+        Ok(())
     }
 
     /// The most rows the next page may read (0: not now).
@@ -238,11 +254,12 @@ impl CdcBackfill {
     }
 
     /// Publishes the backfill's status.
-    fn report(&mut self) {
-        let (rows_per_second, idle_checkpoints) = self.meter.sample(self.rows);
+    fn report(&mut self, epoch: Epoch) {
+        let rows = self.shown_rows.record(epoch, self.rows, self.store.committed_epoch());
+        let (rows_per_second, idle_checkpoints) = self.meter.sample(rows);
         let done = self.finished_epoch.is_some();
         self.status.send_replace(BackfillStatus {
-            rows: self.rows,
+            rows,
             finished: self.finished_epoch,
             rows_per_second,
             rate_limit: self.limiter.limit(),
@@ -376,12 +393,13 @@ impl CdcBackfill {
     }
 
     /// Applies the merge rule to changes from the source; returns the ones to emit.
-    fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
+    async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
         let tables = chunk.columns()[0].as_string::<i32>();
         let deletes = chunk.columns()[1].as_boolean();
         let lsns = chunk.columns()[2].as_primitive::<arrow::datatypes::Int64Type>();
         let values = chunk.columns()[3].as_string::<i32>();
         let unchanged = chunk.columns()[4].as_string::<i32>();
+        let replaces = chunk.columns()[5].as_boolean();
         let mut rows = Vec::new();
         let mut masks: Vec<Option<String>> = Vec::new();
         let mut ops = Vec::new();
@@ -390,10 +408,16 @@ impl CdcBackfill {
             if tables.value(i) != self.split_id {
                 continue;
             }
-            let row: Vec<Option<String>> = serde_json::from_str(values.value(i))
+            let mut row: Vec<Option<String>> = serde_json::from_str(values.value(i))
                 .map_err(|e| Error::Stream(format!("a change row is malformed: {e}")))?;
+            let mut kept = unchanged.is_valid(i).then(|| unchanged.value(i));
+            if kept.is_some() && replaces.value(i) {
+                // The old row goes first, so the unchanged values come from the upstream.
+                self.fill_unchanged(&mut row, kept.unwrap_or_default()).await?;
+                kept = None;
+            }
             rows.push(row);
-            masks.push(self.unchanged_mask(unchanged.is_valid(i).then(|| unchanged.value(i))));
+            masks.push(self.unchanged_mask(kept));
             ops.push(if deletes.value(i) { Op::Delete } else { Op::Insert });
             row_lsns.push(lsns.value(i) as u64);
         }
@@ -415,6 +439,25 @@ impl CdcBackfill {
         }
         let data = arrow::compute::filter_record_batch(&data, &mask)?;
         Ok(Some(StreamChunk::new(ops, data)))
+    }
+
+    /// Fills the upstream columns `unchanged` (comma-separated indices) of a change's new row
+    /// with the upstream's current values. Later changes of the row follow in commit order, so
+    /// values newer than the change's are overwritten or were current anyway. A row gone
+    /// upstream keeps NULLs: its delete follows.
+    async fn fill_unchanged(&mut self, row: &mut [Option<String>], unchanged: &str) -> Result<()> {
+        let key: Vec<Option<String>> =
+            self.config.upstream.pk.iter().map(|&i| row[i].clone()).collect();
+        let upstream = self.config.upstream.clone();
+        let client = self.client().await?;
+        if let Some(current) = fetch_row(client, &upstream, &key).await? {
+            for i in unchanged.split(',').filter_map(|i| i.parse::<usize>().ok()) {
+                if let (Some(slot), Some(value)) = (row.get_mut(i), current.get(i)) {
+                    *slot = value.clone();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The table columns an update left unchanged, from the upstream column indices.
@@ -482,7 +525,7 @@ impl CdcBackfill {
         if self.finished && self.finished_epoch.is_none() {
             self.finished_epoch = Some(epoch);
         }
-        self.report();
+        self.report(epoch);
         Ok(())
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
-use crate::connector::pg_reader::{RowChange, advance_slot, current_flush_lsn, peek_changes};
+use crate::connector::pg_reader::{RowChange, advance_slot, durable_wal_end, peek_changes};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
@@ -51,6 +51,7 @@ pub fn change_schema() -> SchemaRef {
         Field::new("lsn", ArrowType::Int64, false),
         Field::new("values", ArrowType::Utf8, false),
         Field::new("unchanged", ArrowType::Utf8, true),
+        Field::new("replaces", ArrowType::Boolean, false),
     ]))
 }
 
@@ -81,6 +82,12 @@ impl Executor for CdcSourceExecutor {
         let Self { mut barriers, config, store, state, barrier } = *self;
         async_stream::try_stream! {
             let mut reader = Reader::load(config, store, &state, barrier)?;
+            // Nothing is read before the initial barrier says which epoch this is.
+            let first = barriers.recv().await.ok_or(Error::Shutdown)?;
+            if first.is_checkpoint() {
+                reader.commit(first.epoch.prev)?;
+            }
+            yield Message::Barrier(first);
             let mut ticker = tokio::time::interval(POLL_INTERVAL);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -129,6 +136,8 @@ struct Reader {
     unrecorded: usize,
     /// The offset the slot was last advanced to by this reader.
     advanced: u64,
+    /// The last offset inside a committed checkpoint: the slot may always be moved up to it.
+    durable: u64,
     barrier: BarrierHandle,
 }
 
@@ -164,6 +173,7 @@ impl Reader {
             advance_to: None,
             unrecorded: 0,
             advanced: emitted,
+            durable: emitted,
             barrier,
         })
     }
@@ -191,7 +201,15 @@ impl Reader {
 
     async fn try_poll(&mut self) -> Result<Option<StreamChunk>> {
         if self.client.is_none() {
-            self.client = Some(self.config.connect().await?);
+            let client = self.config.connect().await?;
+            // Polls decode from the slot's position, which may be behind the committed offset:
+            // Sluice was killed between a checkpoint and the slot's advance, or the upstream
+            // crashed and its slot fell back to the position of its last checkpoint. Decoding
+            // from there, a poll could be filled with transactions at or below the offset,
+            // all skipped, and never reach a new one.
+            advance_slot(&client, &self.config.slot, self.durable).await?;
+            self.advanced = self.advanced.max(self.durable);
+            self.client = Some(client);
         }
         let client = self.client.as_ref().expect("connected above");
         if let Some((epoch, lsn)) = self.advance_to {
@@ -199,11 +217,12 @@ impl Reader {
                 advance_slot(client, &self.config.slot, lsn).await?;
                 self.advance_to = None;
                 self.advanced = lsn;
+                self.durable = lsn;
             } else if lsn.saturating_sub(self.advanced) > CHECKPOINT_WAL_BYTES {
                 return Ok(None);
             }
         }
-        let flushed = current_flush_lsn(client).await?;
+        let wal_end = durable_wal_end(client).await?;
         let (changes, messages) = peek_changes(
             client,
             &self.config.slot,
@@ -212,16 +231,21 @@ impl Reader {
             POLL_LIMIT,
         )
         .await?;
-        if messages < POLL_LIMIT as usize {
-            // The poll decoded every transaction committed before `flushed`: the offset may
+        if let Some(wal_end) = wal_end.filter(|_| messages < POLL_LIMIT as usize) {
+            // The poll decoded every transaction committed before `wal_end`: the offset may
             // pass them even when none touched a published table (other tables, views being
             // built upstream), so the slot moves and later polls do not decode them again.
-            self.emitted = self.emitted.max(flushed);
+            self.emitted = self.emitted.max(wal_end);
         }
         if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
             self.barrier.request_checkpoint();
         }
         if changes.is_empty() {
+            if messages >= POLL_LIMIT as usize && self.advance_to.is_none() {
+                // A full poll of transactions already emitted: the slot lags the committed
+                // offset (see above), so move it rather than decode the same ones again.
+                advance_slot(client, &self.config.slot, self.durable).await?;
+            }
             return Ok(None);
         }
         self.emitted = changes.iter().map(|c| c.lsn).fold(self.emitted, u64::max);
@@ -266,6 +290,7 @@ fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
             (!c.unchanged.is_empty())
                 .then(|| c.unchanged.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","))
         }))) as _,
+        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }

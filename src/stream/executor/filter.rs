@@ -11,10 +11,12 @@ use datafusion::physical_plan::PhysicalExpr;
 use futures::StreamExt;
 
 use crate::error::Result;
+use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
 
-/// Filters chunks by a boolean expression; NULL counts as false.
+/// Filters chunks by a boolean expression; NULL counts as false, and so does a row the predicate
+/// fails on (see [`crate::stream::eval`]).
 pub struct FilterExecutor {
     input: BoxedExecutor,
     predicate: Arc<dyn PhysicalExpr>,
@@ -56,7 +58,7 @@ pub fn filter_chunk(
     chunk: &StreamChunk,
     predicate: &dyn PhysicalExpr,
 ) -> Result<Option<StreamChunk>> {
-    let value = predicate.evaluate(chunk.data())?.into_array(chunk.len())?;
+    let value = eval(predicate, chunk.data())?;
     let passed = value.as_boolean();
     mask_chunk(chunk, |i| passed.is_valid(i) && passed.value(i))
 }

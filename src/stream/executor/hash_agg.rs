@@ -22,6 +22,7 @@ use crate::storage::keycodec::{encode_keys, prefix_successor};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
+use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
 
@@ -196,9 +197,7 @@ impl Aggregation {
             .group_exprs
             .iter()
             .enumerate()
-            .map(|(i, e)| {
-                cast(e.evaluate(chunk.data())?.into_array(n)?, schema.field(i).data_type())
-            })
+            .map(|(i, e)| cast(eval(e.as_ref(), chunk.data())?, schema.field(i).data_type()))
             .collect::<Result<Vec<_>>>()?;
         let keys = encode_keys(self.result_def.id, &group_columns, n, self.n_groups())?;
         let mut args = Vec::with_capacity(self.calls.len());
@@ -208,7 +207,7 @@ impl Aggregation {
                 AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
                 _ => call.state_type(),
             };
-            let arg = cast(call.arg.evaluate(chunk.data())?.into_array(n)?, &target)?;
+            let arg = cast(eval(call.arg.as_ref(), chunk.data())?, &target)?;
             multiset_keys.push(match &call.multiset {
                 Some(t) => {
                     let mut cols = group_columns.clone();

@@ -25,6 +25,7 @@ use crate::storage::keycodec::{encode_keys, prefix_successor};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
+use crate::stream::eval::eval;
 use crate::stream::executor::filter::filter_chunk;
 use crate::stream::executor::left_join::left_outer_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
@@ -169,7 +170,7 @@ impl Side {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                let a = e.evaluate(chunk.data())?.into_array(chunk.len())?;
+                let a = eval(e.as_ref(), chunk.data())?;
                 Ok(arrow::compute::cast(&a, schema.field(i).data_type())?)
             })
             .collect()

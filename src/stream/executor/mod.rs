@@ -4,6 +4,12 @@
 //! follows the same order on a barrier: first make the epoch's effects visible in its state
 //! tables (commit), then forward the barrier, then do any post-commit work. Chunks are never
 //! reordered across a barrier.
+//!
+//! Every actor's first message is a barrier: it tells the epoch the actor starts in, and the
+//! state it loads is the one committed before it. Executors that produce data of their own (a
+//! DML, CDC source or CDC backfill executor) emit nothing before their first barrier, so every
+//! executor downstream may rely on it (a stream scan after a restart waits for that barrier's
+//! epoch to be committed before it reads).
 
 pub mod arrangement_backfill;
 pub mod cdc_backfill;
@@ -20,10 +26,11 @@ pub mod project;
 pub mod receiver;
 pub mod union;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use crate::error::Result;
-use crate::stream::message::Message;
+use crate::error::{Error, Result};
+use crate::stream::message::{Barrier, Message};
 
 /// The output of an executor.
 pub type BoxedMessageStream = BoxStream<'static, Result<Message>>;
@@ -39,3 +46,13 @@ pub trait Executor: Send + 'static {
 
 /// A type-erased executor.
 pub type BoxedExecutor = Box<dyn Executor>;
+
+/// The first message of `input`, which must be a barrier (see the module docs).
+pub async fn first_barrier(input: &mut BoxedMessageStream, who: &str) -> Result<Barrier> {
+    match input.next().await {
+        Some(Ok(Message::Barrier(b))) => Ok(b),
+        Some(Ok(_)) => Err(Error::Stream(format!("{who} received data before its first barrier"))),
+        Some(Err(e)) => Err(e),
+        None => Err(Error::Shutdown),
+    }
+}

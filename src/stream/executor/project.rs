@@ -1,4 +1,5 @@
-//! `ProjectExecutor`: computes output columns from expressions over each row.
+//! `ProjectExecutor`: computes output columns from expressions over each row (a row an
+//! expression fails on gets NULL for it, see [`crate::stream::eval`]).
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use futures::StreamExt;
 
 use crate::error::Result;
+use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, StreamChunk};
 
@@ -52,10 +54,8 @@ fn project(
     exprs: &[Arc<dyn PhysicalExpr>],
     schema: &SchemaRef,
 ) -> Result<StreamChunk> {
-    let columns = exprs
-        .iter()
-        .map(|e| e.evaluate(chunk.data())?.into_array(chunk.len()))
-        .collect::<datafusion::error::Result<Vec<_>>>()?;
+    let columns =
+        exprs.iter().map(|e| eval(e.as_ref(), chunk.data())).collect::<Result<Vec<_>>>()?;
     let columns = crate::stream::cast_columns(columns, schema)?;
     let data = RecordBatch::try_new(schema.clone(), columns)?;
     Ok(StreamChunk::new(chunk.ops().to_vec(), data))
