@@ -90,6 +90,9 @@ pub enum Error {
     /// The streaming runtime is shutting down or an actor failed.
     #[error("stream error: {0}")]
     Stream(String),
+    /// A value beyond what its type can hold.
+    #[error("{0}")]
+    OutOfRange(String),
     /// The statement exceeds a limit of the implementation (expression nesting).
     #[error("{0}")]
     ProgramLimit(String),

@@ -72,6 +72,7 @@ impl Engine {
         let targets = target_columns(&table, &insert.columns)?;
         let mut source =
             insert.source.ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
+        refuse_subqueries_in_values(&source)?;
         alias_positionally(&mut source);
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
@@ -338,6 +339,34 @@ impl Engine {
 
 /// Names the output columns of an INSERT's SELECT by position: INSERT maps them by position,
 /// and DataFusion refuses a SELECT list with two columns of the same name.
+/// DataFusion cannot run a subquery inside `VALUES`; the same rows as `SELECT` work.
+fn refuse_subqueries_in_values(query: &ast::Query) -> Result<()> {
+    use std::ops::ControlFlow;
+
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+
+    struct Subquery;
+    impl Visitor for Subquery {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &ast::Expr) -> ControlFlow<()> {
+            match expr {
+                ast::Expr::Subquery(_)
+                | ast::Expr::Exists { .. }
+                | ast::Expr::InSubquery { .. } => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    if let ast::SetExpr::Values(values) = query.body.as_ref()
+        && values.visit(&mut Subquery).is_break()
+    {
+        return Err(unsupported!(
+            "a subquery inside INSERT .. VALUES; write INSERT INTO t SELECT .. instead"
+        ));
+    }
+    Ok(())
+}
+
 fn alias_positionally(query: &mut ast::Query) {
     let ast::SetExpr::Select(select) = query.body.as_mut() else { return };
     for (i, item) in select.projection.iter_mut().enumerate() {

@@ -43,6 +43,23 @@ pub fn session_context(
     Ok(ctx)
 }
 
+/// Sluice's numbers hold 38 digits (Decimal128); a result wider than that (a longer literal)
+/// cannot be sent to the client.
+fn refuse_wide_decimals(plan: &LogicalPlan) -> Result<()> {
+    let wide = plan
+        .schema()
+        .fields()
+        .iter()
+        .find(|f| matches!(f.data_type(), arrow::datatypes::DataType::Decimal256(..)));
+    match wide {
+        Some(field) => Err(Error::OutOfRange(format!(
+            "numeric value of column \"{}\" is out of range: numbers hold at most 38 digits",
+            field.name()
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl Engine {
     /// A planning state whose scans all read one snapshot of the last committed epoch.
     pub(crate) fn query_state(&self) -> SessionState {
@@ -64,6 +81,7 @@ impl Engine {
     pub(crate) async fn query(&self, _session: &Session, stmt: ast::Statement) -> Result<Output> {
         let state = self.query_state();
         let plan = self.plan(&state, stmt).await?;
+        refuse_wide_decimals(&plan)?;
         self.run_plan(state, plan).await
     }
 

@@ -31,6 +31,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::Storage(_) | Error::Stream(_) => "XX000",
         Error::Recovered(_) => "40001",
         Error::ProgramLimit(_) => "54001",
+        Error::OutOfRange(_) => "22003",
         Error::Shutdown => "57P01",
     }
 }
@@ -56,6 +57,9 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::Execution(msg) if msg.contains("Cast error") => "22P02",
         DataFusionError::Execution(msg) if msg.contains("Divide by zero") => "22012",
         DataFusionError::Execution(_) => "22000",
+        // Type errors DataFusion reports as internal ones.
+        DataFusionError::Internal(msg) if msg.starts_with("Failed to coerce types") => "42804",
+
         DataFusionError::External(e) => match e.downcast_ref::<Error>() {
             Some(e) => sqlstate(e),
             None => "XX000",
