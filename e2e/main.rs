@@ -6,6 +6,7 @@
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
 //! - [`cdc_faults`]: CDC through upstream crashes, restarts mid-snapshot, partitioned tables;
+//! - [`chaos`]: CDC tables and views stay exact through rounds of kills and upstream faults;
 //! - [`recovery`]: an actor failure recovers the jobs in the running server;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
@@ -16,6 +17,7 @@ mod bench_driver;
 mod bench_smoke;
 mod cdc;
 mod cdc_faults;
+mod chaos;
 mod clients;
 mod crash;
 mod harness;
