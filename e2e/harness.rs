@@ -65,21 +65,19 @@ impl Sluice {
 
     /// [`Sluice::start`] with checkpoints every `barrier_interval_ms` milliseconds.
     pub async fn start_with_barrier_interval(barrier_interval_ms: u64) -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
-        fs::create_dir_all(dir.path().join("data"))?;
-        let mut sluice =
-            Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms, env: Vec::new() };
-        sluice.launch().await?;
-        Ok(sluice)
+        Self::start_with(barrier_interval_ms, &[]).await
     }
 
     /// [`Sluice::start`] with `env` added to the environment of every run (for example
     /// `SLUICE_FAILPOINTS`).
     pub async fn start_with_env(env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::start_with(BARRIER_INTERVAL_MS, env).await
+    }
+
+    async fn start_with(barrier_interval_ms: u64, env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
         fs::create_dir_all(dir.path().join("data"))?;
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let barrier_interval_ms = BARRIER_INTERVAL_MS;
         let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms, env };
         sluice.launch().await?;
         Ok(sluice)
