@@ -139,30 +139,59 @@ fn check_brackets(tokens: &[TokenWithSpan]) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a statement whose expressions nest deeper than [`MAX_EXPR_DEPTH`] (54001, as
-/// Postgres's `stack depth limit exceeded`).
+/// The deepest nesting of queries (subqueries in subqueries) a statement may have: planning
+/// time grows exponentially with it (16 levels take longer than a client waits).
+pub const MAX_QUERY_DEPTH: usize = 10;
+
+/// Refuses a statement whose expressions nest deeper than [`MAX_EXPR_DEPTH`] or whose queries
+/// nest deeper than [`MAX_QUERY_DEPTH`] (54001, as Postgres's `stack depth limit exceeded`).
 fn check_depth(statement: &ast::Statement) -> Result<()> {
     use std::ops::ControlFlow;
 
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
 
-    struct Depth(usize);
+    #[derive(Default)]
+    struct Depth {
+        exprs: usize,
+        queries: usize,
+    }
+    enum TooDeep {
+        Exprs,
+        Queries,
+    }
     impl Visitor for Depth {
-        type Break = ();
-        fn pre_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
-            self.0 += 1;
-            if self.0 > MAX_EXPR_DEPTH { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        type Break = TooDeep;
+        fn pre_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<TooDeep> {
+            self.exprs += 1;
+            match self.exprs > MAX_EXPR_DEPTH {
+                true => ControlFlow::Break(TooDeep::Exprs),
+                false => ControlFlow::Continue(()),
+            }
         }
-        fn post_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<()> {
-            self.0 -= 1;
+        fn post_visit_expr(&mut self, _: &ast::Expr) -> ControlFlow<TooDeep> {
+            self.exprs -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<TooDeep> {
+            self.queries += 1;
+            match self.queries > MAX_QUERY_DEPTH {
+                true => ControlFlow::Break(TooDeep::Queries),
+                false => ControlFlow::Continue(()),
+            }
+        }
+        fn post_visit_query(&mut self, _: &ast::Query) -> ControlFlow<TooDeep> {
+            self.queries -= 1;
             ControlFlow::Continue(())
         }
     }
-    match statement.visit(&mut Depth(0)) {
+    match statement.visit(&mut Depth::default()) {
         ControlFlow::Continue(()) => Ok(()),
-        ControlFlow::Break(()) => Err(Error::ProgramLimit(format!(
+        ControlFlow::Break(TooDeep::Exprs) => Err(Error::ProgramLimit(format!(
             "expressions nest deeper than {MAX_EXPR_DEPTH} levels; use IN (..) instead of long \
              chains of OR, or split the expression"
+        ))),
+        ControlFlow::Break(TooDeep::Queries) => Err(Error::ProgramLimit(format!(
+            "subqueries nest deeper than {MAX_QUERY_DEPTH} levels; flatten the query"
         ))),
     }
 }
@@ -565,6 +594,9 @@ mod tests {
         assert!(matches!(parse(&casts), Err(Error::ProgramLimit(_))));
         let fine = format!("SELECT {}1{}", "CAST(".repeat(30), " AS int)".repeat(30));
         assert!(parse(&fine).is_ok());
+        let subqueries = |n: usize| format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
+        assert!(parse(&subqueries(MAX_QUERY_DEPTH - 1)).is_ok());
+        assert!(matches!(parse(&subqueries(MAX_QUERY_DEPTH + 1)), Err(Error::ProgramLimit(_))));
     }
 
     #[test]

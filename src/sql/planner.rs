@@ -213,6 +213,11 @@ impl Planner<'_> {
         }
         let out = agg.schema.as_arrow().clone();
         let n_groups = group_exprs.len();
+        if out.fields().iter().take(n_groups).any(|f| f.data_type() == &ArrowType::Null) {
+            return Err(unsupported!(
+                "GROUP BY an untyped NULL in a materialized view; give it a type (NULL::int)"
+            ));
+        }
         let group_columns: Vec<ColumnCatalog> = (0..n_groups)
             .map(|i| column(&format!("group_{i}"), out.field(i).data_type()))
             .collect::<Result<_>>()?;
@@ -284,12 +289,9 @@ impl Planner<'_> {
         let mut slots = Vec::new();
         for (b, input) in inputs.iter().enumerate() {
             for (k, &col) in input.stream_key.iter().enumerate() {
-                slots.push((b, col));
-                fields.push(Field::new(
-                    format!("_union_key_{b}_{k}"),
-                    input.schema.field(col).data_type().clone(),
-                    true,
-                ));
+                let data_type = input.schema.field(col).data_type().clone();
+                slots.push((b, col, data_type.clone()));
+                fields.push(Field::new(format!("_union_key_{b}_{k}"), data_type, true));
             }
         }
         let schema = Arc::new(Schema::new(fields));
@@ -301,13 +303,13 @@ impl Planner<'_> {
             let mut exprs: Vec<Arc<dyn PhysicalExpr>> =
                 (0..n_visible).map(|i| column_expr(&input, i)).collect();
             exprs.push(Arc::new(Literal::new(ScalarValue::Int32(Some(b as i32)))));
-            for &(branch, col) in &slots {
-                exprs.push(if branch == b {
-                    column_expr(&input, col)
+            // Each branch fills its own key slots; the other branches' slots are NULL of the
+            // other branch's key type.
+            for (branch, col, data_type) in &slots {
+                exprs.push(if *branch == b {
+                    column_expr(&input, *col)
                 } else {
-                    Arc::new(Literal::new(ScalarValue::try_from(
-                        input.schema.field(col).data_type(),
-                    )?))
+                    Arc::new(Literal::new(ScalarValue::try_from(data_type)?))
                 });
             }
             let stream_key = (n_visible..schema.fields().len()).collect();

@@ -6,15 +6,15 @@
 //! epoch by then, because executors commit before forwarding a barrier. A barrier that adds
 //! outputs to this actor reaches the new outputs too: it is their first message.
 
-use std::sync::Arc;
-
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::catalog::ActorId;
+use crate::error::{Error, Result};
 use crate::stream::barrier::Collect;
 use crate::stream::dispatch::Output;
 use crate::stream::eval::in_job;
@@ -60,36 +60,47 @@ impl Actor {
     async fn run(self) {
         let Self { id, job, root, collector, mut outputs } = self;
         let name = root.identity().to_owned();
-        let mut stream = root.execute();
-        while let Some(msg) = stream.next().await {
-            match msg {
-                Ok(Message::Barrier(b)) => {
-                    outputs.extend(b.added_outputs(id).iter().cloned());
-                    let (checkpoint, epoch, stop) = (b.is_checkpoint(), b.epoch.prev, b.stops(id));
-                    dispatch(&mut outputs, Message::Barrier(b)).await;
-                    if checkpoint {
-                        let _ = collector.send(Collect::Done { actor: id, epoch });
-                    }
-                    if stop {
-                        tracing::debug!(actor = %id, %epoch, "actor stopped by a barrier");
-                        return;
-                    }
-                }
-                Ok(Message::Chunk(_)) if crate::failpoint::fires(|| format!("actor:{job}")) => {
-                    let error = format!("failpoint actor:{job}");
-                    let _ = collector.send(Collect::Failed { actor: id, error });
-                    return;
-                }
-                Ok(msg) => dispatch(&mut outputs, msg).await,
-                Err(e) => {
-                    tracing::error!(actor = %id, %job, executor = %name, error = %e, "actor failed");
-                    let _ = collector.send(Collect::Failed { actor: id, error: e.to_string() });
-                    return;
-                }
+        match drive(id, &job, root, &collector, &mut outputs).await {
+            Ok(()) => tracing::debug!(actor = %id, "actor stopped"),
+            Err(e) => {
+                tracing::error!(actor = %id, %job, executor = %name, error = %e, "actor failed");
+                let _ = collector.send(Collect::Failed { actor: id, error: e.to_string() });
             }
         }
-        tracing::debug!(actor = %id, "actor stopped");
     }
+}
+
+/// Pulls every message from `root` and sends it on, reporting checkpoint barriers; returns at
+/// the end of the stream or at a barrier that stops the actor.
+async fn drive(
+    id: ActorId,
+    job: &str,
+    root: BoxedExecutor,
+    collector: &mpsc::UnboundedSender<Collect>,
+    outputs: &mut Vec<Output>,
+) -> Result<()> {
+    let mut stream = root.execute();
+    while let Some(msg) = stream.next().await {
+        match msg? {
+            Message::Barrier(b) => {
+                outputs.extend(b.added_outputs(id).iter().cloned());
+                let (checkpoint, epoch, stop) = (b.is_checkpoint(), b.epoch.prev, b.stops(id));
+                dispatch(outputs, Message::Barrier(b)).await?;
+                if checkpoint {
+                    let _ = collector.send(Collect::Done { actor: id, epoch });
+                }
+                if stop {
+                    tracing::debug!(actor = %id, %epoch, "actor stopped by a barrier");
+                    return Ok(());
+                }
+            }
+            Message::Chunk(_) if crate::failpoint::fires(|| format!("actor:{job}")) => {
+                return Err(Error::Stream(format!("failpoint actor:{job}")));
+            }
+            msg => dispatch(outputs, msg).await?,
+        }
+    }
+    Ok(())
 }
 
 /// The text of a panic's payload.
@@ -103,13 +114,14 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 
 /// Sends `msg` to every output; an output whose receivers are gone (its job was dropped) is
 /// removed.
-async fn dispatch(outputs: &mut Vec<Output>, msg: Message) {
+async fn dispatch(outputs: &mut Vec<Output>, msg: Message) -> Result<()> {
     let mut i = 0;
     while i < outputs.len() {
-        if outputs[i].send(msg.clone()).await {
+        if outputs[i].send(msg.clone()).await? {
             i += 1;
         } else {
             outputs.swap_remove(i);
         }
     }
+    Ok(())
 }

@@ -51,17 +51,19 @@ impl std::fmt::Debug for Output {
 }
 
 impl Output {
-    /// Sends `msg` to the downstream actors; returns false when they are gone.
-    pub async fn send(&self, msg: Message) -> bool {
+    /// Sends `msg` to the downstream actors; returns false when they are gone. An error
+    /// (rows that cannot be routed) fails the sending actor: dropping the output instead would
+    /// leave the downstream actors waiting for its barriers forever.
+    pub async fn send(&self, msg: Message) -> Result<bool> {
         match msg {
-            Message::Chunk(chunk) => self.send_chunk(chunk).await.unwrap_or(false),
+            Message::Chunk(chunk) => self.send_chunk(chunk).await,
             other => {
                 for sender in &self.senders {
                     if sender.send(other.clone()).await.is_err() {
-                        return false;
+                        return Ok(false);
                     }
                 }
-                true
+                Ok(true)
             }
         }
     }
@@ -87,7 +89,7 @@ impl Output {
         let keys = self
             .keys
             .iter()
-            .map(|k| Ok(k.evaluate(chunk.data())?.into_array(chunk.len())?))
+            .map(|k| crate::stream::eval::eval(k.as_ref(), chunk.data()))
             .collect::<Result<Vec<_>>>()?;
         let owners: Vec<usize> =
             vnodes_of(&keys, chunk.len())?.iter().map(|v| owner_of(v.0 as usize, n)).collect();

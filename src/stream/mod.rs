@@ -16,6 +16,17 @@ use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
 
+/// A batch of `rows` rows; `columns` may be empty (a scan a view reads no column of, as in
+/// `SELECT 1 FROM t`), which a plain `RecordBatch::try_new` refuses.
+pub fn batch_with_rows(
+    schema: SchemaRef,
+    columns: Vec<ArrayRef>,
+    rows: usize,
+) -> Result<arrow::array::RecordBatch> {
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(arrow::array::RecordBatch::try_new_with_options(schema, columns, &options)?)
+}
+
 /// Casts each column to the type of its field in `schema` where the two differ.
 pub fn cast_columns(columns: Vec<ArrayRef>, schema: &SchemaRef) -> Result<Vec<ArrayRef>> {
     columns

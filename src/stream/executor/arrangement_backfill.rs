@@ -33,6 +33,7 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::barrier::BarrierHandle;
+use crate::stream::batch_with_rows;
 use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Barrier, Message, StreamChunk};
@@ -378,7 +379,7 @@ impl Backfill {
         }
         let output: Vec<ArrayRef> =
             self.config.output_indices.iter().map(|&i| columns[i].clone()).collect();
-        let data = RecordBatch::try_new(self.config.output_schema.clone(), output)?;
+        let data = batch_with_rows(self.config.output_schema.clone(), output, rows)?;
         Ok(Some(StreamChunk::inserts(data)))
     }
 
@@ -408,7 +409,7 @@ impl Backfill {
     fn project(&self, chunk: &StreamChunk) -> Result<StreamChunk> {
         let output: Vec<ArrayRef> =
             self.config.output_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
-        let data = RecordBatch::try_new(self.config.output_schema.clone(), output)?;
+        let data = batch_with_rows(self.config.output_schema.clone(), output, chunk.len())?;
         Ok(StreamChunk::new(chunk.ops().to_vec(), data))
     }
 

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::PhysicalExpr;
 use futures::StreamExt;
@@ -57,6 +56,6 @@ fn project(
     let columns =
         exprs.iter().map(|e| eval(e.as_ref(), chunk.data())).collect::<Result<Vec<_>>>()?;
     let columns = crate::stream::cast_columns(columns, schema)?;
-    let data = RecordBatch::try_new(schema.clone(), columns)?;
+    let data = crate::stream::batch_with_rows(schema.clone(), columns, chunk.len())?;
     Ok(StreamChunk::new(chunk.ops().to_vec(), data))
 }
