@@ -8,6 +8,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, CreatingInfo, RelationKind, TableCatalog, TableId};
@@ -26,6 +28,13 @@ use crate::{invalid, unsupported};
 impl Engine {
     /// Plans a view's query text into a stream plan.
     pub(crate) async fn plan_view(&self, query: &str) -> Result<StreamPlan> {
+        let (state, plan) = self.logical_view_plan(query).await?;
+        let plan = state.optimize(&plan)?;
+        plan_stream(&state, &self.catalog, &plan)
+    }
+
+    /// The view query's logical plan, before optimization.
+    async fn logical_view_plan(&self, query: &str) -> Result<(SessionState, LogicalPlan)> {
         let Some(Statement::Sql(stmt)) = parse(query)?.pop() else {
             return Err(invalid!("a materialized view needs a query"));
         };
@@ -35,8 +44,27 @@ impl Engine {
         let state = self.query_state();
         let plan = self.plan(&state, *stmt).await?;
         check_deterministic(&plan)?;
-        let plan = state.optimize(&plan)?;
-        plan_stream(&state, &self.catalog, &plan)
+        Ok((state, plan))
+    }
+
+    /// Every relation the query names, also those the optimizer removes from its plan (a
+    /// branch `WHERE NULL` reads nothing): the view depends on all of them, so none can be
+    /// dropped while it exists (its query would no longer plan, nor the server start).
+    async fn referenced_relations(&self, query: &str) -> Result<Vec<TableId>> {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+
+        let (_, plan) = self.logical_view_plan(query).await?;
+        let mut ids = Vec::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && let Some(table) = self.catalog.table_by_name(scan.table_name.table())
+                && !ids.contains(&table.id)
+            {
+                ids.push(table.id);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        Ok(ids)
     }
 
     /// `CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (..)] AS query`.
@@ -66,7 +94,7 @@ impl Engine {
         let plan = self.plan_view(&definition).await?;
         let parallelism = session.streaming_parallelism()?;
         let view =
-            self.register_view(name, definition, &plan, rate_limit, parallelism, creating)?;
+            self.register_view(name, definition, &plan, rate_limit, parallelism, creating).await?;
         let job = match self.start_view(&view, &plan).await {
             Ok(job) => job,
             Err(e) => {
@@ -95,7 +123,7 @@ impl Engine {
     }
 
     /// Writes the catalog entries of a new view and its internal tables.
-    fn register_view(
+    async fn register_view(
         &self,
         name: String,
         definition: String,
@@ -104,6 +132,12 @@ impl Engine {
         parallelism: usize,
         creating: CreatingInfo,
     ) -> Result<Arc<TableCatalog>> {
+        let mut references = self.referenced_relations(&definition).await?;
+        for id in scanned_relations(&plan.root) {
+            if !references.contains(&id) {
+                references.push(id);
+            }
+        }
         let columns = view_columns(&plan.root)?;
         let id = self.catalog.next_table_id()?;
         let mut internal_tables = Vec::with_capacity(plan.slots.len());
@@ -137,7 +171,7 @@ impl Engine {
             columns,
             pk,
             definition,
-            dependencies: scanned_relations(&plan.root),
+            dependencies: references,
             internal_tables,
             owner: None,
             backfill_rate_limit: rate_limit,
