@@ -1,8 +1,8 @@
 //! A random-SQL fuzzer against one real server.
 //!
-//! NOT YET WIRED INTO `e2e/main.rs`: it still finds bugs (an UPDATE whose CASE mixes int and
-//! bigint is refused with 22P02; real (float4) aggregates in views print differently from the
-//! batch query), and a failing test cannot land. Wiring it in also needs this helper in
+//! NOT YET WIRED INTO `e2e/main.rs`: it still finds bugs (real (float4) aggregates in views
+//! print differently from the batch query; `v > 1e10` on a double; int4 arithmetic wrapping
+//! instead of 22003), and a failing test cannot land. Wiring it in also needs this helper in
 //! `e2e/harness.rs`:
 //! `impl Sluice { pub fn current_run_log(&self) -> String { let log =
 //! fs::read_to_string(self.log_path()).unwrap_or_default(); let start =

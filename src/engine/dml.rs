@@ -114,9 +114,9 @@ impl Engine {
             if assigned.iter().any(|(i, _)| *i == index) {
                 return Err(invalid!("multiple assignments to the same column \"{name}\""));
             }
-            assigned.push((index, a.value.to_string()));
+            assigned.push((index, a.value.clone()));
         }
-        let exprs: Vec<String> = assigned.iter().map(|(_, e)| e.clone()).collect();
+        let exprs: Vec<ast::Expr> = assigned.iter().map(|(_, e)| e.clone()).collect();
         let job = self.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let old = self.select_rows(&table, &alias, &exprs, update.selection.as_ref()).await?;
@@ -276,29 +276,39 @@ impl Engine {
         &self,
         table: &TableCatalog,
         alias: &str,
-        exprs: &[String],
+        exprs: &[ast::Expr],
         selection: Option<&ast::Expr>,
     ) -> Result<RecordBatch> {
-        let mut items: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
-        items.extend(exprs.iter().enumerate().map(|(k, e)| format!("{e} AS \"__sluice_new_{k}\"")));
-        let mut sql = format!(
+        let items: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
+        let sql = format!(
             "SELECT {} FROM {}.{} AS {}",
             items.join(", "),
             quote(DML_SCHEMA),
             quote(&table.name),
             quote(alias)
         );
-        if let Some(selection) = selection {
-            sql.push_str(&format!(" WHERE {selection}"));
-        }
-        let Some(Statement::Sql(query)) = parse(&sql)?.pop() else {
+        let Some(Statement::Sql(mut query)) = parse(&sql)?.pop() else {
             unreachable!("a generated SELECT parses to one statement")
         };
+        // The user's expressions go in as parsed: printed and parsed again, a string literal
+        // holding quotes would lose some.
+        if let ast::Statement::Query(q) = query.as_mut()
+            && let ast::SetExpr::Select(select) = q.body.as_mut()
+        {
+            for (k, expr) in exprs.iter().enumerate() {
+                let alias = ast::Ident::with_quote('"', format!("__sluice_new_{k}"));
+                select
+                    .projection
+                    .push(ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias });
+            }
+            select.selection = selection.cloned();
+        }
         let state = self.query_state();
         let plan = self.plan(&state, *query).await?;
-        let schema = plan.schema().inner().clone();
-        let batches: Vec<RecordBatch> = match self.run_plan(state, plan).await? {
-            Output::Rows { stream, .. } => stream.try_collect().await?,
+        // The executed plan's schema: its types can differ from the logical plan's (a CASE of
+        // an int column and a bigint literal).
+        let (schema, batches): (_, Vec<RecordBatch>) = match self.run_plan(state, plan).await? {
+            Output::Rows { schema, stream } => (schema, stream.try_collect().await?),
             _ => unreachable!("a query produces rows"),
         };
         Ok(concat_batches(&schema, &batches)?)
