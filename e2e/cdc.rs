@@ -16,14 +16,6 @@ async fn sqlstate_of(client: &Client, sql: &str) -> anyhow::Result<String> {
     }
 }
 
-fn source_sql(name: &str, upstream: &Upstream, extra: &str) -> String {
-    format!(
-        "CREATE SOURCE {name} WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', port = '{}', \
-         username = 'postgres', password = '', database.name = 'shop'{extra})",
-        upstream.port()
-    )
-}
-
 async fn count(client: &Client, sql: &str) -> anyhow::Result<i64> {
     let rows = client.query_one(sql, &[]).await?;
     Ok(rows.get(0))
@@ -43,11 +35,9 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
 
     client
-        .batch_execute(&source_sql(
-            "pg",
-            upstream,
-            ", slot.name = 'sl_pg', publication.name = 'pub_pg'",
-        ))
+        .batch_execute(
+            &upstream.source_sql("pg", ", slot.name = 'sl_pg', publication.name = 'pub_pg'"),
+        )
         .await?;
     ensure!(
         count(&up, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sl_pg'").await?
@@ -56,7 +46,7 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     ensure!(count(&up, "SELECT count(*) FROM pg_publication WHERE pubname = 'pub_pg'").await? == 1);
     let listed = text_rows(&client, "SHOW SOURCES").await?;
     ensure!(listed == vec![vec![Some("pg".to_owned())]], "SHOW SOURCES gave {listed:?}");
-    ensure!(sqlstate_of(&client, &source_sql("pg", upstream, "")).await? == "42P07");
+    ensure!(sqlstate_of(&client, &upstream.source_sql("pg", "")).await? == "42P07");
     ensure!(sqlstate_of(&client, "SELECT * FROM pg").await? == "0A000");
 
     // Bad input: each a clear error, nothing created upstream or in the catalog.
@@ -71,10 +61,10 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     );
     ensure!(sqlstate_of(&client, &no_replication).await? == "42501");
     ensure!(
-        sqlstate_of(&client, &source_sql("bad", upstream, ", database.name = 'nope'")).await?
+        sqlstate_of(&client, &upstream.source_sql("bad", ", database.name = 'nope'")).await?
             == "42601"
     );
-    let missing_db = source_sql("bad", upstream, "").replace("'shop'", "'nope'");
+    let missing_db = upstream.source_sql("bad", "").replace("'shop'", "'nope'");
     ensure!(sqlstate_of(&client, &missing_db).await? == "3D000");
     ensure!(sqlstate_of(&client, "CREATE SOURCE bad WITH (connector = 'kafka')").await? == "0A000");
     ensure!(
@@ -105,7 +95,7 @@ async fn sources(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
 
     // An existing publication is used, not created, and so not dropped with the source.
     up.batch_execute("CREATE PUBLICATION pub_mine").await?;
-    client.batch_execute(&source_sql("pg2", upstream, ", publication.name = 'pub_mine'")).await?;
+    client.batch_execute(&upstream.source_sql("pg2", ", publication.name = 'pub_mine'")).await?;
     client.batch_execute("DROP SOURCE pg2").await?;
     ensure!(
         count(&up, "SELECT count(*) FROM pg_publication WHERE pubname = 'pub_mine'").await? == 1
@@ -170,7 +160,7 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     // Small pages so the writer overlaps the snapshot.
     client
         .batch_execute("CREATE TABLE person (*) WITH (snapshot.batch_size = '500') FROM pg TABLE 'public.person'")
@@ -255,7 +245,7 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
 
     // Bad input, each with a clear SQLSTATE and nothing created.
     ensure!(sqlstate_of(&client, "CREATE TABLE x (*) FROM pg TABLE 'customers'").await? == "42601");
@@ -401,7 +391,7 @@ async fn source_needs_logical_wal_level() -> anyhow::Result<()> {
 async fn replica_wal_level(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
     upstream.create_database("shop").await?;
     let client = server.connect().await?;
-    let state = sqlstate_of(&client, &source_sql("pg", upstream, "")).await?;
+    let state = sqlstate_of(&client, &upstream.source_sql("pg", "")).await?;
     ensure!(state == "55000", "expected 55000 for wal_level = replica, got {state}");
     ensure!(text_rows(&client, "SHOW SOURCES").await?.is_empty());
     Ok(())
@@ -437,7 +427,7 @@ async fn crash_and_restart(upstream: &mut Upstream, server: &mut Sluice) -> anyh
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client
         .batch_execute(
             "SET background_ddl = true;
@@ -528,7 +518,7 @@ async fn cdc_progress(upstream: &mut Upstream, server: &Sluice) -> anyhow::Resul
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql("pg", upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client
         .batch_execute(
             "SET background_ddl = true; SET backfill_rate_limit = 1000;

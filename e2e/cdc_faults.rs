@@ -17,14 +17,6 @@ use tokio_postgres::Client;
 use crate::harness::{Sluice, assert_view_matches, retry_until, sorted, text_rows, wait_jobs};
 use crate::upstream::Upstream;
 
-fn source_sql(upstream: &Upstream, extra: &str) -> String {
-    format!(
-        "CREATE SOURCE pg WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', port = '{}', \
-         username = 'postgres', password = '', database.name = 'shop'{extra})",
-        upstream.port()
-    )
-}
-
 /// Waits until `ours` (in Sluice) and `theirs` (upstream) return the same rows.
 async fn converges(client: &Client, up: &Client, ours: &str, theirs: &str) -> anyhow::Result<()> {
     retry_until(Duration::from_secs(60), || async {
@@ -62,7 +54,7 @@ async fn slot_sent_back(upstream: &mut Upstream, server: &mut Sluice) -> anyhow:
     let up = upstream.connect("shop").await?;
     up.batch_execute("CREATE TABLE t (id int PRIMARY KEY, v int)").await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql(upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client.batch_execute("CREATE TABLE t (*) FROM pg TABLE 'public.t'").await?;
     // The slot's position on disk is the one of the last checkpoint, unless decoding moved its
     // restart point meanwhile (which saves it). A transaction of more changes than a poll
@@ -129,7 +121,7 @@ async fn restarts_mid_snapshot(upstream: &Upstream, server: &mut Sluice) -> anyh
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql(upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client
         .batch_execute(
             "SET background_ddl = true;
@@ -210,19 +202,14 @@ async fn partitioned(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()>
     .await?;
     let client = server.connect().await?;
     // A publication Sluice did not create must publish via the root already: a clear error.
-    client
-        .batch_execute(
-            &source_sql(upstream, ", publication.name = 'theirs'")
-                .replace("SOURCE pg", "SOURCE other"),
-        )
-        .await?;
+    client.batch_execute(&upstream.source_sql("other", ", publication.name = 'theirs'")).await?;
     let refused =
         client.batch_execute("CREATE TABLE m_other (*) FROM other TABLE 'public.m'").await;
     let code = refused.err().and_then(|e| e.code().map(|c| c.code().to_owned()));
     ensure!(code.as_deref() == Some("55000"), "a publication not via the root: {code:?}");
     client.batch_execute("DROP SOURCE other").await?;
 
-    client.batch_execute(&source_sql(upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client.batch_execute("CREATE TABLE m (*) FROM pg TABLE 'public.m'").await?;
     up.batch_execute(
         "INSERT INTO m VALUES (1000, 1, 'new'), (1001, 2, 'new');
@@ -257,7 +244,7 @@ async fn toasted_key_change(upstream: &Upstream, server: &Sluice) -> anyhow::Res
     )
     .await?;
     let client = server.connect().await?;
-    client.batch_execute(&source_sql(upstream, "")).await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     client.batch_execute("CREATE TABLE toasted (*) FROM pg TABLE 'public.toasted'").await?;
     client.batch_execute("CREATE TABLE full_id (*) FROM pg TABLE 'public.full_id'").await?;
     for table in ["toasted", "full_id"] {

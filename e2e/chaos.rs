@@ -44,7 +44,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, assert_view_matches, connect, retry_until, text_rows, wait_jobs};
+use crate::harness::{
+    Rng, Sluice, assert_view_matches, connect, retry_until, text_rows, wait_jobs,
+};
 use crate::upstream::Upstream;
 
 /// Rounds of the default (short) run.
@@ -125,47 +127,6 @@ fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
     }
 }
 
-/// A small xorshift64 generator: the run's random choices, replayable from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        // One splitmix64 step spreads similar seeds apart; the state must not be zero.
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Uniform in `0..n` for a positive `i64` bound.
-    fn below_i64(&mut self, n: i64) -> i64 {
-        self.below(n.max(1) as u64) as i64
-    }
-
-    /// True with `percent` % probability.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-}
-
 /// What the rounds did, for the summary line.
 #[derive(Debug, Default)]
 struct Tally {
@@ -230,13 +191,7 @@ async fn chaos(
     drop(up);
 
     let client = server.connect().await?;
-    client
-        .batch_execute(&format!(
-            "CREATE SOURCE pg WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', \
-             port = '{}', username = 'postgres', password = '', database.name = 'shop')",
-            upstream.port()
-        ))
-        .await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
     let cdc_rate = config.cdc_rate();
     client
         .batch_execute(&format!(

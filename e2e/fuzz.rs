@@ -6,7 +6,8 @@
 //! `e2e/harness.rs`:
 //! `impl Sluice { pub fn current_run_log(&self) -> String { let log =
 //! fs::read_to_string(self.log_path()).unwrap_or_default(); let start =
-//! log.rfind("=== start").unwrap_or(0); log[start..].to_owned() } }`.
+//! log.rfind("=== start").unwrap_or(0); log[start..].to_owned() } }`, and its own xorshift
+//! generator should give way to `harness::Rng`.
 //!
 //! One `sluice` process receives a long stream of generated statements from three sources: a
 //! small grammar of the SQL Sluice supports (CREATE/DROP TABLE, CREATE/DROP/ALTER MATERIALIZED

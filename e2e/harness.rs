@@ -302,3 +302,45 @@ pub async fn wait_jobs(client: &Client, deadline: Duration) -> anyhow::Result<()
         .context("WAIT did not return")??;
     Ok(())
 }
+
+/// A small xorshift64 generator for randomized tests (chaos, fuzz): their choices, replayable
+/// from the seed they print.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        // One splitmix64 step spreads similar seeds apart; the state must not be zero.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in `0..n` for a positive `i64` bound.
+    pub fn below_i64(&mut self, n: i64) -> i64 {
+        self.below(n.max(1) as u64) as i64
+    }
+
+    /// True with `percent` % probability.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+}

@@ -129,6 +129,16 @@ impl Upstream {
         self.port
     }
 
+    /// `CREATE SOURCE name` over database `shop` of this server, with `extra` options
+    /// (`", slot.name = '..'"`) appended.
+    pub fn source_sql(&self, name: &str, extra: &str) -> String {
+        format!(
+            "CREATE SOURCE {name} WITH (connector = 'postgres-cdc', hostname = '127.0.0.1', \
+             port = '{}', username = 'postgres', password = '', database.name = 'shop'{extra})",
+            self.port
+        )
+    }
+
     /// Opens a session on database `db` as `postgres`; the connection task is spawned.
     pub async fn connect(&self, db: &str) -> anyhow::Result<Client> {
         connect(&self.conn_string(db))
