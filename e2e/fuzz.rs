@@ -1,14 +1,5 @@
 //! A random-SQL fuzzer against one real server.
 //!
-//! NOT YET WIRED INTO `e2e/main.rs`: it still finds bugs (real (float4) aggregates in views
-//! print differently from the batch query; `v > 1e10` on a double; int4 arithmetic wrapping
-//! instead of 22003), and a failing test cannot land. Wiring it in also needs this helper in
-//! `e2e/harness.rs`:
-//! `impl Sluice { pub fn current_run_log(&self) -> String { let log =
-//! fs::read_to_string(self.log_path()).unwrap_or_default(); let start =
-//! log.rfind("=== start").unwrap_or(0); log[start..].to_owned() } }`, and its own xorshift
-//! generator should give way to `harness::Rng`.
-//!
 //! One `sluice` process receives a long stream of generated statements from three sources: a
 //! small grammar of the SQL Sluice supports (CREATE/DROP TABLE, CREATE/DROP/ALTER MATERIALIZED
 //! VIEW including views over views, INSERT/UPDATE/DELETE, SELECTs with random nested
@@ -111,25 +102,16 @@ async fn random_sql_never_crashes_fails_internally_loses_writes_or_stalls() {
 // ------------------------------------------------------------------------------------------
 // Randomness
 
-/// xorshift64*, seeded through splitmix64 so that nearby seeds give unrelated streams.
-struct Rng(u64);
+/// The harness's generator with the helpers the grammar uses.
+struct Rng(harness::Rng);
 
 impl Rng {
     fn new(seed: u64) -> Self {
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Rng(z.max(1))
+        Rng(harness::Rng::new(seed))
     }
 
     fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next()
     }
 
     /// A number in `0..n` (0 when `n` is 0).

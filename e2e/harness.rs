@@ -139,6 +139,13 @@ impl Sluice {
         format!("--- sluice log (last {} lines) ---\n{}", tail.len(), tail.join("\n"))
     }
 
+    /// The log of the current run only (from its `=== start` line), to scan for panics.
+    pub fn current_run_log(&self) -> String {
+        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
+        let start = log.rfind("=== start").unwrap_or(0);
+        log[start..].to_owned()
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("sluice.log")
     }

@@ -7,6 +7,8 @@
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
 //! - [`cdc_faults`]: CDC through upstream crashes, restarts mid-snapshot, partitioned tables;
 //! - [`chaos`]: CDC tables and views stay exact through rounds of kills and upstream faults;
+//! - [`fuzz`]: random SQL never crashes the server, fails internally, loses an acknowledged
+//!   write or stalls, and views equal their queries;
 //! - [`recovery`]: an actor failure recovers the jobs in the running server;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
@@ -20,6 +22,7 @@ mod cdc_faults;
 mod chaos;
 mod clients;
 mod crash;
+mod fuzz;
 mod harness;
 mod jobs;
 mod mv;

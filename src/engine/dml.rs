@@ -474,7 +474,13 @@ fn cast_to(array: &ArrayRef, ty: DataType) -> Result<ArrayRef> {
     }
     let options = CastOptions { safe: false, format_options: FormatOptions::default() };
     cast_with_options(array, &target, &options).map_err(|e| {
-        Error::InvalidInput(format!("cannot convert {} to {ty}: {e}", array.data_type()))
+        // A number that does not fit the column is out of range (22003), as in Postgres;
+        // text that does not parse is invalid input (22P02).
+        if array.data_type().is_numeric() && target.is_numeric() {
+            Error::OutOfRange(format!("{ty} out of range: {e}"))
+        } else {
+            Error::InvalidInput(format!("cannot convert {} to {ty}: {e}", array.data_type()))
+        }
     })
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionState;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
@@ -17,6 +18,7 @@ use crate::engine::jobs::JobMap;
 use crate::engine::progress::ProgressTracker;
 use crate::engine::{Engine, Output, Session};
 use crate::error::{Error, Result};
+use crate::sql::checked::CheckedArithmetic;
 use crate::storage::store::Store;
 
 /// The shared DataFusion context: Sluice's catalog as `dev.public`, plus `pg_catalog`.
@@ -33,7 +35,15 @@ pub fn session_context(
         .with_target_partitions(2);
     // Literals like 12.50 are numeric in Postgres, not double precision.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
-    let ctx = SessionContext::new_with_config(config);
+    // `::text` and `::varchar` make Utf8 strings, the one string type Sluice stores and keys
+    // by (a view grouping by `x::varchar` failed its actor on Utf8View keys).
+    config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     ctx.register_catalog(
         DEFAULT_DATABASE,
         Arc::new(SluiceCatalog::new(catalog, store, tracker, jobs)),

@@ -75,11 +75,11 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
             }
             ArrowType::Float64 => {
                 let values = column.as_primitive::<Float64Type>();
-                values.iter().map(|v| v.map(format_float)).collect()
+                values.iter().map(|v| v.map(|v| format_float(v, 15))).collect()
             }
             ArrowType::Float32 => {
                 let values = column.as_primitive::<Float32Type>();
-                values.iter().map(|v| v.map(|v| format_float(v as f64))).collect()
+                values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
             }
             _ => continue,
         };
@@ -99,19 +99,28 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
 }
 
-/// A float as Postgres prints it: `6`, `1.5`, `1e+20`, `1.5e-05`, `NaN`, `Infinity`.
-fn format_float(v: f64) -> String {
-    if v.is_nan() {
+/// A float as Postgres prints it: the shortest digits that read back as the same `f32` or
+/// `f64` (`123.45::real` is `123.45`, not the double's `123.44999694824219`), in exponent
+/// form when the decimal exponent is below -4 or at least `max_exponent` (15 for double
+/// precision, 6 for real): `6`, `1.5`, `1e+15`, `1e+06`, `1.5e-05`, `NaN`, `Infinity`.
+fn format_float<F>(v: F, max_exponent: i32) -> String
+where
+    F: Copy + Into<f64> + std::fmt::Display + std::fmt::LowerExp,
+{
+    let wide: f64 = v.into();
+    if wide.is_nan() {
         return "NaN".into();
     }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    if wide.is_infinite() {
+        return if wide > 0.0 { "Infinity".into() } else { "-Infinity".into() };
     }
-    let abs = v.abs();
-    if abs != 0.0 && !(1e-4..1e16).contains(&abs) {
-        let s = format!("{v:e}");
-        let (mantissa, exponent) = s.split_once('e').expect("exponent format");
-        let exponent: i32 = exponent.parse().expect("exponent is a number");
+    if wide == 0.0 {
+        return if wide.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    let s = format!("{v:e}");
+    let (mantissa, exponent) = s.split_once('e').expect("exponent format");
+    let exponent: i32 = exponent.parse().expect("exponent is a number");
+    if exponent < -4 || exponent >= max_exponent {
         let sign = if exponent < 0 { '-' } else { '+' };
         return format!("{mantissa}e{sign}{:02}", exponent.abs());
     }
@@ -162,11 +171,24 @@ mod tests {
 
     #[test]
     fn floats_print_like_postgres() {
-        assert_eq!(format_float(6.0), "6");
-        assert_eq!(format_float(1.5), "1.5");
-        assert_eq!(format_float(-0.25), "-0.25");
-        assert_eq!(format_float(1e20), "1e+20");
-        assert_eq!(format_float(1.5e-5), "1.5e-05");
-        assert_eq!(format_float(f64::NAN), "NaN");
+        // Expected values from PostgreSQL 15 (`SELECT x::float8`, `SELECT x::real`).
+        let double = |v: f64| format_float(v, 15);
+        assert_eq!(double(6.0), "6");
+        assert_eq!(double(1.5), "1.5");
+        assert_eq!(double(-0.25), "-0.25");
+        assert_eq!(double(1e20), "1e+20");
+        assert_eq!(double(1e15), "1e+15");
+        assert_eq!(double(1e14), "100000000000000");
+        assert_eq!(double(0.0001), "0.0001");
+        assert_eq!(double(1.5e-5), "1.5e-05");
+        assert_eq!(double(-0.0), "-0");
+        assert_eq!(double(f64::NAN), "NaN");
+        assert_eq!(double(f64::NEG_INFINITY), "-Infinity");
+        let real = |v: f32| format_float(v, 6);
+        assert_eq!(real(123.45), "123.45");
+        assert_eq!(real(1.1 + 2.2), "3.3000002");
+        assert_eq!(real(123456.0), "123456");
+        assert_eq!(real(1e6), "1e+06");
+        assert_eq!(real(1e-5), "1e-05");
     }
 }

@@ -23,6 +23,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::InvalidStatement(_) => "42601",
         Error::DataFusion(e) => datafusion_sqlstate(e),
         Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
+        Error::Arrow(arrow::error::ArrowError::ArithmeticOverflow(_)) => "22003",
         Error::Arrow(_) => "22P02",
         Error::Upstream { code, .. } => code,
         Error::ObjectState(_) => "55000",
@@ -53,12 +54,16 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
             "42P01"
         }
         DataFusionError::Plan(msg) if msg.contains("No field named") => "42703",
+        DataFusionError::Plan(msg) if msg.contains("failed to match any signature") => "42883",
         DataFusionError::Plan(_) => "42804",
         DataFusionError::Execution(msg) if msg.contains("Cast error") => "22P02",
         DataFusionError::Execution(msg) if msg.contains("Divide by zero") => "22012",
         DataFusionError::Execution(_) => "22000",
         // Type errors DataFusion reports as internal ones.
         DataFusionError::Internal(msg) if msg.starts_with("Failed to coerce types") => "42804",
+        // No overload of the function takes these argument types (Postgres: undefined_function,
+        // "You might need to add explicit type casts").
+        DataFusionError::Internal(msg) if msg.contains("failed to match any signature") => "42883",
 
         DataFusionError::External(e) => match e.downcast_ref::<Error>() {
             Some(e) => sqlstate(e),
@@ -97,6 +102,15 @@ fn datafusion_message(error: &DataFusionError) -> String {
         {
             "division by zero".to_owned()
         }
+        DataFusionError::ArrowError(e, _) => match e.as_ref() {
+            arrow::error::ArrowError::ArithmeticOverflow(what) => {
+                format!(
+                    "integer out of range: {}",
+                    what.trim_start_matches("Overflow happened on: ")
+                )
+            }
+            other => other.to_string(),
+        },
         other => other.to_string(),
     }
 }

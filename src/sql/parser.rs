@@ -101,10 +101,11 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     }
     let mut statements = with_compat_rewrites(sql, statements);
     for statement in &mut statements {
-        if let Statement::Sql(stmt) = statement
-            && let ast::Statement::Query(query) = stmt.as_mut()
-        {
-            alias_output_columns(query);
+        if let Statement::Sql(stmt) = statement {
+            expand_exponent_literals(stmt);
+            if let ast::Statement::Query(query) = stmt.as_mut() {
+                alias_output_columns(query);
+            }
         }
     }
     Ok(statements)
@@ -194,6 +195,53 @@ fn check_depth(statement: &ast::Statement) -> Result<()> {
             "subqueries nest deeper than {MAX_QUERY_DEPTH} levels; flatten the query"
         ))),
     }
+}
+
+/// Writes numeric literals with an exponent (`1e10`, `2.5E-3`) out in full (`10000000000`,
+/// `0.0025`). Postgres reads them as exact `numeric`; DataFusion would read them as decimals
+/// of negative scale (`1e10` as `Decimal128(1, -10)`), which compare and convert wrongly
+/// (`1e10 = 1e10` was false, `1e15::float8` was `999999999999999.9`). Literals too long to
+/// write out within a numeric's 38 digits are left alone.
+fn expand_exponent_literals(statement: &mut ast::Statement) {
+    use std::ops::ControlFlow;
+
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) =
+            expr
+            && let Some(plain) = without_exponent(text)
+        {
+            *text = plain;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// `text` (a number literal) written without its exponent, if it has one and the result has
+/// at most 38 digits.
+fn without_exponent(text: &str) -> Option<String> {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i64 = exponent.parse().ok()?;
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !(int_part.bytes().chain(frac_part.bytes())).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Some("0".to_owned());
+    }
+    // Where the decimal point falls, counted in digits from the first significant one.
+    let leading_zeros = int_part.len() + frac_part.len() - digits.len();
+    let point = int_part.len() as i64 - leading_zeros as i64 + exponent;
+    let written = if point <= 0 {
+        format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+    };
+    let significant = written.bytes().filter(u8::is_ascii_digit).count();
+    (significant <= 38).then_some(written)
 }
 
 /// Replaces statements by their Postgres-compatibility rewrite when all of them are queries.
@@ -597,6 +645,24 @@ mod tests {
         let subqueries = |n: usize| format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
         assert!(parse(&subqueries(MAX_QUERY_DEPTH - 1)).is_ok());
         assert!(matches!(parse(&subqueries(MAX_QUERY_DEPTH + 1)), Err(Error::ProgramLimit(_))));
+    }
+
+    #[test]
+    fn writes_exponent_literals_out() {
+        for (text, written) in [
+            ("1e10", Some("10000000000")),
+            ("1E+3", Some("1000")),
+            ("2.5e-3", Some("0.0025")),
+            ("12.5e1", Some("125")),
+            ("0.0015e2", Some("0.15")),
+            ("123.456e-1", Some("12.3456")),
+            ("0e5", Some("0")),
+            ("1e-4", Some("0.0001")),
+            ("1e300", None),
+            ("12.5", None),
+        ] {
+            assert_eq!(without_exponent(text).as_deref(), written, "{text}");
+        }
     }
 
     #[test]

@@ -126,7 +126,8 @@ impl Planner<'_> {
                 "non-deterministic function in {expr} in a materialized view"
             ));
         }
-        Ok(self.state.create_physical_expr(expr.clone(), schema)?)
+        let physical = self.state.create_physical_expr(expr.clone(), schema)?;
+        Ok(crate::sql::checked::checked(physical)?)
     }
 
     fn slot(&mut self, slot: StateSlot) -> usize {

@@ -1,0 +1,101 @@
+//! Arithmetic that fails on overflow, as Postgres's does.
+//!
+//! DataFusion plans `+`, `-` and `*` as wrapping operations: `2147483647::int + 1` would be
+//! `-2147483648`. Postgres raises `integer out of range` (22003) instead, and a streaming
+//! database that silently wraps a sum would store a wrong value forever. Every expression
+//! Sluice evaluates goes through [`checked`]: batch plans through the
+//! [`CheckedArithmetic`] physical optimizer rule, streaming plans where the planner builds
+//! their physical expressions. (Streaming evaluation is non-strict: the failing row gets NULL,
+//! see `stream::eval`.)
+
+use std::sync::Arc;
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::error::Result;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+
+/// `expr` with every `+`, `-` and `*` failing on overflow instead of wrapping.
+pub fn checked(expr: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+    expr.transform_up(|e| {
+        let Some(binary) = e.downcast_ref::<BinaryExpr>() else {
+            return Ok(Transformed::no(e));
+        };
+        if !matches!(binary.op(), Operator::Plus | Operator::Minus | Operator::Multiply) {
+            return Ok(Transformed::no(e));
+        }
+        let rebuilt =
+            BinaryExpr::new(Arc::clone(binary.left()), *binary.op(), Arc::clone(binary.right()))
+                .with_fail_on_overflow(true);
+        Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>))
+    })
+    .data()
+}
+
+/// The physical optimizer rule that makes a batch plan's projections, filters and aggregate
+/// arguments use [`checked`] arithmetic.
+#[derive(Debug, Default)]
+pub struct CheckedArithmetic;
+
+impl PhysicalOptimizerRule for CheckedArithmetic {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let any = &node;
+            if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
+                let exprs = projection
+                    .expr()
+                    .iter()
+                    .map(|p| {
+                        Ok(ProjectionExpr::new(checked(Arc::clone(&p.expr))?, p.alias.clone()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let rebuilt = ProjectionExec::try_new_with_schema_metadata(
+                    exprs,
+                    Arc::clone(projection.input()),
+                    &projection.schema(),
+                )?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(filter) = any.downcast_ref::<FilterExec>() {
+                let predicate = checked(Arc::clone(filter.predicate()))?;
+                let rebuilt = FilterExecBuilder::from(filter).with_predicate(predicate).build()?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(aggregate) = any.downcast_ref::<AggregateExec>() {
+                let mut exprs = Vec::with_capacity(aggregate.aggr_expr().len());
+                for expr in aggregate.aggr_expr() {
+                    let args =
+                        expr.expressions().into_iter().map(checked).collect::<Result<Vec<_>>>()?;
+                    let order_by = expr.order_bys().iter().map(|o| Arc::clone(&o.expr)).collect();
+                    match expr.with_new_expressions(args, order_by) {
+                        Some(rebuilt) => exprs.push(Arc::new(rebuilt)),
+                        None => exprs.push(Arc::clone(expr)),
+                    }
+                }
+                let rebuilt = aggregate.with_new_aggr_exprs(exprs);
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            Ok(Transformed::no(node))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "checked_arithmetic"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
