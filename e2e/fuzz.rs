@@ -50,7 +50,7 @@ use crate::harness::{self, Sluice, retry_until};
 /// Statements of a run when `SLUICE_FUZZ_STATEMENTS` is not set.
 const DEFAULT_STATEMENTS: usize = 600;
 /// How long one statement may take before it counts as a stall.
-const STATEMENT_TIMEOUT: Duration = Duration::from_secs(20);
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a view created in the background may take to finish its (small) backfill.
 const BACKGROUND_VIEW_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a view that differs from its query is watched for catching up, to tell a stale
@@ -267,6 +267,10 @@ struct Stats {
     kills: u64,
     /// Servers started on a new data directory because the old one could not go on.
     new_servers: u64,
+    /// Statements that took longer than a second to answer.
+    over_a_second: u64,
+    /// The longest wait for an answer, and its statement.
+    slowest: (Duration, String),
 }
 
 /// A reply to one statement.
@@ -2394,7 +2398,15 @@ impl Fuzzer {
         *self.stats.by_source.entry(source).or_default() += 1;
         let client = self.client(session);
         let token = client.cancel_token();
+        let sent = Instant::now();
         let outcome = tokio::time::timeout(STATEMENT_TIMEOUT, client.simple_query(sql)).await;
+        let waited = sent.elapsed();
+        if waited > Duration::from_secs(1) {
+            self.stats.over_a_second += 1;
+        }
+        if waited > self.stats.slowest.0 {
+            self.stats.slowest = (waited, clip(sql, 200));
+        }
         match outcome {
             Ok(Ok(messages)) => {
                 self.stats.ok += 1;
@@ -3704,6 +3716,12 @@ impl Fuzzer {
         )
         .unwrap();
         writeln!(out, "  ok {}, expected errors {expected}, XX000 {}", s.ok, s.internal).unwrap();
+        writeln!(
+            out,
+            "  answer times: {} over 1 s; slowest {:.1?}: {}",
+            s.over_a_second, s.slowest.0, s.slowest.1
+        )
+        .unwrap();
         let codes: Vec<String> = s.expected.iter().map(|(c, n)| format!("{c} {n}")).collect();
         writeln!(out, "  expected errors by SQLSTATE: {}", codes.join(", ")).unwrap();
         let sources: Vec<String> =

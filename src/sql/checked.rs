@@ -10,21 +10,35 @@
 
 use std::sync::Arc;
 
+use arrow::datatypes::Schema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Literal, NegativeExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::scalar::ScalarValue;
 
-/// `expr` with every `+`, `-` and `*` failing on overflow instead of wrapping.
-pub fn checked(expr: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+/// `expr` (over rows of `schema`) with every `+`, `-` and `*`, and the negation of an integer,
+/// failing on overflow instead of wrapping.
+pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
     expr.transform_up(|e| {
+        if let Some(negative) = e.downcast_ref::<NegativeExpr>() {
+            // `-x` as `0 - x`: the negation of the smallest integer overflows.
+            let ty = negative.arg().data_type(schema)?;
+            if !ty.is_signed_integer() {
+                return Ok(Transformed::no(e));
+            }
+            let zero = Arc::new(Literal::new(ScalarValue::new_zero(&ty)?));
+            let rebuilt = BinaryExpr::new(zero, Operator::Minus, Arc::clone(negative.arg()))
+                .with_fail_on_overflow(true);
+            return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>));
+        }
         let Some(binary) = e.downcast_ref::<BinaryExpr>() else {
             return Ok(Transformed::no(e));
         };
@@ -51,13 +65,13 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
-            let any = &node;
-            if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
+            if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
                 let exprs = projection
                     .expr()
                     .iter()
                     .map(|p| {
-                        Ok(ProjectionExpr::new(checked(Arc::clone(&p.expr))?, p.alias.clone()))
+                        let expr = checked(Arc::clone(&p.expr), &projection.input().schema())?;
+                        Ok(ProjectionExpr::new(expr, p.alias.clone()))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let rebuilt = ProjectionExec::try_new_with_schema_metadata(
@@ -67,16 +81,20 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
                 )?;
                 return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
             }
-            if let Some(filter) = any.downcast_ref::<FilterExec>() {
-                let predicate = checked(Arc::clone(filter.predicate()))?;
+            if let Some(filter) = node.downcast_ref::<FilterExec>() {
+                let predicate = checked(Arc::clone(filter.predicate()), &filter.input().schema())?;
                 let rebuilt = FilterExecBuilder::from(filter).with_predicate(predicate).build()?;
                 return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
             }
-            if let Some(aggregate) = any.downcast_ref::<AggregateExec>() {
+            if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
                 let mut exprs = Vec::with_capacity(aggregate.aggr_expr().len());
                 for expr in aggregate.aggr_expr() {
-                    let args =
-                        expr.expressions().into_iter().map(checked).collect::<Result<Vec<_>>>()?;
+                    let schema = aggregate.input_schema();
+                    let args = expr
+                        .expressions()
+                        .into_iter()
+                        .map(|arg| checked(arg, &schema))
+                        .collect::<Result<Vec<_>>>()?;
                     let order_by = expr.order_bys().iter().map(|o| Arc::clone(&o.expr)).collect();
                     match expr.with_new_expressions(args, order_by) {
                         Some(rebuilt) => exprs.push(Arc::new(rebuilt)),

@@ -127,7 +127,7 @@ impl Planner<'_> {
             ));
         }
         let physical = self.state.create_physical_expr(expr.clone(), schema)?;
-        Ok(crate::sql::checked::checked(physical)?)
+        Ok(crate::sql::checked::checked(physical, schema.as_arrow())?)
     }
 
     fn slot(&mut self, slot: StateSlot) -> usize {

@@ -10,6 +10,8 @@ pub mod executor;
 pub mod message;
 pub mod plan;
 pub mod progress;
+#[cfg(test)]
+pub mod test_utils;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;

@@ -1,0 +1,273 @@
+//! Chunks written as text tables, for executor unit tests.
+//!
+//! A chunk is a header of column types followed by one row per line, each starting with its op:
+//!
+//! ```text
+//!  i  I   T
+//!  + 1 10  a
+//!  - 2 20  .
+//! U- 3 30  b
+//! U+ 3 31  c
+//! ```
+//!
+//! Types: `i` int, `I` bigint, `h` smallint, `F` double precision, `f` real, `T` text,
+//! `B` boolean, `N` numeric (`decimal(38,2)`). `.` is NULL. [`StreamChunk::to_pretty`] prints
+//! a chunk the same way, so a test states its input and its expected output as text:
+//!
+//! ```text
+//! let out = run(FilterExecutor::new(..), [chunk("i\n+ 1\n+ 5")]).await;
+//! assert_eq!(out, "i\n+ 5");
+//! ```
+//!
+//! [`MockSource`] replays messages (chunks and barriers) into an executor, and [`Pretty`]
+//! prints what comes out: chunks as tables, barriers as `barrier <epoch>`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array, StringArray,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use futures::StreamExt;
+
+use crate::catalog::Epoch;
+use crate::stream::executor::{BoxedMessageStream, Executor};
+use crate::stream::message::{Barrier, Message, Op, StreamChunk};
+
+/// The Arrow type a header letter stands for.
+fn type_of(letter: &str) -> DataType {
+    match letter {
+        "i" => DataType::Int32,
+        "I" => DataType::Int64,
+        "h" => DataType::Int16,
+        "F" => DataType::Float64,
+        "f" => DataType::Float32,
+        "T" => DataType::Utf8,
+        "B" => DataType::Boolean,
+        "N" => DataType::Decimal128(38, 2),
+        other => panic!("unknown column type letter {other:?} (see stream::test_utils)"),
+    }
+}
+
+/// The header letter of an Arrow type.
+fn letter_of(ty: &DataType) -> &'static str {
+    match ty {
+        DataType::Int32 => "i",
+        DataType::Int64 => "I",
+        DataType::Int16 => "h",
+        DataType::Float64 => "F",
+        DataType::Float32 => "f",
+        DataType::Utf8 => "T",
+        DataType::Boolean => "B",
+        DataType::Decimal128(..) => "N",
+        other => panic!("no text-table letter for {other}"),
+    }
+}
+
+/// A schema of nullable columns `c0, c1, ..` of the types in `header` (e.g. `"i I T"`).
+pub fn schema(header: &str) -> SchemaRef {
+    let fields: Vec<Field> = header
+        .split_whitespace()
+        .enumerate()
+        .map(|(i, letter)| Field::new(format!("c{i}"), type_of(letter), true))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The column of `values` (text cells, `.` for NULL) as an array of type `ty`.
+fn column(ty: &DataType, values: &[&str]) -> ArrayRef {
+    fn parse<T: std::str::FromStr>(v: &str) -> Option<T>
+    where
+        T::Err: std::fmt::Debug,
+    {
+        (v != ".").then(|| v.parse().unwrap_or_else(|e| panic!("bad cell {v:?}: {e:?}")))
+    }
+    let cells = values.iter().copied();
+    match ty {
+        DataType::Int32 => Arc::new(cells.map(parse::<i32>).collect::<Int32Array>()),
+        DataType::Int64 => Arc::new(cells.map(parse::<i64>).collect::<Int64Array>()),
+        DataType::Int16 => Arc::new(cells.map(parse::<i16>).collect::<Int16Array>()),
+        DataType::Float64 => Arc::new(cells.map(parse::<f64>).collect::<Float64Array>()),
+        DataType::Float32 => Arc::new(cells.map(parse::<f32>).collect::<Float32Array>()),
+        DataType::Boolean => Arc::new(
+            cells
+                .map(|v| (v != ".").then_some(matches!(v, "t" | "true")))
+                .collect::<BooleanArray>(),
+        ),
+        DataType::Utf8 => Arc::new(cells.map(|v| (v != ".").then_some(v)).collect::<StringArray>()),
+        DataType::Decimal128(precision, scale) => {
+            let scaled = cells.map(|v| {
+                parse::<f64>(v).map(|x| (x * 10f64.powi(i32::from(*scale))).round() as i128)
+            });
+            Arc::new(
+                scaled
+                    .collect::<Decimal128Array>()
+                    .with_precision_and_scale(*precision, *scale)
+                    .expect("valid decimal type"),
+            )
+        }
+        other => panic!("no text-table column of type {other}"),
+    }
+}
+
+impl StreamChunk {
+    /// A chunk from a text table (see the module docs). Columns are named `c0, c1, ..`.
+    pub fn from_pretty(text: &str) -> StreamChunk {
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let header = lines.next().expect("a header line of column types");
+        let schema = schema(header);
+        let width = schema.fields().len();
+        let mut ops = Vec::new();
+        let mut cells: Vec<Vec<&str>> = vec![Vec::new(); width];
+        for line in lines {
+            let mut words = line.split_whitespace();
+            let op = match words.next() {
+                Some("+") => Op::Insert,
+                Some("-") => Op::Delete,
+                Some("U-") => Op::UpdateDelete,
+                Some("U+") => Op::UpdateInsert,
+                other => panic!("a row starts with +, -, U- or U+, not {other:?}"),
+            };
+            ops.push(op);
+            let row: Vec<&str> = words.collect();
+            assert_eq!(row.len(), width, "row {line:?} has {} cells, not {width}", row.len());
+            for (column, cell) in cells.iter_mut().zip(row) {
+                column.push(cell);
+            }
+        }
+        let columns: Vec<ArrayRef> =
+            schema.fields().iter().zip(&cells).map(|(f, v)| column(f.data_type(), v)).collect();
+        let data = crate::stream::batch_with_rows(schema, columns, ops.len())
+            .expect("columns match the header");
+        StreamChunk::new(ops, data)
+    }
+
+    /// The chunk as a text table (see the module docs).
+    pub fn to_pretty(&self) -> String {
+        let header: Vec<&str> =
+            self.schema().fields().iter().map(|f| letter_of(f.data_type())).collect();
+        let mut out = header.join(" ");
+        let options = FormatOptions::default().with_null(".");
+        let formatters: Vec<ArrayFormatter<'_>> = self
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("printable column"))
+            .collect();
+        for (row, op) in self.ops().iter().enumerate() {
+            write!(out, "\n{op}").unwrap();
+            for formatter in &formatters {
+                write!(out, " {}", formatter.value(row)).unwrap();
+            }
+        }
+        out
+    }
+}
+
+/// A chunk from a text table; short for [`StreamChunk::from_pretty`].
+pub fn chunk(text: &str) -> Message {
+    Message::Chunk(StreamChunk::from_pretty(text))
+}
+
+/// A checkpoint barrier ending epoch `prev`.
+pub fn barrier(prev: u64) -> Message {
+    Message::Barrier(Barrier::checkpoint(Epoch(prev)))
+}
+
+/// An executor that yields the given messages, then ends.
+pub struct MockSource {
+    messages: Vec<Message>,
+}
+
+impl MockSource {
+    /// Yields `messages` in order.
+    pub fn new(messages: impl IntoIterator<Item = Message>) -> Self {
+        Self { messages: messages.into_iter().collect() }
+    }
+
+    /// The source as a boxed executor, ready to be an input.
+    pub fn boxed(messages: impl IntoIterator<Item = Message>) -> Box<dyn Executor> {
+        Box::new(Self::new(messages))
+    }
+}
+
+impl Executor for MockSource {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        futures::stream::iter(self.messages.into_iter().map(Ok)).boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "MockSource"
+    }
+}
+
+/// Text forms of messages, for assertions.
+pub trait Pretty {
+    /// The text form (chunks as tables, barriers as `barrier <epoch it ends>`), one message
+    /// after another separated by blank lines.
+    fn pretty(&self) -> String;
+}
+
+impl Pretty for Message {
+    fn pretty(&self) -> String {
+        match self {
+            Message::Chunk(chunk) => chunk.to_pretty(),
+            Message::Barrier(b) => format!("barrier {}", b.epoch.prev.0),
+            Message::Watermark(w) => format!("watermark c{} {}", w.col_idx, w.value),
+        }
+    }
+}
+
+impl Pretty for [Message] {
+    fn pretty(&self) -> String {
+        self.iter().map(Pretty::pretty).collect::<Vec<_>>().join("\n\n")
+    }
+}
+
+/// Runs `executor` to its end and prints everything it emitted (see [`Pretty`]); an error is
+/// printed as `error: <message>` and ends the output.
+pub async fn run(executor: Box<dyn Executor>) -> String {
+    let mut stream = executor.execute();
+    let mut out = Vec::new();
+    while let Some(message) = stream.next().await {
+        match message {
+            Ok(message) => out.push(message.pretty()),
+            Err(e) => {
+                out.push(format!("error: {e}"));
+                break;
+            }
+        }
+    }
+    out.join("\n\n")
+}
+
+/// `text` with each line trimmed and blank-line runs kept, so expected outputs can be indented
+/// in the test source.
+pub fn dedent(text: &str) -> String {
+    let lines: Vec<&str> = text.trim().lines().map(str::trim).collect();
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_round_trip_through_text() {
+        let text = "i I T F B N\n+ 1 10 a 1.5 t 12.50\n- 2 . . . f .\nU- 3 30 b 2 . 1\nU+ 3 31 c 2.25 t 0.05";
+        let chunk = StreamChunk::from_pretty(text);
+        assert_eq!(chunk.len(), 4);
+        assert_eq!(
+            chunk.to_pretty(),
+            "i I T F B N\n+ 1 10 a 1.5 true 12.50\n- 2 . . . false .\nU- 3 30 b 2.0 . 1.00\nU+ 3 31 c 2.25 true 0.05"
+        );
+    }
+
+    #[tokio::test]
+    async fn mock_source_replays_its_messages() {
+        let source = MockSource::boxed([chunk("i\n+ 1"), barrier(1), chunk("i\n- 1")]);
+        assert_eq!(run(source).await, dedent("i\n+ 1\n\nbarrier 1\n\ni\n- 1"));
+    }
+}
