@@ -491,3 +491,277 @@ fn vnode_end(table: crate::catalog::TableId, vnode: VirtualNode) -> Vec<u8> {
         None => (table.0 + 1).to_be_bytes().to_vec(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use crate::storage::keycodec::vnode_of;
+    use crate::stream::barrier::BarrierManager;
+    use crate::stream::message::Mutation;
+    use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, schema};
+    use crate::types::DataType;
+
+    const UPSTREAM: TableId = TableId(1);
+    const PROGRESS: TableId = TableId(2);
+    const JOB: TableId = TableId(3);
+
+    fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
+        cols.iter()
+            .map(|&(name, data_type)| ColumnCatalog { name: name.into(), data_type, hidden: false })
+            .collect()
+    }
+
+    /// The upstream `(k int primary key, v bigint)`, all rows in one vnode (no distribution
+    /// key), so the snapshot is read in `k` order.
+    fn upstream_table() -> Arc<TableCatalog> {
+        let columns = columns(&[("k", DataType::Int32), ("v", DataType::Int64)]);
+        let mut table = TableCatalog::new_table(UPSTREAM, "t".into(), columns, vec![0], "".into());
+        table.dist_key_len = 0;
+        Arc::new(table)
+    }
+
+    /// The progress table `vnode | k | backfill_finished | row_count`, as the planner makes it.
+    fn progress_table() -> Arc<TableCatalog> {
+        let columns = columns(&[
+            ("vnode", DataType::Int32),
+            ("k", DataType::Int32),
+            ("backfill_finished", DataType::Boolean),
+            ("row_count", DataType::Int64),
+        ]);
+        let mut table = TableCatalog::new_table(PROGRESS, "p".into(), columns, vec![0], "".into());
+        table.kind = RelationKind::Internal;
+        table.owner = Some(JOB);
+        Arc::new(table)
+    }
+
+    /// The vnode of every upstream row.
+    fn the_vnode() -> VirtualNode {
+        let vnode = vnode_of(&[]);
+        assert_eq!(vnode, VirtualNode(0), "the progress rows below name vnode 0");
+        vnode
+    }
+
+    /// Writes `rows` (a text table) into `table` and commits them with epoch `epoch`.
+    fn fill(store: &Arc<Store>, table: &TableCatalog, rows: &str, epoch: u64) {
+        let mut state = StateTable::for_relation(store.clone(), table);
+        state.write_chunk(&StreamChunk::from_pretty(rows)).unwrap();
+        state.commit(Epoch(epoch));
+        store.commit(Epoch(epoch)).unwrap();
+    }
+
+    /// A store whose upstream holds `rows` and whose progress table holds `progress`, both
+    /// committed with epoch 0.
+    fn store_with(dir: &tempfile::TempDir, rows: &str, progress: &str) -> Arc<Store> {
+        let store = Store::open(dir.path()).unwrap();
+        fill(&store, &upstream_table(), rows, 0);
+        fill(&store, &progress_table(), progress, 0);
+        store
+    }
+
+    /// A backfill of the upstream's vnode, reading at most `rate_limit` rows a second.
+    fn backfill(
+        store: &Arc<Store>,
+        rate_limit: Option<u64>,
+        input: impl IntoIterator<Item = Message>,
+    ) -> BoxedExecutor {
+        let (_manager, handle, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
+        let config = BackfillConfig {
+            upstream_table: upstream_table(),
+            output_indices: vec![0, 1],
+            output_schema: schema("i I"),
+            progress_table: progress_table(),
+            rate_limit,
+            vnodes: vec![the_vnode()],
+            barrier: handle,
+        };
+        let (status, _) = watch::channel(BackfillStatus::default());
+        let upstream = MockSource::boxed(input);
+        Box::new(ArrangementBackfillExecutor::new(upstream, store.clone(), config, status))
+    }
+
+    /// Runs `executor` to its end, committing each epoch as its barrier comes out (as the
+    /// barrier manager would once every actor collected it), and prints what it emitted.
+    async fn run_committing(executor: BoxedExecutor, store: &Arc<Store>) -> String {
+        let mut stream = executor.execute();
+        let mut out = Vec::new();
+        while let Some(message) = stream.next().await {
+            let message = message.unwrap();
+            if let Message::Barrier(b) = &message {
+                store.commit(b.epoch.prev).unwrap();
+            }
+            out.push(message.pretty());
+        }
+        out.join("\n\n")
+    }
+
+    /// The committed progress rows, as inserts `vnode k finished row_count`.
+    fn progress(store: &Arc<Store>) -> String {
+        let catalog = progress_table();
+        let table = StateTable::for_relation(store.clone(), &catalog);
+        let (start, end) = table.full_range();
+        let types = catalog.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, 1);
+        for (_, value) in table.iter_range(&start, &end, usize::MAX).unwrap() {
+            decoder.push(&value).unwrap();
+        }
+        let data = RecordBatch::try_new(schema("i i B I"), decoder.finish()).unwrap();
+        StreamChunk::inserts(data).to_pretty()
+    }
+
+    /// `i I` inserts of `(k, 10 k)` for every `k` of `keys`.
+    fn rows(keys: std::ops::RangeInclusive<i32>) -> String {
+        let lines: Vec<String> = keys.map(|k| format!("+ {k} {}", k * 10)).collect();
+        format!("i I\n{}", lines.join("\n"))
+    }
+
+    /// A checkpoint barrier ending `prev` that sets the job's rate limit to `limit`.
+    fn throttle(prev: u64, limit: Option<u64>) -> Message {
+        let mutation = Mutation { throttle: HashMap::from([(JOB, limit)]), ..Default::default() };
+        Message::Barrier(Barrier::checkpoint(Epoch(prev)).with_mutation(mutation))
+    }
+
+    #[tokio::test]
+    async fn snapshot_rows_come_out_then_changes_pass_once_the_vnode_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3), "i i B I");
+        let input = [
+            barrier(1),
+            chunk("i I\n+ 4 40\n- 1 10"),
+            barrier(2),
+            chunk("i I\n+ 5 50"),
+            barrier(3),
+        ];
+        let out = run_committing(backfill(&store, None, input), &store).await;
+        let expected = "barrier 1
+
+                        i I
+                        + 1 10
+                        + 2 20
+                        + 3 30
+
+                        i I
+                        + 4 40
+                        - 1 10
+
+                        barrier 2
+
+                        i I
+                        + 5 50
+
+                        barrier 3";
+        assert_eq!(out, dedent(expected));
+        // Completed: no position, the rows read.
+        assert_eq!(progress(&store), "i i B I\n+ 0 . true 3");
+    }
+
+    #[tokio::test]
+    async fn changes_at_or_below_the_position_pass_and_those_above_it_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        // Read up to k = 2; paused (rate 0), so the position stays there.
+        let store = store_with(&dir, &rows(1..=3), "i i B I\n+ 0 2 false 2");
+        let changes = "i  I
+                       -  1 10
+                       U- 2 20
+                       U+ 2 21
+                       U- 3 30
+                       U+ 3 31
+                       +  4 40";
+        let input = [barrier(1), chunk(changes), barrier(2)];
+        let out = run_committing(backfill(&store, Some(0), input), &store).await;
+        let expected = "barrier 1
+
+                        i I
+                        - 1 10
+                        U- 2 20
+                        U+ 2 21
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn an_update_straddling_the_position_becomes_an_insert_or_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3), "i i B I\n+ 0 2 false 2");
+        // Updates that change the key: 1 -> 5 leaves the read range, 4 -> 2 enters it.
+        let changes = "i  I
+                       U- 1 10
+                       U+ 5 50
+                       U- 4 40
+                       U+ 2 20";
+        let input = [barrier(1), chunk(changes), barrier(2)];
+        let out = run_committing(backfill(&store, Some(0), input), &store).await;
+        assert_eq!(out, dedent("barrier 1\n\ni I\n- 1 10\n+ 2 20\n\nbarrier 2"));
+    }
+
+    #[tokio::test]
+    async fn a_vnode_not_started_drops_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3), "i i B I");
+        let input = [barrier(1), chunk("i I\n+ 4 40\n- 1 10"), barrier(2)];
+        let out = run_committing(backfill(&store, Some(0), input), &store).await;
+        assert_eq!(out, dedent("barrier 1\n\nbarrier 2"));
+    }
+
+    #[tokio::test]
+    async fn a_paused_backfill_resumes_when_a_barrier_lifts_its_rate_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=2), "i i B I");
+        let input = [barrier(1), throttle(2, None), chunk("i I\n+ 3 30"), barrier(3)];
+        let out = run_committing(backfill(&store, Some(0), input), &store).await;
+        let expected = "barrier 1
+
+                        barrier 2
+
+                        i I
+                        + 1 10
+                        + 2 20
+
+                        i I
+                        + 3 30
+
+                        barrier 3";
+        assert_eq!(out, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_backfill_completed_before_a_restart_passes_changes_straight_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3), "i i B I\n+ 0 . true 3");
+        let input = [barrier(1), chunk("i I\n+ 7 70"), barrier(2)];
+        let out = run_committing(backfill(&store, None, input), &store).await;
+        assert_eq!(out, dedent("barrier 1\n\ni I\n+ 7 70\n\nbarrier 2"));
+    }
+
+    #[tokio::test]
+    async fn the_position_is_persisted_at_a_barrier_and_a_restart_reads_on_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // One page more than a page: the first epoch reads 1..=1024 and stops there.
+        let store = store_with(&dir, &rows(1..=1026), "i i B I");
+        let changes = "i  I
+                       U- 1024 10240
+                       U+ 1024 1
+                       U- 1025 10250
+                       U+ 1025 2";
+        let input = [barrier(1), chunk(changes), barrier(2)];
+        let out = run_committing(backfill(&store, None, input), &store).await;
+        let expected = format!(
+            "barrier 1\n\n{}\n\ni I\nU- 1024 10240\nU+ 1024 1\n\nbarrier 2\n\n{}",
+            rows(1..=1024),
+            rows(1025..=1026),
+        );
+        assert_eq!(out, expected);
+        // The page read after barrier 2 is not recorded: no barrier followed it.
+        assert_eq!(progress(&store), "i i B I\n+ 0 1024 false 1024");
+
+        let input = [barrier(3), barrier(4)];
+        let out = run_committing(backfill(&store, None, input), &store).await;
+        assert_eq!(out, format!("barrier 3\n\n{}\n\nbarrier 4", rows(1025..=1026)));
+        assert_eq!(progress(&store), "i i B I\n+ 0 . true 1026");
+    }
+}

@@ -580,3 +580,237 @@ fn decode_hex(text: &str) -> Vec<u8> {
     let hex = text.strip_prefix("\\x").unwrap_or(text);
     (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use crate::stream::barrier::BarrierManager;
+    use crate::stream::test_utils::{MockSource, barrier, dedent, run};
+    use crate::types::DataType;
+
+    fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
+        cols.iter()
+            .map(|&(name, data_type)| ColumnCatalog { name: name.into(), data_type, hidden: false })
+            .collect()
+    }
+
+    /// The backfill of upstream `public.t (id int primary key, x text, v text)` into the table
+    /// `(id int primary key, v varchar)` (upstream columns 0 and 2). The source is never
+    /// connected to: these tests read no page and fill no unchanged column.
+    fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
+        let text =
+            |n: &str| ColumnCatalog { name: n.into(), data_type: DataType::Varchar, hidden: false };
+        let table = TableCatalog::new_table(
+            TableId(10),
+            "t".into(),
+            columns(&[("id", DataType::Int32), ("v", DataType::Varchar)]),
+            vec![0],
+            "".into(),
+        );
+        let mut state = TableCatalog::new_table(
+            TableId(11),
+            "s".into(),
+            columns(&[
+                ("split_id", DataType::Varchar),
+                ("id", DataType::Int32),
+                ("backfill_finished", DataType::Boolean),
+                ("row_count", DataType::Int64),
+                ("cdc_offset", DataType::Jsonb),
+            ]),
+            vec![0],
+            "".into(),
+        );
+        state.kind = RelationKind::Internal;
+        let (_manager, barrier, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
+        CdcBackfillConfig {
+            source: PgSourceConfig {
+                hostname: "upstream.invalid".into(),
+                port: 5432,
+                username: "u".into(),
+                password: String::new(),
+                database: "d".into(),
+                schema: "public".into(),
+                slot: "s".into(),
+                publication: "p".into(),
+                create_publication: false,
+            },
+            upstream: UpstreamTable {
+                schema: "public".into(),
+                name: "t".into(),
+                columns: vec![text("id"), text("x"), text("v")],
+                upstream_types: vec!["integer".into(), "text".into(), "text".into()],
+                pk: vec![0],
+            },
+            table: Arc::new(table),
+            upstream_columns: vec![0, 2],
+            state: Arc::new(state),
+            batch_size: 3,
+            snapshot,
+            barrier,
+            rate_limit: None,
+        }
+    }
+
+    /// A backfill that has read no page yet (or, without a snapshot, takes every change).
+    fn load(store: &Arc<Store>, snapshot: bool) -> CdcBackfill {
+        let (status, _) = watch::channel(BackfillStatus::default());
+        CdcBackfill::load(store.clone(), config(store, snapshot), status).unwrap()
+    }
+
+    /// The key `on_changes` compares for the row with primary key `id`.
+    fn key(b: &CdcBackfill, id: i32) -> Vec<u8> {
+        let row = vec![Some(id.to_string()), None, None];
+        b.keys(&b.typed_rows(&[row]).unwrap()).unwrap().remove(0)
+    }
+
+    /// Records a snapshot page ending at `last_id` whose low offset was `low`, as a read does.
+    fn read_page(b: &mut CdcBackfill, last_id: i32, low: u64) {
+        let key = key(b, last_id);
+        b.pages.push_back(Page { last_key: key.clone(), low });
+        b.cursor = Some((vec![Some(last_id.to_string())], key));
+        b.last_low = low;
+        b.dirty = true;
+    }
+
+    /// Source changes, one a line: `upstream-table delete? lsn row-json unchanged replaces?`.
+    fn changes(lines: &str) -> StreamChunk {
+        StreamChunk::from_pretty(&format!("T B I T T B\n{lines}"))
+    }
+
+    /// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
+    async fn apply(b: &mut CdcBackfill, lines: &str) -> String {
+        match b.on_changes(&changes(lines)).await.unwrap() {
+            Some(chunk) => chunk.to_pretty(),
+            None => "-".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn changes_before_the_first_page_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        assert_eq!(apply(&mut b, r#"+ public.t f 100 ["1","x","a"] . f"#).await, "-");
+    }
+
+    #[tokio::test]
+    async fn changes_beyond_the_cursor_are_dropped_and_read_rows_take_newer_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 3, 100);
+        let lines = r#"+ public.t f 150 ["2","x","b"] . f
+                       + public.t t 150 ["3",null,null] . f
+                       + public.t f 150 ["4","x","d"] . f"#;
+        // Deletes carry only the key; the last column is `_unchanged`.
+        assert_eq!(apply(&mut b, lines).await, dedent("i T T\n+ 2 b .\n- 3 . ."));
+    }
+
+    #[tokio::test]
+    async fn a_change_older_than_the_page_that_read_its_row_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 3, 100);
+        // The page's snapshot (taken at or after LSN 100) holds the change of LSN 90.
+        let lines = r#"+ public.t f 90  ["2","x","b"] . f
+                       + public.t f 100 ["2","x","c"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 c .");
+    }
+
+    #[tokio::test]
+    async fn a_change_settles_the_pages_below_its_lsn_and_they_take_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 3, 100);
+        read_page(&mut b, 6, 200);
+        // Key 5 was read by the page of low offset 200: its snapshot holds LSN 150.
+        let lines = r#"+ public.t f 150 ["5","x","e"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "-");
+        assert_eq!(b.pages.len(), 1, "the page of low offset 100 settled");
+        assert_eq!(b.settled, Some(key(&b, 3)));
+        // Rows of the settled range take every change, whatever its LSN.
+        let lines = r#"+ public.t f 90 ["2","x","b"] . f
+                       + public.t f 90 ["5","x","e"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 b .");
+    }
+
+    #[tokio::test]
+    async fn once_the_snapshot_is_finished_changes_beyond_the_cursor_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 3, 100);
+        b.finished = true;
+        // Key 2's page has not settled: its older change is still dropped.
+        let lines = r#"+ public.t f 90 ["2","x","b"] . f
+                       + public.t f 90 ["7","x","g"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 7 g .");
+    }
+
+    #[tokio::test]
+    async fn changes_of_other_upstream_tables_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), false);
+        let lines = r#"+ public.u f 100 ["1","x","a"] . f
+                       + public.t f 100 ["2","x","b"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 b .");
+    }
+
+    #[tokio::test]
+    async fn unchanged_upstream_columns_become_table_column_indices() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), false);
+        // Upstream column 2 is table column 1; upstream column 1 is not in the table.
+        let lines = r#"+ public.t f 100 ["1","x",null] 2   f
+                       + public.t f 100 ["2",null,"b"] 1   f
+                       + public.t f 100 ["3",null,null] 1,2 f"#;
+        let expected = "i T T
+                        + 1 . 1
+                        + 2 b .
+                        + 3 . 1";
+        assert_eq!(apply(&mut b, lines).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_restart_applies_every_change_up_to_the_persisted_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = load(&store, true);
+        read_page(&mut b, 3, 100);
+        b.rows = 3;
+        b.persist(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+
+        let mut b = load(&store, true);
+        assert!(!b.finished);
+        assert_eq!(b.rows, 3);
+        // Every change to a row up to the cursor applies; the snapshot reads on after it.
+        let lines = r#"+ public.t f 5 ["3","x","c"] . f
+                       + public.t f 5 ["4","x","d"] . f"#;
+        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 3 c .");
+    }
+
+    #[tokio::test]
+    async fn without_a_snapshot_every_change_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (status, _) = watch::channel(BackfillStatus::default());
+        let lines = r#"+ public.t f 100 ["1","x","a"] . f
+                       + public.t t 101 ["1",null,null] . f"#;
+        let input = [barrier(1), Message::Chunk(changes(lines)), barrier(2)];
+        let executor = CdcBackfillExecutor::new(
+            MockSource::boxed(input),
+            store.clone(),
+            config(&store, false),
+            status,
+        );
+        let expected = "barrier 1
+
+                        i T T
+                        + 1 a .
+                        - 1 . .
+
+                        barrier 2";
+        assert_eq!(run(Box::new(executor)).await, dedent(expected));
+    }
+}

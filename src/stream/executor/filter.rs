@@ -98,3 +98,177 @@ pub fn mask_chunk(
     let data = filter_record_batch(chunk.data(), &BooleanArray::from(keep))?;
     Ok(Some(StreamChunk::new(ops, data)))
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+
+    use super::*;
+    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run};
+
+    /// Column `c<i>` of a text-table chunk.
+    fn c(i: usize) -> Arc<dyn PhysicalExpr> {
+        Arc::new(Column::new(&format!("c{i}"), i))
+    }
+
+    fn binary(
+        left: Arc<dyn PhysicalExpr>,
+        op: Operator,
+        right: Arc<dyn PhysicalExpr>,
+    ) -> Arc<dyn PhysicalExpr> {
+        Arc::new(BinaryExpr::new(left, op, right))
+    }
+
+    /// `c0 > 2`.
+    fn c0_above_2() -> Arc<dyn PhysicalExpr> {
+        binary(c(0), Operator::Gt, lit(2))
+    }
+
+    /// Everything `input` filtered by `predicate` emits.
+    async fn filter(
+        predicate: Arc<dyn PhysicalExpr>,
+        input: impl IntoIterator<Item = Message>,
+    ) -> String {
+        run(Box::new(FilterExecutor::new(MockSource::boxed(input), predicate))).await
+    }
+
+    #[tokio::test]
+    async fn keeps_the_rows_that_pass_and_drops_the_others() {
+        let input = chunk(
+            "i  i
+             + 1 10
+             + 3 30
+             - 5 50
+             - 2 20",
+        );
+        let expected = "i i
+                        + 3 30
+                        - 5 50";
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_null_predicate_drops_the_row() {
+        let input = chunk(
+            "i  i
+             + .  10
+             + 3  30
+             - .  40",
+        );
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent("i i\n+ 3 30"));
+    }
+
+    #[tokio::test]
+    async fn a_row_the_predicate_fails_on_is_dropped_and_the_others_are_filtered() {
+        // c1 / c0 > 1: 10 / 2 = 5 passes, 10 / 0 fails, 5 / 10 = 0 does not pass.
+        let predicate = binary(binary(c(1), Operator::Divide, c(0)), Operator::Gt, lit(1));
+        let input = chunk(
+            "i  i
+             + 2  10
+             + 0  10
+             + 10 5",
+        );
+        assert_eq!(filter(predicate, [input]).await, dedent("i i\n+ 2 10"));
+    }
+
+    #[tokio::test]
+    async fn update_with_both_rows_passing_stays_an_update() {
+        let input = chunk(
+            "i  i
+             U- 3 30
+             U+ 4 40",
+        );
+        let expected = "i i
+                        U- 3 30
+                        U+ 4 40";
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn update_with_only_the_old_row_passing_becomes_a_delete() {
+        let input = chunk(
+            "i  i
+             U- 3 30
+             U+ 1 10",
+        );
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent("i i\n- 3 30"));
+    }
+
+    #[tokio::test]
+    async fn update_with_only_the_new_row_passing_becomes_an_insert() {
+        let input = chunk(
+            "i  i
+             U- 1 10
+             U+ 3 30",
+        );
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent("i i\n+ 3 30"));
+    }
+
+    #[tokio::test]
+    async fn update_with_neither_row_passing_is_dropped() {
+        let input = chunk(
+            "i  i
+             +  5 50
+             U- 1 10
+             U+ 2 20
+             -  6 60",
+        );
+        let expected = "i i
+                        + 5 50
+                        - 6 60";
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn split_updates_keep_their_rows_and_ops_aligned_with_the_other_rows() {
+        let input = chunk(
+            "i  i
+             +  5 50
+             U- 1 10
+             U+ 7 70
+             U- 8 80
+             U+ 0 0
+             U- 9 90
+             U+ 9 91
+             -  4 40",
+        );
+        let expected = "i i
+                        + 5 50
+                        + 7 70
+                        - 8 80
+                        U- 9 90
+                        U+ 9 91
+                        - 4 40";
+        assert_eq!(filter(c0_above_2(), [input]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn barriers_pass_through_unchanged_and_in_order() {
+        let input = [
+            chunk("i i\n+ 3 30"),
+            barrier(1),
+            chunk("i i\n+ 4 40\n+ 1 10"),
+            barrier(2),
+            barrier(3),
+        ];
+        let expected = "i i
+                        + 3 30
+
+                        barrier 1
+
+                        i i
+                        + 4 40
+
+                        barrier 2
+
+                        barrier 3";
+        assert_eq!(filter(c0_above_2(), input).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_chunk_where_nothing_passes_emits_nothing() {
+        let input = [chunk("i i\n+ 1 10\nU- 2 20\nU+ 0 0\n- . 5"), barrier(1)];
+        assert_eq!(filter(c0_above_2(), input).await, "barrier 1");
+    }
+}

@@ -191,3 +191,212 @@ fn conform(chunk: StreamChunk, schema: &SchemaRef) -> Result<StreamChunk> {
     let data = RecordBatch::try_new(schema.clone(), columns)?;
     Ok(StreamChunk::new(chunk.ops().to_vec(), data))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::catalog::{Epoch, TableId};
+    use crate::storage::store::Store;
+    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run, schema};
+
+    const TABLE: TableId = TableId(7);
+
+    /// A state table keyed by `c0`; every row in one vnode, so rows are stored in key order.
+    fn state_table(store: &Arc<Store>) -> StateTable {
+        StateTable::new(store.clone(), TABLE, vec![0], 0)
+    }
+
+    /// Materializes `input` into a fresh table of columns `header`, commits every epoch a
+    /// barrier ended, and returns what it emitted and the stored rows as inserts.
+    async fn materialize(
+        header: &str,
+        upsert: bool,
+        input: impl IntoIterator<Item = Message>,
+    ) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let input = MockSource::boxed(input);
+        let (table, schema) = (state_table(&store), schema(header));
+        let executor = match upsert {
+            true => MaterializeExecutor::upsert(input, table, schema.clone()),
+            false => MaterializeExecutor::new(input, table, schema.clone()),
+        };
+        let out = run(Box::new(executor)).await;
+        // Commits every epoch the barriers ended.
+        store.commit(Epoch(100)).unwrap();
+        (out, stored_rows(&store, &schema))
+    }
+
+    /// The committed rows of the table, in key order, as a chunk of inserts.
+    fn stored_rows(store: &Arc<Store>, schema: &SchemaRef) -> String {
+        let table = state_table(store);
+        let (start, end) = table.full_range();
+        let types: Vec<crate::types::DataType> = schema
+            .fields()
+            .iter()
+            .map(|f| crate::types::DataType::from_arrow(f.data_type()).unwrap())
+            .collect();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, 16);
+        for (_, value) in table.iter_range(&start, &end, usize::MAX).unwrap() {
+            decoder.push(&value).unwrap();
+        }
+        let data = RecordBatch::try_new(schema.clone(), decoder.finish()).unwrap();
+        StreamChunk::inserts(data).to_pretty()
+    }
+
+    #[tokio::test]
+    async fn stores_inserts_updates_and_deletes_and_passes_them_on() {
+        let first = "i I T
+                     + 1 10 a
+                     + 2 20 b
+                     + 3 30 c";
+        let second = "i  I  T
+                      U- 2 20 b
+                      U+ 2 21 bb
+                      -  3 30 c";
+        let (out, stored) =
+            materialize("i I T", false, [chunk(first), barrier(1), chunk(second), barrier(2)])
+                .await;
+        let expected = "i I T
+                        + 1 10 a
+                        + 2 20 b
+                        + 3 30 c
+
+                        barrier 1
+
+                        i I T
+                        U- 2 20 b
+                        U+ 2 21 bb
+                        - 3 30 c
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, dedent("i I T\n+ 1 10 a\n+ 2 21 bb"));
+    }
+
+    #[tokio::test]
+    async fn writes_after_the_last_barrier_are_not_stored() {
+        let (out, stored) =
+            materialize("i I", false, [chunk("i I\n+ 1 10"), barrier(1), chunk("i I\n+ 2 20")])
+                .await;
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1\n\ni I\n+ 2 20"));
+        assert_eq!(stored, "i I\n+ 1 10");
+    }
+
+    #[tokio::test]
+    async fn an_insert_over_a_stored_key_replaces_the_row() {
+        let input = [chunk("i I\n+ 1 10"), barrier(1), chunk("i I\n+ 1 11"), barrier(2)];
+        let (out, stored) = materialize("i I", false, input).await;
+        // Without upsert the change passes on as it came.
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1\n\ni I\n+ 1 11\n\nbarrier 2"));
+        assert_eq!(stored, "i I\n+ 1 11");
+    }
+
+    #[tokio::test]
+    async fn rows_are_cast_to_the_table_types() {
+        let (out, stored) = materialize("i I", false, [chunk("i i\n+ 1 10"), barrier(1)]).await;
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1"));
+        assert_eq!(stored, "i I\n+ 1 10");
+    }
+
+    #[tokio::test]
+    async fn upsert_of_a_stored_key_becomes_an_update_pair() {
+        // The last column is `_unchanged`: NULL, every column was sent.
+        let input = [chunk("i I T\n+ 1 10 ."), barrier(1), chunk("i I T\n+ 1 11 ."), barrier(2)];
+        let (out, stored) = materialize("i I", true, input).await;
+        let expected = "i I
+                        + 1 10
+
+                        barrier 1
+
+                        i I
+                        U- 1 10
+                        U+ 1 11
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, "i I\n+ 1 11");
+    }
+
+    #[tokio::test]
+    async fn upsert_delete_by_key_retracts_the_stored_row() {
+        let input = [chunk("i I T\n+ 1 10 ."), barrier(1), chunk("i I T\n- 1 . ."), barrier(2)];
+        let (out, stored) = materialize("i I", true, input).await;
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1\n\ni I\n- 1 10\n\nbarrier 2"));
+        assert_eq!(stored, "i I");
+    }
+
+    #[tokio::test]
+    async fn upsert_delete_of_a_missing_key_emits_nothing() {
+        let input = [chunk("i I T\n- 1 . ."), barrier(1)];
+        let (out, stored) = materialize("i I", true, input).await;
+        assert_eq!(out, "barrier 1");
+        assert_eq!(stored, "i I");
+    }
+
+    #[tokio::test]
+    async fn upsert_without_the_unchanged_column_stores_snapshot_rows_as_inserts() {
+        let (out, stored) = materialize("i I", true, [chunk("i I\n+ 1 10"), barrier(1)]).await;
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1"));
+        assert_eq!(stored, "i I\n+ 1 10");
+    }
+
+    #[tokio::test]
+    async fn toast_unchanged_columns_keep_the_stored_value() {
+        // Column 2 of the second change is unchanged (TOAST): it arrives as NULL.
+        let first = "i I T T
+                     + 1 10 a .
+                     + 2 20 b .";
+        let second = "i I T T
+                      + 1 11 . 2
+                      + 2 21 . 1,2";
+        let input = [chunk(first), barrier(1), chunk(second), barrier(2)];
+        let (out, stored) = materialize("i I T", true, input).await;
+        let expected = "i I T
+                        + 1 10 a
+                        + 2 20 b
+
+                        barrier 1
+
+                        i I T
+                        U- 1 10 a
+                        U+ 1 11 a
+                        U- 2 20 b
+                        U+ 2 20 b
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, dedent("i I T\n+ 1 11 a\n+ 2 20 b"));
+    }
+
+    #[tokio::test]
+    async fn upserts_of_one_key_in_one_chunk_apply_in_order() {
+        let changes = "i I T T
+                       + 1 10 a .
+                       + 1 11 . 2
+                       - 1 .  . .
+                       + 1 12 c .";
+        let (out, stored) = materialize("i I T", true, [chunk(changes), barrier(1)]).await;
+        let expected = "i I T
+                        + 1 10 a
+                        U- 1 10 a
+                        U+ 1 11 a
+                        - 1 11 a
+                        + 1 12 c
+
+                        barrier 1";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, "i I T\n+ 1 12 c");
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_column_of_a_new_key_stays_as_sent() {
+        let (out, stored) =
+            materialize("i I T", true, [chunk("i I T T\n+ 1 10 . 2"), barrier(1)]).await;
+        assert_eq!(out, dedent("i I T\n+ 1 10 .\n\nbarrier 1"));
+        assert_eq!(stored, "i I T\n+ 1 10 .");
+    }
+}

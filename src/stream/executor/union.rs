@@ -76,3 +76,95 @@ async fn next_from<S: Stream + Unpin>(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::stream::executor::receiver::ReceiverExecutor;
+    use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, run};
+
+    /// Everything the union of `inputs` emits.
+    async fn union<const N: usize>(inputs: [Vec<Message>; N]) -> String {
+        let inputs = inputs.into_iter().map(MockSource::boxed).collect();
+        run(Box::new(UnionExecutor::new(inputs))).await
+    }
+
+    /// What `stream` emits without waiting for more input.
+    fn ready(stream: &mut BoxedMessageStream) -> String {
+        let mut out = Vec::new();
+        while let Some(msg) = stream.next().now_or_never() {
+            out.push(msg.expect("the inputs are open").expect("no error").pretty());
+        }
+        out.join("\n\n")
+    }
+
+    #[tokio::test]
+    async fn chunks_from_every_input_come_out() {
+        let a = vec![chunk("i\n+ 1"), chunk("i\n+ 2"), barrier(1)];
+        let b = vec![chunk("i\n- 10"), barrier(1)];
+        let c = vec![chunk("i\nU- 20\nU+ 21"), barrier(1)];
+        let expected = "i
+                        + 1
+
+                        i
+                        - 10
+
+                        i
+                        U- 20
+                        U+ 21
+
+                        i
+                        + 2
+
+                        barrier 1";
+        assert_eq!(union([a, b, c]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn one_barrier_per_epoch_comes_out_after_every_input_sent_it() {
+        // `a` reaches each barrier first; its next chunk waits until `b` reaches it too.
+        let a = vec![barrier(1), chunk("i\n+ 1"), barrier(2)];
+        let b = vec![chunk("i\n+ 10"), chunk("i\n+ 11"), barrier(1), chunk("i\n+ 12"), barrier(2)];
+        let expected = "i
+                        + 10
+
+                        i
+                        + 11
+
+                        barrier 1
+
+                        i
+                        + 1
+
+                        i
+                        + 12
+
+                        barrier 2";
+        assert_eq!(union([a, b]).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn an_input_at_a_barrier_is_not_read_until_every_input_sent_it() {
+        let (tx_a, rx_a) = mpsc::channel(8);
+        let (tx_b, rx_b) = mpsc::channel(8);
+        let inputs: Vec<BoxedExecutor> =
+            vec![Box::new(ReceiverExecutor::new(rx_a)), Box::new(ReceiverExecutor::new(rx_b))];
+        let mut out = Box::new(UnionExecutor::new(inputs)).execute();
+
+        for msg in [chunk("i\n+ 1"), barrier(1), chunk("i\n+ 2")] {
+            tx_a.send(msg).await.unwrap();
+        }
+        assert_eq!(ready(&mut out), "i\n+ 1");
+        tx_b.send(chunk("i\n+ 10")).await.unwrap();
+        assert_eq!(ready(&mut out), "i\n+ 10");
+        tx_b.send(barrier(1)).await.unwrap();
+        assert_eq!(ready(&mut out), dedent("barrier 1\n\ni\n+ 2"));
+        tx_b.send(barrier(2)).await.unwrap();
+        assert_eq!(ready(&mut out), "");
+        tx_a.send(barrier(2)).await.unwrap();
+        assert_eq!(ready(&mut out), "barrier 2");
+    }
+}
