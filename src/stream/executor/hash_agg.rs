@@ -270,6 +270,13 @@ impl Aggregation {
         decoder.push(&row)?;
         let columns = decoder.finish();
         let scalar = |i: usize| ScalarValue::try_from_array(&columns[i], 0);
+        // The group's values as emitted before, not as in this input row: values that are
+        // one group (0 and -0) may print differently, and a retraction must be what was sent.
+        let values = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Ok(scalar(i)?.cast_to(&v.data_type())?))
+            .collect::<Result<Vec<_>>>()?;
         let mut at = self.n_groups();
         let row_count = match scalar(at)? {
             ScalarValue::Int64(Some(n)) => n,
@@ -1178,6 +1185,25 @@ mod tests {
                         + NaN 2 7
 
                         barrier 1";
+        assert_eq!(aggregate("F I", &[0], "count(*) sum(c1)", input).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_group_loaded_from_state_retracts_the_values_it_emitted() {
+        // -0 is the group of 0; the update retracts the row as it was emitted (0.0).
+        let input = [initial(0), chunk("F I\n+ 0 1"), barrier(1), chunk("F I\n+ -0 2"), barrier(2)];
+        let expected = "barrier 0
+
+                        F I I
+                        + 0.0 1 1
+
+                        barrier 1
+
+                        F I I
+                        U- 0.0 1 1
+                        U+ 0.0 2 3
+
+                        barrier 2";
         assert_eq!(aggregate("F I", &[0], "count(*) sum(c1)", input).await, dedent(expected));
     }
 }
