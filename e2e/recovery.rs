@@ -1,7 +1,8 @@
 //! An actor failure recovers the streaming jobs in the running server: the process stays up,
 //! nothing committed is lost, the failed job goes on from its last checkpoint, a foreground
 //! `CREATE MATERIALIZED VIEW` whose backfill failed still completes, and the failure is listed
-//! in `rw_catalog.rw_recovery_events`. Failures are injected with `SLUICE_FAILPOINTS`.
+//! in `rw_catalog.rw_recovery_events`; a panic while running a statement fails only that
+//! statement (XX000). Failures are injected with `SLUICE_FAILPOINTS`.
 
 use std::time::Duration;
 
@@ -86,4 +87,25 @@ async fn recovers(server: &mut Sluice) -> anyhow::Result<()> {
     let counts = text_rows(&client, "SELECT count(*) FROM rec_t").await?;
     ensure!(counts == [[Some("900".to_owned())]], "{counts:?}");
     assert_view_matches(&client, "rec_v", "SELECT x, count(*) AS n FROM rec_t GROUP BY x").await
+}
+
+#[tokio::test]
+async fn a_panic_in_a_statement_fails_only_that_statement() -> anyhow::Result<()> {
+    let mut server = Sluice::start_with_env(&[("SLUICE_FAILPOINTS", "flush:panic")]).await?;
+    let client = server.connect().await?;
+    let outcome = async {
+        client.batch_execute("CREATE TABLE pan_t (id int PRIMARY KEY)").await?;
+        client.batch_execute("INSERT INTO pan_t VALUES (1), (2)").await?;
+        let error = client.batch_execute("FLUSH").await.expect_err("the armed FLUSH panics");
+        ensure!(error.code().map(|c| c.code()) == Some("XX000"), "{error:?}");
+        ensure!(format!("{error:?}").contains("internal error"), "{error:?}");
+        // The same connection and the server go on, with everything committed.
+        client.batch_execute("FLUSH").await?;
+        let rows = text_rows(&client, "SELECT count(*) FROM pan_t").await?;
+        ensure!(rows == vec![vec![Some("2".to_owned())]], "{rows:?}");
+        server.ensure_running()?;
+        Ok(())
+    }
+    .await;
+    outcome.with_context(|| server.log_tail())
 }

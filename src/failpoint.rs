@@ -4,6 +4,7 @@
 //! point fires once, the first time the code passes it. Unarmed, a point costs one atomic
 //! load. The points:
 //! - `actor:<job>`: an actor of the job (table, view or source) fails on its first chunk.
+//! - `flush:panic`: the first `FLUSH` statement panics (a bug while running a statement).
 
 use std::collections::HashSet;
 use std::sync::LazyLock;

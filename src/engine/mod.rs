@@ -145,9 +145,28 @@ impl Engine {
     }
 
     /// Runs one statement for `session`.
+    ///
+    /// A panic while planning or running it (a bug, in Sluice or in a library) fails the
+    /// statement with XX000 and is logged; the connection and the server go on.
     pub async fn execute(&self, session: &Session, statement: Statement) -> Result<Output> {
+        use futures::FutureExt;
+        let run = std::panic::AssertUnwindSafe(self.execute_statement(session, statement));
+        match run.catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => {
+                let message = crate::stream::actor::panic_message(&panic);
+                tracing::error!("a statement failed with an internal error: {message}");
+                Err(Error::Stream(format!("internal error while running the statement: {message}")))
+            }
+        }
+    }
+
+    async fn execute_statement(&self, session: &Session, statement: Statement) -> Result<Output> {
         match statement {
             Statement::Flush => {
+                if crate::failpoint::fires(|| "flush:panic".to_owned()) {
+                    panic!("failpoint flush:panic");
+                }
                 self.barrier.flush().await?;
                 Ok(Output::Command(CommandTag::new("FLUSH")))
             }

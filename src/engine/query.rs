@@ -41,6 +41,7 @@ pub fn session_context(
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);

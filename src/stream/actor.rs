@@ -104,7 +104,7 @@ async fn drive(
 }
 
 /// The text of a panic's payload.
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(s), _) => format!("panic: {s}"),
         (_, Some(s)) => format!("panic: {s}"),
