@@ -22,10 +22,10 @@ use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::stream::build::CHANNEL_CAPACITY;
 use crate::stream::dispatch::Output as ActorOutput;
-use crate::stream::executor::cdc_backfill::{CdcBackfillConfig, CdcBackfillExecutor};
+use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
+use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::cdc_source::CdcSourceExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
-use crate::stream::progress::{BackfillStatus, BackfillWatch};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
 
@@ -143,20 +143,9 @@ impl Engine {
 
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
-        let mut state_columns = vec![ColumnCatalog {
-            name: "split_id".into(),
-            data_type: DataType::Varchar,
-            hidden: false,
-        }];
-        state_columns
-            .extend(pk.iter().map(|&i| ColumnCatalog { hidden: false, ..columns[i].clone() }));
-        for (n, t) in [
-            ("backfill_finished", DataType::Boolean),
-            ("row_count", DataType::Int64),
-            ("cdc_offset", DataType::Jsonb),
-        ] {
-            state_columns.push(ColumnCatalog { name: n.into(), data_type: t, hidden: false });
-        }
+        let state_columns = crate::stream::executor::backfill::state::cdc_columns(
+            pk.iter().map(|&i| columns[i].clone()),
+        );
         let mut state = TableCatalog::new_table(
             state_id,
             format!("__internal_{id}_1_streamcdcscan_{state_id}"),

@@ -24,11 +24,11 @@ use crate::stream::actor::Actor;
 use crate::stream::build::{BuildContext, build_plan, channels, input_of, key_exprs};
 use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
+use crate::stream::executor::backfill::status::BackfillWatch;
 use crate::stream::executor::dml::{DmlExecutor, DmlRequest};
 use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::message::Barrier;
 use crate::stream::plan::StreamPlan;
-use crate::stream::progress::BackfillWatch;
 
 /// How many DML requests may queue for one table.
 const DML_QUEUE: usize = 16;

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
+use crate::connector::offset::CdcOffset;
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::recovery::RecoveryLog;
 use crate::engine::session::text_rows;
@@ -26,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
-use crate::stream::executor::cdc_backfill::format_lsn;
-use crate::stream::progress::{BackfillStatus, BackfillWatch};
+use crate::stream::executor::backfill::state;
+use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use arrow::array::AsArray;
 
 /// Checkpoints in a row without a snapshot row read after which a backfill counts as starved.
@@ -575,12 +576,12 @@ pub struct PersistedProgress {
 /// Reads a backfill state table's committed progress.
 pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<PersistedProgress> {
     let position = |name: &str| table.columns.iter().position(|c| c.name == name);
-    let (Some(rows), Some(finished)) = (position("row_count"), position("backfill_finished"))
+    let (Some(rows), Some(finished)) = (position(state::ROW_COUNT), position(state::FINISHED))
     else {
         return Ok(PersistedProgress::default());
     };
     let mut projection = vec![rows, finished];
-    projection.extend(position("cdc_offset"));
+    projection.extend(position(state::CDC_OFFSET));
     let state = StateTable::for_relation(store.clone(), table);
     let (start, end) = state.full_range();
     let types = table.types();
@@ -593,10 +594,8 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
     let flags = columns[1].as_boolean();
     let offset = columns.get(2).and_then(|c| {
         let text = c.as_string::<i32>();
-        let json = text.iter().flatten().last()?;
-        let value: serde_json::Value = serde_json::from_str(json).ok()?;
-        let lsn = value.get("Postgres")?.get("lsn")?.as_u64()?;
-        (lsn > 0).then(|| format_lsn(lsn))
+        let offset = CdcOffset::from_json(text.iter().flatten().last()?).ok()?;
+        (!offset.is_start()).then(|| offset.to_string())
     });
     Ok(PersistedProgress {
         rows: counts.iter().flatten().map(|n| n.max(0) as u64).sum(),

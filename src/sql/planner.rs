@@ -171,21 +171,9 @@ impl Planner<'_> {
                 Field::new(name, table.columns[i].data_type.to_arrow(), true)
             })
             .collect();
-        let mut columns =
-            vec![ColumnCatalog { name: "vnode".into(), data_type: DataType::Int32, hidden: false }];
-        columns.extend(
-            table.pk.iter().map(|&i| ColumnCatalog { hidden: false, ..table.columns[i].clone() }),
+        let columns = crate::stream::executor::backfill::state::arrangement_columns(
+            table.pk.iter().map(|&i| table.columns[i].clone()),
         );
-        columns.push(ColumnCatalog {
-            name: "backfill_finished".into(),
-            data_type: DataType::Boolean,
-            hidden: false,
-        });
-        columns.push(ColumnCatalog {
-            name: "row_count".into(),
-            data_type: DataType::Int64,
-            hidden: false,
-        });
         let progress =
             self.slot(StateSlot { purpose: "streamscan", columns, pk: vec![0], dist_key_len: 1 });
         let stream_key: Vec<usize> = (n_visible..output.len()).collect();

@@ -20,7 +20,8 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
-use crate::stream::executor::arrangement_backfill::{ArrangementBackfillExecutor, BackfillConfig};
+use crate::stream::executor::backfill::arrangement::{ArrangementBackfillExecutor, BackfillConfig};
+use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::gate::GateExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HashAggExecutor};
@@ -31,7 +32,6 @@ use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
-use crate::stream::progress::{BackfillStatus, BackfillWatch};
 
 /// Messages buffered between two actors.
 pub const CHANNEL_CAPACITY: usize = 16;

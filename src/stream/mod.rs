@@ -9,7 +9,6 @@ pub mod eval;
 pub mod executor;
 pub mod message;
 pub mod plan;
-pub mod progress;
 #[cfg(test)]
 pub mod test_utils;
 

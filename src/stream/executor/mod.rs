@@ -11,8 +11,7 @@
 //! executor downstream may rely on it (a stream scan after a restart waits for that barrier's
 //! epoch to be committed before it reads).
 
-pub mod arrangement_backfill;
-pub mod cdc_backfill;
+pub mod backfill;
 pub mod cdc_source;
 pub mod dml;
 pub mod filter;

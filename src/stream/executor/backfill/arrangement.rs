@@ -34,10 +34,12 @@ use crate::storage::state_table::StateTable;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::batch_with_rows;
+use crate::stream::executor::backfill::status::{
+    BackfillStatus, CommittedRows, RateLimiter, RateMeter,
+};
 use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Barrier, Message, StreamChunk};
-use crate::stream::progress::{BackfillStatus, CommittedRows, RateLimiter, RateMeter};
 
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;

@@ -18,6 +18,9 @@
 //! (no row: not started), in the same checkpoint as the table's rows. After a restart the
 //! snapshot resumes strictly after the cursor, and every change to a row at or before it is
 //! applied in commit order, which ends at the upstream's state.
+//!
+//! The snapshot goes through the [`Phase`]s `Reading` (with `Retrying` after a failed page,
+//! until the next barrier), `Finishing` (every row read, not yet checkpointed) and `Done`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::{UpstreamTable, current_lsn, fetch_row, snapshot_page};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
@@ -37,9 +41,11 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::backfill::status::{
+    BackfillStatus, CommittedRows, RateLimiter, RateMeter,
+};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Message, Op, StreamChunk};
-use crate::stream::progress::{BackfillStatus, CommittedRows, RateLimiter, RateMeter};
 
 /// The extra last column of the chunks this executor emits; see [`with_unchanged`].
 pub const UNCHANGED_COLUMN: &str = "_unchanged";
@@ -101,8 +107,7 @@ impl Executor for CdcBackfillExecutor {
             yield Message::Barrier(first);
             let mut read_this_epoch = 0usize;
             loop {
-                let reading = !backfill.finished
-                    && !backfill.failed
+                let reading = backfill.phase == Phase::Reading
                     && read_this_epoch < EPOCH_ROWS
                     && backfill.page_budget() > 0;
                 let msg = if reading && read_this_epoch == 0 {
@@ -153,6 +158,33 @@ impl Executor for CdcBackfillExecutor {
     }
 }
 
+/// Where the snapshot stands. Each transition happens in one place: a failed page read
+/// ([`CdcBackfill::read_page`]), a short page ([`CdcBackfill::try_read_page`]), a barrier
+/// ([`CdcBackfill::on_barrier`]) and a checkpoint ([`CdcBackfill::persist`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Pages are being read.
+    Reading,
+    /// The last page read failed; reading resumes after the next barrier.
+    Retrying,
+    /// Every snapshot row is read (or the table takes no snapshot); the checkpoint that
+    /// records it is still to come.
+    Finishing,
+    /// The end of the snapshot is recorded by the checkpoint of `epoch` (epoch 0: by an
+    /// earlier run).
+    Done {
+        /// The epoch whose checkpoint recorded the end.
+        epoch: Epoch,
+    },
+}
+
+impl Phase {
+    /// True once every snapshot row is read: changes to keys beyond the cursor apply.
+    fn snapshot_read(self) -> bool {
+        matches!(self, Phase::Finishing | Phase::Done { .. })
+    }
+}
+
 /// A page of the snapshot: the storage key of its last row and its low offset.
 struct Page {
     last_key: Vec<u8>,
@@ -166,16 +198,15 @@ struct CdcBackfill {
     client: Option<Client>,
     /// The key of the last row read, as text (for the next page) and as a storage key.
     cursor: Option<(Vec<Option<String>>, Vec<u8>)>,
-    finished: bool,
+    phase: Phase,
     rows: u64,
     /// Pages whose low offset may still be above an arriving change's LSN.
     pages: VecDeque<Page>,
     /// Rows with keys up to this one (inclusive) take every change.
     settled: Option<Vec<u8>>,
     last_low: u64,
+    /// Progress changed since the last checkpoint.
     dirty: bool,
-    /// The last page read failed; the next attempt waits for a barrier.
-    failed: bool,
     /// Why the last page read failed, until one succeeds.
     last_error: Option<String>,
     limiter: RateLimiter,
@@ -184,8 +215,6 @@ struct CdcBackfill {
     /// The rows read, as far as committed checkpoints record them.
     shown_rows: CommittedRows,
     store: Arc<Store>,
-    /// The epoch whose checkpoint recorded the end of the snapshot, once reported.
-    finished_epoch: Option<Epoch>,
 }
 
 impl CdcBackfill {
@@ -201,12 +230,11 @@ impl CdcBackfill {
             split_id,
             client: None,
             cursor: None,
-            finished: !config.snapshot,
+            phase: if config.snapshot { Phase::Reading } else { Phase::Finishing },
             rows: 0,
             pages: VecDeque::new(),
             settled: None,
             last_low: 0,
-            failed: false,
             last_error: None,
             dirty: !config.snapshot,
             limiter: RateLimiter::new(config.rate_limit),
@@ -214,15 +242,11 @@ impl CdcBackfill {
             meter: RateMeter::default(),
             shown_rows: CommittedRows::default(),
             store,
-            finished_epoch: None,
             config,
         };
         let (start, end) = backfill.state.full_range();
         if let Some((_, row)) = backfill.state.iter_range(&start, &end, 1)?.pop() {
             backfill.restore(&row)?;
-            if backfill.finished {
-                backfill.finished_epoch = Some(Epoch(0));
-            }
         }
         backfill.report(Epoch(0));
         Ok(backfill)
@@ -236,7 +260,9 @@ impl CdcBackfill {
         }
         self.apply_throttle(barrier);
         self.limiter.refill();
-        self.failed = false;
+        if self.phase == Phase::Retrying {
+            self.phase = Phase::Reading;
+        }
         Ok(())
     }
 
@@ -257,17 +283,20 @@ impl CdcBackfill {
     fn report(&mut self, epoch: Epoch) {
         let rows = self.shown_rows.record(epoch, self.rows, self.store.committed_epoch());
         let (rows_per_second, idle_checkpoints) = self.meter.sample(rows);
-        let done = self.finished_epoch.is_some();
+        let finished = match self.phase {
+            Phase::Done { epoch } => Some(epoch),
+            _ => None,
+        };
         self.status.send_replace(BackfillStatus {
             rows,
-            finished: self.finished_epoch,
+            finished,
             rows_per_second,
             rate_limit: self.limiter.limit(),
             idle_checkpoints,
-            units_done: u32::from(done),
+            units_done: u32::from(finished.is_some()),
             units_total: 1,
             upstream_error: self.last_error.clone(),
-            upstream_offset: (self.last_low > 0).then(|| format_lsn(self.last_low)),
+            upstream_offset: (self.last_low > 0).then(|| self.offset().to_string()),
         });
     }
 
@@ -279,7 +308,9 @@ impl CdcBackfill {
         decoder.push(row)?;
         let columns = decoder.finish();
         let n_pk = self.config.table.pk.len();
-        self.finished = columns[1 + n_pk].as_boolean().value(0);
+        if columns[1 + n_pk].as_boolean().value(0) {
+            self.phase = Phase::Done { epoch: Epoch(0) };
+        }
         self.rows = columns[2 + n_pk].as_primitive::<arrow::datatypes::Int64Type>().value(0) as u64;
         let pk: Vec<ArrayRef> = columns[1..=n_pk].to_vec();
         if pk.iter().all(|c| c.is_valid(0)) {
@@ -315,7 +346,7 @@ impl CdcBackfill {
                 // Retried after the next barrier; changes keep flowing meanwhile.
                 tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
                 self.client = None;
-                self.failed = true;
+                self.phase = Phase::Retrying;
                 self.last_error = Some(e.to_string());
                 Ok((None, 0))
             }
@@ -336,7 +367,7 @@ impl CdcBackfill {
         self.last_error = None;
         self.limiter.consume(n);
         if n < batch {
-            self.finished = true;
+            self.phase = Phase::Finishing;
             self.config.barrier.request_checkpoint();
         }
         if n == 0 {
@@ -476,12 +507,13 @@ impl CdcBackfill {
 
     /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
     fn applies(&self, key: &[u8], lsn: u64) -> bool {
-        if self.finished && self.pages.is_empty() {
+        let snapshot_read = self.phase.snapshot_read();
+        if snapshot_read && self.pages.is_empty() {
             return true;
         }
-        let Some((_, cursor)) = &self.cursor else { return self.finished };
+        let Some((_, cursor)) = &self.cursor else { return snapshot_read };
         if key > cursor.as_slice() {
-            return self.finished;
+            return snapshot_read;
         }
         if self.settled.as_ref().is_some_and(|s| key <= s.as_slice()) {
             return true;
@@ -500,6 +532,11 @@ impl CdcBackfill {
         }
     }
 
+    /// The upstream position of the last page read.
+    fn offset(&self) -> CdcOffset {
+        CdcOffset::Postgres { lsn: self.last_low }
+    }
+
     /// Writes the progress row and commits the state table.
     fn persist(&mut self, epoch: Epoch) -> Result<()> {
         if self.dirty {
@@ -512,18 +549,17 @@ impl CdcBackfill {
                 let array: ArrayRef = Arc::new(StringArray::from(vec![text]));
                 columns.push(cast_text(&array, schema.field(1 + k).data_type())?);
             }
-            columns.push(Arc::new(BooleanArray::from(vec![self.finished])));
+            columns.push(Arc::new(BooleanArray::from(vec![self.phase.snapshot_read()])));
             columns.push(Arc::new(Int64Array::from(vec![self.rows as i64])));
-            let offset = format!("{{\"Postgres\":{{\"lsn\":{}}}}}", self.last_low);
-            columns.push(Arc::new(StringArray::from(vec![offset])));
+            columns.push(Arc::new(StringArray::from(vec![self.offset().to_json()])));
             let relaxed = nullable(&schema);
             let batch = RecordBatch::try_new(relaxed, columns)?;
             self.state.write_chunk(&StreamChunk::inserts(batch))?;
             self.dirty = false;
         }
         self.state.commit(epoch);
-        if self.finished && self.finished_epoch.is_none() {
-            self.finished_epoch = Some(epoch);
+        if self.phase == Phase::Finishing {
+            self.phase = Phase::Done { epoch };
         }
         self.report(epoch);
         Ok(())
@@ -569,11 +605,6 @@ fn cast_text(text: &ArrayRef, to: &arrow::datatypes::DataType) -> Result<ArrayRe
         }
         other => Ok(arrow::compute::cast(text, other)?),
     }
-}
-
-/// A WAL position as Postgres prints it (`16/B374D848`).
-pub fn format_lsn(lsn: u64) -> String {
-    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
 }
 
 fn decode_hex(text: &str) -> Vec<u8> {
@@ -740,7 +771,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
         read_page(&mut b, 3, 100);
-        b.finished = true;
+        b.phase = Phase::Finishing;
         // Key 2's page has not settled: its older change is still dropped.
         let lines = r#"+ public.t f 90 ["2","x","b"] . f
                        + public.t f 90 ["7","x","g"] . f"#;
@@ -782,7 +813,7 @@ mod tests {
         store.commit(Epoch(1)).unwrap();
 
         let mut b = load(&store, true);
-        assert!(!b.finished);
+        assert_eq!(b.phase, Phase::Reading);
         assert_eq!(b.rows, 3);
         // Every change to a row up to the cursor applies; the snapshot reads on after it.
         let lines = r#"+ public.t f 5 ["3","x","c"] . f
