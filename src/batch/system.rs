@@ -17,7 +17,9 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::MemTable;
 use datafusion::error::{DataFusionError, Result as DfResult};
 
-use crate::catalog::{Catalog, RelationKind, SourceCatalog, TableCatalog, VirtualNode};
+use crate::catalog::{
+    Catalog, RelationKind, SourceCatalog, StatePurpose, TableCatalog, VirtualNode,
+};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::jobs::JobMap;
 use crate::engine::progress::{ProgressTracker, create_type, persisted_progress};
@@ -662,9 +664,12 @@ impl SystemSchema {
 
     /// `row_count`, `backfill_finished` and the offset of a CDC table's committed state.
     fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<(u64, bool, Option<String>)> {
-        let Some(state) =
-            table.internal_tables.first().and_then(|id| self.catalog.table_by_id(*id))
-        else {
+        let state = table
+            .internal_tables
+            .iter()
+            .filter_map(|id| self.catalog.table_by_id(*id))
+            .find(|t| t.purpose == Some(StatePurpose::StreamCdcScan));
+        let Some(state) = state else {
             return Ok((0, false, None));
         };
         let persisted = persisted_progress(&self.store, &state)?;
@@ -686,7 +691,7 @@ impl SystemSchema {
                 name: t.name.clone(),
                 job_id: t.owner.map(|o| o.0 as i64),
                 job_name: t.owner.and_then(|o| owners.get(&o).cloned()),
-                purpose: purpose_of(&t.name),
+                purpose: t.purpose.map_or("unknown", StatePurpose::name).to_owned(),
             })
             .collect()
     }
@@ -817,12 +822,6 @@ fn vnode_ranges(vnodes: &[VirtualNode]) -> String {
     text.join(", ")
 }
 
-/// What an internal table holds, from its name `__internal_<job>_<fragment>_<purpose>_<id>`.
-fn purpose_of(name: &str) -> String {
-    let parts: Vec<&str> = name.trim_start_matches("__internal_").split('_').collect();
-    if parts.len() >= 4 { parts[2..parts.len() - 1].join("_") } else { name.to_owned() }
-}
-
 /// Bytes of WAL the source's slot has not confirmed yet; `None` when the upstream does not
 /// answer in time.
 async fn slot_lag(config: &PgSourceConfig) -> Option<i64> {
@@ -850,12 +849,5 @@ mod tests {
         let v = |list: &[u16]| list.iter().map(|&n| VirtualNode(n)).collect::<Vec<_>>();
         assert_eq!(vnode_ranges(&v(&[0, 1, 2, 5, 7, 8])), "0-2, 5, 7-8");
         assert_eq!(vnode_ranges(&[]), "");
-    }
-
-    #[test]
-    fn internal_table_purposes() {
-        assert_eq!(purpose_of("__internal_7_1_streamscan_9"), "streamscan");
-        assert_eq!(purpose_of("__internal_7_1_hash_agg_10"), "hash_agg");
-        assert_eq!(purpose_of("odd"), "odd");
     }
 }

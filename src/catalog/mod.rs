@@ -98,6 +98,68 @@ pub struct TableCatalog {
     /// Set while the relation's streaming job is still backfilling.
     #[serde(default)]
     pub creating: Option<CreatingInfo>,
+    /// For an internal table, what it holds.
+    #[serde(default)]
+    pub purpose: Option<StatePurpose>,
+}
+
+/// What an internal state table holds; also the middle of its name
+/// (`__internal_<job>_<fragment>_<purpose>_<id>`), as in RisingWave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatePurpose {
+    /// A CDC source's committed offset.
+    Source,
+    /// A CDC table's snapshot progress.
+    StreamCdcScan,
+    /// A view's stream scan (arrangement backfill) progress, per vnode.
+    StreamScan,
+    /// A hash aggregation's groups and accumulators.
+    HashAgg,
+    /// A min/max aggregate's multiset of values per group.
+    HashAggValues,
+    /// A hash join's left side.
+    HashJoinLeft,
+    /// A hash join's right side.
+    HashJoinRight,
+}
+
+impl StatePurpose {
+    /// Every purpose.
+    pub const ALL: [StatePurpose; 7] = [
+        StatePurpose::Source,
+        StatePurpose::StreamCdcScan,
+        StatePurpose::StreamScan,
+        StatePurpose::HashAgg,
+        StatePurpose::HashAggValues,
+        StatePurpose::HashJoinLeft,
+        StatePurpose::HashJoinRight,
+    ];
+
+    /// The name used in the table's name and in `rw_catalog.rw_internal_tables`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StatePurpose::Source => "source",
+            StatePurpose::StreamCdcScan => "streamcdcscan",
+            StatePurpose::StreamScan => "streamscan",
+            StatePurpose::HashAgg => "hashagg",
+            StatePurpose::HashAggValues => "hashaggvalues",
+            StatePurpose::HashJoinLeft => "hashjoinleft",
+            StatePurpose::HashJoinRight => "hashjoinright",
+        }
+    }
+
+    /// True for the progress tables of backfills (see `stream::executor::backfill::state`).
+    pub fn is_backfill_progress(self) -> bool {
+        matches!(self, StatePurpose::StreamScan | StatePurpose::StreamCdcScan)
+    }
+
+    /// The purpose of an internal table created before catalogs recorded it, from its name.
+    fn of_legacy_name(name: &str) -> Option<Self> {
+        let parts: Vec<&str> = name.strip_prefix("__internal_")?.split('_').collect();
+        let middle = parts.get(2..parts.len().checked_sub(1)?)?.join("_");
+        Self::ALL.into_iter().find(|p| p.name() == middle)
+    }
 }
 
 /// A job still creating: how it was started and when.
@@ -181,6 +243,7 @@ impl TableCatalog {
             parallelism: 1,
             cdc: None,
             creating: None,
+            purpose: None,
         }
     }
 
@@ -245,6 +308,11 @@ impl Catalog {
                     String::from_utf8_lossy(&key)
                 ))
             })?;
+            let mut table = table;
+            if table.kind == RelationKind::Internal && table.purpose.is_none() {
+                // Data directories from before purposes were recorded.
+                table.purpose = StatePurpose::of_legacy_name(&table.name);
+            }
             tables.insert(table.id, Arc::new(table));
         }
         let mut sources = BTreeMap::new();
@@ -373,4 +441,19 @@ fn entry_key(prefix: &[u8], id: TableId) -> Vec<u8> {
     let mut key = prefix.to_vec();
     key.extend_from_slice(&id.0.to_be_bytes());
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_tables_of_old_catalogs_get_their_purpose_from_their_name() {
+        for purpose in StatePurpose::ALL {
+            let name = format!("__internal_7_1_{}_9", purpose.name());
+            assert_eq!(StatePurpose::of_legacy_name(&name), Some(purpose));
+        }
+        assert_eq!(StatePurpose::of_legacy_name("__internal_7_1_mystery_9"), None);
+        assert_eq!(StatePurpose::of_legacy_name("odd"), None);
+    }
 }

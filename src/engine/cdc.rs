@@ -11,7 +11,8 @@ use datafusion::sql::sqlparser::ast;
 use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{
-    CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, TableCatalog,
+    CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, StatePurpose,
+    TableCatalog,
 };
 use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
 use crate::connector::postgres_cdc::PgSourceConfig;
@@ -148,12 +149,13 @@ impl Engine {
         );
         let mut state = TableCatalog::new_table(
             state_id,
-            format!("__internal_{id}_1_streamcdcscan_{state_id}"),
+            format!("__internal_{id}_1_{}_{state_id}", StatePurpose::StreamCdcScan.name()),
             state_columns,
             vec![0],
             String::new(),
         );
         state.kind = RelationKind::Internal;
+        state.purpose = Some(StatePurpose::StreamCdcScan);
         state.owner = Some(id);
         self.catalog.create_table(state)?;
         let mut catalog = TableCatalog::new_table(

@@ -145,7 +145,7 @@ impl Engine {
             let internal_id = self.catalog.next_table_id()?;
             let table = TableCatalog {
                 id: internal_id,
-                name: format!("__internal_{id}_1_{}_{internal_id}", slot.purpose),
+                name: format!("__internal_{id}_1_{}_{internal_id}", slot.purpose.name()),
                 kind: RelationKind::Internal,
                 columns: slot.columns.clone(),
                 pk: slot.pk.clone(),
@@ -158,6 +158,7 @@ impl Engine {
                 parallelism: 1,
                 cdc: None,
                 creating: None,
+                purpose: Some(slot.purpose),
             };
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
@@ -178,6 +179,7 @@ impl Engine {
             parallelism,
             cdc: None,
             creating: Some(creating),
+            purpose: None,
         };
         self.catalog.create_table(view)
     }

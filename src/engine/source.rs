@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, TableCatalog};
+use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, StatePurpose, TableCatalog};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
@@ -63,12 +63,13 @@ impl Engine {
         ];
         let mut state = TableCatalog::new_table(
             state_id,
-            format!("__internal_{id}_0_source_{state_id}"),
+            format!("__internal_{id}_0_{}_{state_id}", StatePurpose::Source.name()),
             columns,
             vec![0],
             String::new(),
         );
         state.kind = RelationKind::Internal;
+        state.purpose = Some(StatePurpose::Source);
         state.owner = Some(id);
         self.catalog.create_table(state)?;
         let source = SourceCatalog {

@@ -16,7 +16,7 @@ use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
-use crate::catalog::{Catalog, ColumnCatalog, RelationKind};
+use crate::catalog::{Catalog, ColumnCatalog, RelationKind, StatePurpose};
 use crate::error::{Error, Result};
 use crate::stream::executor::hash_agg::AggKind;
 use crate::stream::executor::hash_join::JoinKind;
@@ -174,8 +174,12 @@ impl Planner<'_> {
         let columns = crate::stream::executor::backfill::state::arrangement_columns(
             table.pk.iter().map(|&i| table.columns[i].clone()),
         );
-        let progress =
-            self.slot(StateSlot { purpose: "streamscan", columns, pk: vec![0], dist_key_len: 1 });
+        let progress = self.slot(StateSlot {
+            purpose: StatePurpose::StreamScan,
+            columns,
+            pk: vec![0],
+            dist_key_len: 1,
+        });
         let stream_key: Vec<usize> = (n_visible..output.len()).collect();
         let dist = Some(stream_key[..table.dist_key_len].to_vec());
         Ok(StreamNode {
@@ -224,7 +228,7 @@ impl Planner<'_> {
                     columns.push(column("count", &ArrowType::Int64)?);
                     let pk = (0..=n_groups).collect();
                     Some(self.slot(StateSlot {
-                        purpose: "hashaggvalues",
+                        purpose: StatePurpose::HashAggValues,
                         columns,
                         pk,
                         dist_key_len: n_groups,
@@ -250,7 +254,7 @@ impl Planner<'_> {
         }
         let pk = (0..n_groups).collect();
         let result = self.slot(StateSlot {
-            purpose: "hashagg",
+            purpose: StatePurpose::HashAgg,
             columns: result_columns,
             pk,
             dist_key_len: n_groups,
@@ -373,7 +377,8 @@ impl Planner<'_> {
             let nk = keys.len();
             let mut pk: Vec<usize> = (0..nk).collect();
             pk.extend(side.stream_key.iter().map(|&k| nk + k));
-            let purpose = if t == 0 { "hashjoinleft" } else { "hashjoinright" };
+            let purpose =
+                if t == 0 { StatePurpose::HashJoinLeft } else { StatePurpose::HashJoinRight };
             tables[t] = self.slot(StateSlot { purpose, columns, pk, dist_key_len: nk });
         }
         let (lv, rv) = (left.visible, right.visible);

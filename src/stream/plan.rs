@@ -11,14 +11,14 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::PhysicalExpr;
 
-use crate::catalog::{ColumnCatalog, TableCatalog};
+use crate::catalog::{ColumnCatalog, StatePurpose, TableCatalog};
 use crate::stream::executor::hash_agg::AggKind;
 
 /// An internal state table a node needs, before it has an id.
 #[derive(Debug, Clone)]
 pub struct StateSlot {
-    /// What the table holds, for its name: `streamscan`, `hashagg`, `hashjoinleft`, ...
-    pub purpose: &'static str,
+    /// What the table holds.
+    pub purpose: StatePurpose,
     /// Columns, in storage order.
     pub columns: Vec<ColumnCatalog>,
     /// Primary key column indices.
