@@ -45,6 +45,9 @@ pub fn session_context(
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);
+    for udaf in crate::sql::aggregates::min_max_udafs() {
+        ctx.register_udaf(udaf);
+    }
     ctx.register_catalog(
         DEFAULT_DATABASE,
         Arc::new(SluiceCatalog::new(catalog, store, tracker, jobs)),

@@ -1,5 +1,6 @@
 //! SQL text to statements.
 
+pub mod aggregates;
 pub mod analyzer;
 pub mod checked;
 pub mod names;
