@@ -21,6 +21,8 @@ pub mod error;
 pub mod failpoint;
 /// The Postgres wire protocol server.
 pub mod frontend;
+/// Identifiers (tables, actors, epochs, vnodes), shared by the catalog, storage and streaming.
+pub mod ids;
 /// Statement parsing.
 pub mod sql;
 /// RocksDB store, key and row codecs, state tables.

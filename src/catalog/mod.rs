@@ -4,8 +4,6 @@
 //! JSON record under `catalog/table/<id>` in the store's meta column family, written before the
 //! DDL statement returns and reloaded at start.
 
-mod ids;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,7 +11,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-pub use ids::{ActorId, Epoch, TableId, VirtualNode};
+pub use crate::ids::{ActorId, Epoch, TableId, VirtualNode};
 
 use crate::error::{Error, Result};
 use crate::storage::store::Store;

@@ -1,4 +1,5 @@
-//! DML: `INSERT`, `UPDATE`, `DELETE` and `COPY .. FROM STDIN` become chunks for a table's stream.
+//! DML: `INSERT`, `UPDATE`, `DELETE` and `COPY .. FROM STDIN` become chunks for a table's stream
+//! (the COPY data formats are read by [`crate::engine::copy`]).
 //!
 //! A statement takes its table's write lock, reads what it needs from the committed state
 //! (rows to update or delete, keys that would be duplicated), sends its chunks to the table's
@@ -22,6 +23,7 @@ use tokio::sync::oneshot;
 
 use crate::batch::DML_SCHEMA;
 use crate::catalog::{Epoch, RelationKind, TableCatalog};
+use crate::engine::copy::{self, CopyTarget};
 use crate::engine::ddl::{normalize_ident, relation_name};
 use crate::engine::jobs::Job;
 use crate::engine::{CommandTag, Engine, Output};
@@ -32,32 +34,6 @@ use crate::stream::executor::dml::DmlRequest;
 use crate::stream::message::{Op, StreamChunk};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
-
-/// The format of a `COPY .. FROM STDIN`.
-#[derive(Debug, Clone)]
-pub struct CopyFormat {
-    /// CSV (true) or Postgres text format (false).
-    pub csv: bool,
-    /// Field separator.
-    pub delimiter: u8,
-    /// CSV quote character.
-    pub quote: u8,
-    /// Whether the first CSV line is a header to skip.
-    pub header: bool,
-    /// The text that stands for NULL.
-    pub null: String,
-}
-
-/// Where a `COPY .. FROM STDIN` writes.
-#[derive(Debug, Clone)]
-pub struct CopyTarget {
-    /// The table.
-    pub table: Arc<TableCatalog>,
-    /// Storage indices of the columns the data provides, in data order.
-    pub columns: Vec<usize>,
-    /// How the data is formatted.
-    pub format: CopyFormat,
-}
 
 impl Engine {
     /// `INSERT INTO t [(cols)] VALUES .. | SELECT ..`.
@@ -183,18 +159,14 @@ impl Engine {
         let names: Vec<ast::ObjectName> =
             columns.into_iter().map(|c| ast::ObjectName::from(vec![c])).collect();
         let columns = target_columns(&table, &names)?;
-        let format = copy_format(options, legacy)?;
+        let format = copy::format(options, legacy)?;
         Ok(Output::CopyIn(CopyTarget { table, columns, format }))
     }
 
     /// Loads the data of a finished `COPY .. FROM STDIN`; returns the number of rows.
     pub async fn copy_in(&self, target: &CopyTarget, data: &[u8]) -> Result<usize> {
         let table = &target.table;
-        let texts = if target.format.csv {
-            parse_csv(data, target.columns.len(), &target.format)?
-        } else {
-            parse_text(data, target.columns.len(), &target.format)?
-        };
+        let texts = copy::parse(data, target.columns.len(), &target.format)?;
         let mut rows = Vec::with_capacity(texts.len());
         for batch in texts.iter().filter(|b| b.num_rows() > 0) {
             rows.push(full_rows(table, &target.columns, batch.columns(), batch.num_rows())?);
@@ -562,151 +534,9 @@ fn next_row_id() -> i64 {
     now.max(prev + 1) as i64
 }
 
-/// Reads COPY options, modern (`WITH (FORMAT csv, ..)`) and legacy (`CSV HEADER`).
-fn copy_format(
-    options: &[ast::CopyOption],
-    legacy: &[ast::CopyLegacyOption],
-) -> Result<CopyFormat> {
-    let mut format =
-        CopyFormat { csv: false, delimiter: b'\t', quote: b'"', header: false, null: "\\N".into() };
-    let mut delimiter = None;
-    let mut null = None;
-    for option in options {
-        match option {
-            ast::CopyOption::Format(f) => match f.value.to_lowercase().as_str() {
-                "csv" => format.csv = true,
-                "text" => format.csv = false,
-                other => return Err(unsupported!("COPY format {other}")),
-            },
-            ast::CopyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
-            ast::CopyOption::Null(s) => null = Some(s.clone()),
-            ast::CopyOption::Header(h) => format.header = *h,
-            ast::CopyOption::Quote(c) => format.quote = ascii(*c)?,
-            other => return Err(unsupported!("COPY option {other}")),
-        }
-    }
-    for option in legacy {
-        match option {
-            ast::CopyLegacyOption::Csv(csv_options) => {
-                format.csv = true;
-                for o in csv_options {
-                    match o {
-                        ast::CopyLegacyCsvOption::Header => format.header = true,
-                        ast::CopyLegacyCsvOption::Quote(c) => format.quote = ascii(*c)?,
-                        other => return Err(unsupported!("COPY option {other}")),
-                    }
-                }
-            }
-            ast::CopyLegacyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
-            ast::CopyLegacyOption::Null(s) => null = Some(s.clone()),
-            other => return Err(unsupported!("COPY option {other}")),
-        }
-    }
-    if format.csv {
-        format.delimiter = b',';
-        format.null = String::new();
-    }
-    format.delimiter = delimiter.unwrap_or(format.delimiter);
-    format.null = null.unwrap_or(format.null);
-    Ok(format)
-}
-
-fn ascii(c: char) -> Result<u8> {
-    u8::try_from(c)
-        .ok()
-        .filter(u8::is_ascii)
-        .ok_or_else(|| invalid!("COPY delimiter and quote must be one ASCII character"))
-}
-
-/// Rows of CSV as text columns.
-fn parse_csv(data: &[u8], width: usize, format: &CopyFormat) -> Result<Vec<RecordBatch>> {
-    use arrow::csv::ReaderBuilder;
-    let fields: Vec<arrow::datatypes::Field> = (0..width)
-        .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
-        .collect();
-    let null = regex::Regex::new(&format!("^{}$", regex::escape(&format.null)))
-        .map_err(|e| invalid!("bad NULL string: {e}"))?;
-    let reader = ReaderBuilder::new(Arc::new(arrow::datatypes::Schema::new(fields)))
-        .with_header(format.header)
-        .with_delimiter(format.delimiter)
-        .with_quote(format.quote)
-        .with_null_regex(null)
-        .with_batch_size(8192)
-        .build(data)
-        .map_err(|e| Error::InvalidInput(format!("COPY data: {e}")))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::InvalidInput(format!("COPY data: {e}")))
-}
-
-/// Rows of Postgres text format (tab-separated, `\N` for NULL, backslash escapes) as text
-/// columns.
-fn parse_text(data: &[u8], width: usize, format: &CopyFormat) -> Result<Vec<RecordBatch>> {
-    let text = std::str::from_utf8(data)
-        .map_err(|e| Error::InvalidInput(format!("COPY data is not UTF-8: {e}")))?;
-    let mut columns: Vec<Vec<Option<String>>> = vec![Vec::new(); width];
-    for (line_no, line) in text.lines().enumerate() {
-        if line == "\\." {
-            break;
-        }
-        let fields: Vec<&str> = line.split(format.delimiter as char).collect();
-        if fields.len() != width {
-            return Err(Error::InvalidInput(format!(
-                "COPY line {}: expected {width} columns, found {}",
-                line_no + 1,
-                fields.len()
-            )));
-        }
-        for (column, field) in columns.iter_mut().zip(fields) {
-            column.push((field != format.null).then(|| unescape_text(field)));
-        }
-    }
-    let fields: Vec<arrow::datatypes::Field> = (0..width)
-        .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
-        .collect();
-    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-    let arrays = columns
-        .into_iter()
-        .map(|c| Arc::new(arrow::array::StringArray::from(c)) as ArrayRef)
-        .collect();
-    Ok(vec![RecordBatch::try_new(schema, arrays)?])
-}
-
-/// Undoes the backslash escapes of the text COPY format.
-fn unescape_text(field: &str) -> String {
-    if !field.contains('\\') {
-        return field.to_owned();
-    }
-    let mut out = String::with_capacity(field.len());
-    let mut chars = field.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some(other) => out.push(other),
-            None => out.push('\\'),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_text_format_unescapes_and_reads_nulls() {
-        let format = copy_format(&[], &[]).unwrap();
-        let batches = parse_text(b"1\ta\\tb\n2\t\\N\n\\.\n", 2, &format).unwrap();
-        let col = batches[0].column(1).as_string::<i32>();
-        assert_eq!(col.value(0), "a\tb");
-        assert!(col.is_null(1));
-    }
 
     #[test]
     fn bytea_hex_input() {

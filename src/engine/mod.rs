@@ -1,12 +1,19 @@
 //! The engine: runs parsed statements against the catalog, the stream runtime and storage.
 //!
-//! Each statement kind has its own module: [`ddl`] creates and drops relations and their
-//! streaming jobs, [`dml`] turns INSERT, UPDATE, DELETE and COPY into chunks for a table's
-//! stream, [`query`] plans and runs batch queries with DataFusion, [`session`] keeps the
-//! per-connection variables of SET and SHOW.
+//! Each statement kind has its own module:
+//! - [`ddl`]: creates and drops relations and their streaming jobs (with `mv`, `cdc`, `source`
+//!   for views, CDC tables and sources, `alter` and `rescale` for changing running jobs);
+//! - [`dml`]: INSERT, UPDATE, DELETE and COPY become chunks for a table's stream;
+//! - [`copy`]: the options and data formats of `COPY .. FROM STDIN`;
+//! - [`query`]: batch queries, planned and run by DataFusion;
+//! - [`session`]: the per-connection variables of SET and SHOW;
+//! - [`progress`]: backfill progress of creating jobs (`rw_ddl_progress`, `SHOW JOBS`, WAIT);
+//! - [`recovery`]: rebuilding every job after an actor failure;
+//! - `jobs`: the running streaming jobs and their actors.
 
 mod alter;
 mod cdc;
+pub mod copy;
 pub mod ddl;
 pub mod dml;
 pub(crate) mod jobs;
@@ -60,7 +67,7 @@ pub enum Output {
     /// A command tag such as `CREATE TABLE` or `INSERT 0 3`.
     Command(CommandTag),
     /// `COPY .. FROM STDIN`: the client sends the data next.
-    CopyIn(dml::CopyTarget),
+    CopyIn(copy::CopyTarget),
     /// A transaction statement (`BEGIN`, `COMMIT`, ...), accepted for client compatibility.
     Transaction {
         /// The command tag.

@@ -24,7 +24,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 
-use crate::engine::dml::CopyTarget;
+use crate::engine::copy::CopyTarget;
 use crate::engine::{Engine, Output, Session};
 use crate::error::Error;
 use crate::frontend::encode;

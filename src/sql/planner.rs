@@ -220,6 +220,13 @@ impl Planner<'_> {
         for (i, expr) in agg.aggr_expr.iter().enumerate() {
             let output_type = out.field(n_groups + i).data_type().clone();
             let (kind, arg) = agg_call(expr)?;
+            if output_type == ArrowType::Null {
+                // State tables store typed values; an untyped NULL has none to store.
+                return Err(unsupported!(
+                    "{expr} over an untyped NULL in a materialized view; give it a type \
+                     (NULL::int)"
+                ));
+            }
             let arg = self.physical(&arg, in_schema)?;
             let multiset = match kind {
                 AggKind::Min | AggKind::Max => {

@@ -12,8 +12,8 @@ use arrow::datatypes::{
 use memcomparable::Serializer;
 use serde::Serialize;
 
-use crate::catalog::{TableId, VirtualNode};
 use crate::error::{Error, Result};
+use crate::ids::{TableId, VirtualNode};
 
 /// Bytes before the primary key: 4 for the table id, 2 for the vnode.
 pub const KEY_PREFIX_LEN: usize = 6;

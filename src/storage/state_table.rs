@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 
-use crate::catalog::{Epoch, TableId};
 use crate::error::Result;
+use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::{encode_keys, table_prefix};
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};

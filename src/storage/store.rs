@@ -23,8 +23,8 @@ use rocksdb::{
 };
 use tokio::sync::watch;
 
-use crate::catalog::{Epoch, TableId};
 use crate::error::{Error, Result};
+use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::table_prefix;
 
 /// Version of the on-disk layout. A data dir written with another version is refused.

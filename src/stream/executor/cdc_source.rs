@@ -294,3 +294,261 @@ fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use crate::stream::barrier::BarrierManager;
+    use crate::stream::test_utils::{Pretty, dedent, run};
+    use crate::types::DataType;
+
+    use super::*;
+
+    /// The offset table of a source, as `CREATE SOURCE` makes it: `(partition int, lsn bigint)`.
+    fn state() -> Arc<TableCatalog> {
+        let column =
+            |name: &str, data_type| ColumnCatalog { name: name.into(), data_type, hidden: false };
+        let columns = vec![column("partition", DataType::Int32), column("lsn", DataType::Int64)];
+        let mut state =
+            TableCatalog::new_table(TableId(20), "s".into(), columns, vec![0], String::new());
+        state.kind = RelationKind::Internal;
+        Arc::new(state)
+    }
+
+    /// A source on `hostname:port`; most tests never connect to it.
+    fn config(hostname: &str, port: u16) -> PgSourceConfig {
+        PgSourceConfig {
+            hostname: hostname.into(),
+            port,
+            username: "u".into(),
+            password: String::new(),
+            database: "d".into(),
+            schema: "public".into(),
+            slot: "s".into(),
+            publication: "p".into(),
+            create_publication: false,
+        }
+    }
+
+    fn handle(store: &Arc<Store>) -> BarrierHandle {
+        BarrierManager::new(store.clone(), Duration::MAX).1
+    }
+
+    /// A reader of the source's offset in `store`, as the executor loads it.
+    fn load(store: &Arc<Store>) -> Reader {
+        Reader::load(config("upstream.invalid", 5432), store.clone(), &state(), handle(store))
+            .unwrap()
+    }
+
+    /// The committed rows of the offset table, as a text table.
+    fn stored(store: &Arc<Store>) -> String {
+        let state = state();
+        let table = StateTable::for_relation(store.clone(), &state);
+        let (start, end) = table.full_range();
+        let rows = table.iter_range(&start, &end, 16).unwrap();
+        let mut decoder = RowDecoder::new(&state.types(), &[0, 1], rows.len());
+        for (_, row) in &rows {
+            decoder.push(row).unwrap();
+        }
+        let batch = RecordBatch::try_new(state.full_schema(), decoder.finish()).unwrap();
+        StreamChunk::inserts(batch).to_pretty()
+    }
+
+    /// An insert into `table` of the transaction ending at `lsn`.
+    fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
+        RowChange {
+            table: table.into(),
+            delete: false,
+            values: values.iter().map(|v| v.map(String::from)).collect(),
+            unchanged: Vec::new(),
+            replaces: false,
+            lsn,
+        }
+    }
+
+    #[test]
+    fn changes_become_insert_rows_of_the_change_schema() {
+        let changes = [
+            insert("public.t", 100, &[Some("1"), Some("a")]),
+            RowChange { delete: true, ..insert("public.t", 100, &[Some("2"), None]) },
+            insert("public.u", 130, &[Some("3")]),
+        ];
+        let chunk = changes_chunk(&changes).unwrap();
+        assert_eq!(chunk.schema(), change_schema());
+        let expected = r#"T B I T T B
+                          + public.t false 100 ["1","a"] . false
+                          + public.t true 100 ["2",null] . false
+                          + public.u false 130 ["3"] . false"#;
+        assert_eq!(chunk.to_pretty(), dedent(expected));
+    }
+
+    #[test]
+    fn unchanged_columns_are_listed_and_replacing_updates_flagged() {
+        let changes = [
+            RowChange {
+                unchanged: vec![2],
+                ..insert("public.t", 100, &[Some("1"), Some("a"), None])
+            },
+            RowChange {
+                unchanged: vec![1, 2],
+                ..insert("public.t", 100, &[Some("2"), None, None])
+            },
+            RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
+        ];
+        let expected = r#"T B I T T B
+                          + public.t false 100 ["1","a",null] 2 false
+                          + public.t false 100 ["2",null,null] 1,2 false
+                          + public.t false 100 ["4","d",null] . true"#;
+        assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
+    }
+
+    #[test]
+    fn values_are_a_json_array_of_text() {
+        let changes = [insert("public.t", 7, &[Some(r#"a"b\c"#), Some("null"), None, Some("")])];
+        let expected = r#"T B I T T B
+                          + public.t false 7 ["a\"b\\c","null",null,""] . false"#;
+        assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
+    }
+
+    #[test]
+    fn a_checkpoint_records_the_emitted_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 250;
+        reader.unrecorded = 12;
+        reader.commit(Epoch(1)).unwrap();
+        assert_eq!(stored(&store), "i I", "durable only once the checkpoint commits");
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(stored(&store), "i I\n+ 0 250");
+        // The slot is advanced to it once epoch 1 is committed.
+        assert_eq!(reader.advance_to, Some((Epoch(1), 250)));
+        assert_eq!((reader.recorded, reader.unrecorded), (250, 0));
+    }
+
+    #[test]
+    fn a_later_checkpoint_replaces_the_recorded_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 250;
+        reader.commit(Epoch(1)).unwrap();
+        reader.emitted = 300;
+        reader.commit(Epoch(2)).unwrap();
+        store.commit(Epoch(2)).unwrap();
+        assert_eq!(stored(&store), "i I\n+ 0 300");
+        assert_eq!(reader.advance_to, Some((Epoch(2), 300)));
+    }
+
+    #[test]
+    fn a_checkpoint_with_nothing_new_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.unrecorded = 12;
+        reader.commit(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(stored(&store), "i I");
+        assert_eq!((reader.advance_to, reader.unrecorded), (None, 0));
+    }
+
+    #[test]
+    fn a_restart_reads_on_from_the_committed_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 250;
+        reader.commit(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        // `emitted` is the offset polls read after: transactions ending at or below it are
+        // skipped. The slot is moved up to it (`durable`) before the first poll.
+        let reader = load(&store);
+        let offsets = [reader.emitted, reader.recorded, reader.durable, reader.advanced];
+        assert_eq!(offsets, [250; 4]);
+        assert_eq!(reader.advance_to, None);
+    }
+
+    #[test]
+    fn a_restart_ignores_an_offset_whose_checkpoint_did_not_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 250;
+        reader.commit(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        reader.emitted = 300;
+        reader.commit(Epoch(2)).unwrap();
+        store.discard_uncommitted(Epoch(2));
+        assert_eq!(load(&store).emitted, 250);
+    }
+
+    #[tokio::test]
+    async fn a_failed_poll_backs_off_and_a_poll_within_the_backoff_does_not_connect() {
+        // A local port nothing listens on: connecting fails at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader =
+            Reader::load(config("127.0.0.1", port), store.clone(), &state(), handle(&store))
+                .unwrap();
+        let before = std::time::Instant::now();
+        assert!(reader.poll().await.is_none());
+        assert!(reader.retry_at.unwrap() >= before + Duration::from_millis(100));
+        assert_eq!(reader.backoff, Duration::from_millis(200));
+        // Before `retry_at`, a poll does not try (a failed attempt would double the backoff).
+        reader.retry_at = Some(std::time::Instant::now() + Duration::from_secs(60));
+        assert!(reader.poll().await.is_none());
+        assert_eq!(reader.backoff, Duration::from_millis(200));
+        reader.retry_at = None;
+        reader.backoff = Duration::from_secs(4);
+        assert!(reader.poll().await.is_none());
+        assert_eq!(reader.backoff, Duration::from_secs(5), "the backoff is capped");
+    }
+
+    /// A source executor on `store`, fed barriers through the returned sender.
+    fn executor(store: &Arc<Store>) -> (mpsc::UnboundedSender<Barrier>, Box<dyn Executor>) {
+        let (barriers, barrier_rx) = mpsc::unbounded_channel();
+        let config = config("upstream.invalid", 5432);
+        let source =
+            CdcSourceExecutor::new(barrier_rx, config, store.clone(), state(), handle(store));
+        (barriers, Box::new(source))
+    }
+
+    #[tokio::test]
+    async fn nothing_is_emitted_before_the_first_barrier() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (barriers, source) = executor(&store);
+        let mut out = source.execute();
+        // Five poll intervals pass without a message.
+        let waited = tokio::time::timeout(Duration::from_millis(100), out.next()).await;
+        assert!(waited.is_err(), "emitted {:?}", waited.unwrap().map(|m| m.unwrap().pretty()));
+        barriers.send(Barrier::checkpoint(Epoch(1))).unwrap();
+        assert_eq!(out.next().await.unwrap().unwrap().pretty(), "barrier 1");
+        // Dropped before the next poll, so nothing connects.
+        drop(barriers);
+        assert!(out.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn without_a_first_barrier_the_stream_fails_with_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (barriers, source) = executor(&store);
+        drop(barriers);
+        assert_eq!(run(source).await, "error: the server is shutting down");
+    }
+
+    #[tokio::test]
+    async fn barriers_are_forwarded_in_order_and_the_stream_ends_with_their_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (barriers, source) = executor(&store);
+        barriers.send(Barrier::initial(Epoch(0), Epoch(1))).unwrap();
+        barriers.send(Barrier::checkpoint(Epoch(1))).unwrap();
+        barriers.send(Barrier::checkpoint(Epoch(2))).unwrap();
+        drop(barriers);
+        // Queued barriers go before any poll of the upstream.
+        assert_eq!(run(source).await, dedent("barrier 0\n\nbarrier 1\n\nbarrier 2"));
+    }
+}

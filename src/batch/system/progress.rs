@@ -1,0 +1,269 @@
+//! Progress tables: `rw_ddl_progress`, `rw_fragment_backfill_progress` and `rw_cdc_progress`.
+
+use std::time::Duration;
+
+use arrow::datatypes::DataType;
+
+use super::{
+    BIGINT, BOOLEAN, DOUBLE, INT, SystemRow, SystemSchema, VARCHAR, Value, interval, text,
+    timestamptz,
+};
+use crate::catalog::{StatePurpose, TableCatalog};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::engine::progress::{create_type, persisted_progress};
+use crate::error::Result;
+
+/// How long `rw_cdc_progress` waits for an upstream to report its slot lag.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `rw_ddl_progress`: one row per job still creating.
+pub struct DdlProgressRow {
+    ddl_id: i64,
+    ddl_statement: String,
+    create_type: &'static str,
+    progress: String,
+    initialized_at_ms: i64,
+    rows_done: u64,
+    rows_total: Option<u64>,
+    rows_per_second: f64,
+    eta_seconds: Option<f64>,
+    status: String,
+}
+
+impl SystemRow for DdlProgressRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("ddl_id", BIGINT),
+            ("ddl_statement", VARCHAR),
+            ("create_type", VARCHAR),
+            ("progress", VARCHAR),
+            ("initialized_at", timestamptz()),
+            ("rows_done", BIGINT),
+            ("rows_total", BIGINT),
+            ("rows_per_second", DOUBLE),
+            ("eta", interval()),
+            ("status", VARCHAR),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.ddl_id)),
+            text(self.ddl_statement),
+            text(self.create_type),
+            text(self.progress),
+            Value::TimestampMs(Some(self.initialized_at_ms)),
+            Value::Int(Some(self.rows_done as i64)),
+            Value::Int(self.rows_total.map(|n| n as i64)),
+            Value::Float(Some(self.rows_per_second)),
+            Value::Seconds(self.eta_seconds),
+            text(self.status),
+        ]
+    }
+}
+
+/// `rw_fragment_backfill_progress`: one row per backfilling scan of a creating job.
+pub struct FragmentProgressRow {
+    job_id: i64,
+    job_name: String,
+    fragment_id: i64,
+    backfill_type: &'static str,
+    upstream: String,
+    actors: i32,
+    rows_done: u64,
+    rows_total: Option<u64>,
+    units_done: i32,
+    units_total: i32,
+    rows_per_second: f64,
+}
+
+impl SystemRow for FragmentProgressRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("job_id", BIGINT),
+            ("job_name", VARCHAR),
+            ("fragment_id", BIGINT),
+            ("backfill_type", VARCHAR),
+            ("upstream", VARCHAR),
+            ("actor_count", INT),
+            ("rows_done", BIGINT),
+            ("rows_total", BIGINT),
+            ("units_done", INT),
+            ("units_total", INT),
+            ("rows_per_second", DOUBLE),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.job_id)),
+            text(self.job_name),
+            Value::Int(Some(self.fragment_id)),
+            text(self.backfill_type),
+            text(self.upstream),
+            Value::Int32(Some(self.actors)),
+            Value::Int(Some(self.rows_done as i64)),
+            Value::Int(self.rows_total.map(|n| n as i64)),
+            Value::Int32(Some(self.units_done)),
+            Value::Int32(Some(self.units_total)),
+            Value::Float(Some(self.rows_per_second)),
+        ]
+    }
+}
+
+/// `rw_cdc_progress`: one row per CDC table.
+pub struct CdcProgressRow {
+    job_id: i64,
+    table_name: String,
+    upstream_table: String,
+    split_total_count: i32,
+    split_backfilled_count: i32,
+    rows_done: u64,
+    backfill_finished: bool,
+    upstream_offset: Option<String>,
+    slot_name: String,
+    slot_lag_bytes: Option<i64>,
+}
+
+impl SystemRow for CdcProgressRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("job_id", BIGINT),
+            ("table_name", VARCHAR),
+            ("upstream_table", VARCHAR),
+            ("split_total_count", INT),
+            ("split_backfilled_count", INT),
+            ("rows_done", BIGINT),
+            ("backfill_finished", BOOLEAN),
+            ("upstream_offset", VARCHAR),
+            ("slot_name", VARCHAR),
+            ("slot_lag_bytes", BIGINT),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.job_id)),
+            text(self.table_name),
+            text(self.upstream_table),
+            Value::Int32(Some(self.split_total_count)),
+            Value::Int32(Some(self.split_backfilled_count)),
+            Value::Int(Some(self.rows_done as i64)),
+            Value::Bool(Some(self.backfill_finished)),
+            Value::Text(self.upstream_offset),
+            text(self.slot_name),
+            Value::Int(self.slot_lag_bytes),
+        ]
+    }
+}
+
+impl SystemSchema {
+    fn rate_limit_of(&self, id: crate::catalog::TableId) -> Option<u64> {
+        self.catalog.table_by_id(id).and_then(|t| t.backfill_rate_limit)
+    }
+
+    pub(super) fn ddl_progress(&self) -> Vec<DdlProgressRow> {
+        self.tracker
+            .jobs()
+            .iter()
+            .map(|job| {
+                let progress = job.progress(self.rate_limit_of(job.id));
+                DdlProgressRow {
+                    ddl_id: job.id.0 as i64,
+                    ddl_statement: job.statement.clone(),
+                    create_type: create_type(&job.info),
+                    progress: progress.progress,
+                    initialized_at_ms: job.info.initialized_at_ms,
+                    rows_done: progress.rows_done,
+                    rows_total: progress.rows_total,
+                    rows_per_second: progress.rows_per_second,
+                    eta_seconds: progress.eta_seconds,
+                    status: progress.status,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn fragment_progress(&self) -> Vec<FragmentProgressRow> {
+        let mut rows = Vec::new();
+        for job in self.tracker.jobs() {
+            for fragment in job.fragments() {
+                rows.push(FragmentProgressRow {
+                    job_id: job.id.0 as i64,
+                    job_name: job.name.clone(),
+                    fragment_id: fragment.state_table.0 as i64,
+                    backfill_type: if job.is_cdc { "CDC" } else { "ARRANGEMENT" },
+                    upstream: fragment.upstream,
+                    actors: fragment.actors as i32,
+                    rows_done: fragment.rows_done,
+                    rows_total: fragment.rows_total,
+                    units_done: fragment.units_done as i32,
+                    units_total: fragment.units_total as i32,
+                    rows_per_second: fragment.rows_per_second,
+                });
+            }
+        }
+        rows
+    }
+
+    pub(super) async fn cdc_progress(&self) -> Result<Vec<CdcProgressRow>> {
+        let sources = self.catalog.sources();
+        let mut rows = Vec::new();
+        let mut lags = std::collections::HashMap::new();
+        for table in self.catalog.tables() {
+            let Some(cdc) = &table.cdc else { continue };
+            let Some(source) = sources.iter().find(|s| s.id == cdc.source) else { continue };
+            let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+            if let std::collections::hash_map::Entry::Vacant(entry) = lags.entry(source.id) {
+                entry.insert(slot_lag(&config).await);
+            }
+            let live = self.tracker.get(table.id).and_then(|job| job.fragments().pop());
+            let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;
+            rows.push(CdcProgressRow {
+                job_id: table.id.0 as i64,
+                table_name: table.name.clone(),
+                upstream_table: format!("{}.{}", cdc.schema, cdc.table),
+                split_total_count: 1,
+                split_backfilled_count: i32::from(finished || table.creating.is_none()),
+                rows_done: live.as_ref().map_or(rows_done, |l| l.rows_done.max(rows_done)),
+                backfill_finished: finished || table.creating.is_none(),
+                upstream_offset: live.and_then(|l| l.upstream_offset).or(offset),
+                slot_name: config.slot.clone(),
+                slot_lag_bytes: lags[&source.id],
+            });
+        }
+        Ok(rows)
+    }
+
+    /// `row_count`, `backfill_finished` and the offset of a CDC table's committed state.
+    fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<(u64, bool, Option<String>)> {
+        let state = table
+            .internal_tables
+            .iter()
+            .filter_map(|id| self.catalog.table_by_id(*id))
+            .find(|t| t.purpose == Some(StatePurpose::StreamCdcScan));
+        let Some(state) = state else {
+            return Ok((0, false, None));
+        };
+        let persisted = persisted_progress(&self.store, &state)?;
+        Ok((persisted.rows, persisted.units_finished > 0, persisted.offset))
+    }
+}
+
+/// Bytes of WAL the source's slot has not confirmed yet; `None` when the upstream does not
+/// answer in time.
+async fn slot_lag(config: &PgSourceConfig) -> Option<i64> {
+    let query = async {
+        let client = config.connect().await.ok()?;
+        let row = client
+            .query_opt(
+                "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 \
+                 FROM pg_replication_slots WHERE slot_name = $1",
+                &[&config.slot],
+            )
+            .await
+            .ok()??;
+        row.get::<_, Option<i64>>(0)
+    };
+    tokio::time::timeout(UPSTREAM_TIMEOUT, query).await.ok().flatten()
+}
