@@ -25,7 +25,9 @@
 //!    a view turns a failing expression into NULL instead. DDL does what it says: a failed
 //!    CREATE leaves nothing, a DROP removes exactly the view and (with CASCADE) its readers,
 //!    a DROP of something views read fails without CASCADE;
-//! 4. no statement stalls: each one has [`STATEMENT_TIMEOUT`].
+//! 4. no statement stalls: each one has [`STATEMENT_TIMEOUT`] in a long run of its own, and
+//!    [`SHARED_STATEMENT_TIMEOUT`] in the short run of plain `cargo test`, where it shares the
+//!    machine with every other end-to-end test.
 //!
 //! Findings are collected, not fatal one by one: the test prints a summary and fails listing
 //! the distinct ones (same kind, SQLSTATE and message shape), each with its shortest statement
@@ -51,6 +53,8 @@ use crate::harness::{self, Sluice, retry_until};
 const DEFAULT_STATEMENTS: usize = 600;
 /// How long one statement may take before it counts as a stall.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same in the short run of plain `cargo test`, beside the other end-to-end tests.
+const SHARED_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a view created in the background may take to finish its (small) backfill.
 const BACKGROUND_VIEW_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a view that differs from its query is watched for catching up, to tell a stale
@@ -84,14 +88,17 @@ async fn random_sql_never_crashes_fails_internally_loses_writes_or_stalls() {
             .expect("the clock is after 1970")
             .as_nanos() as u64,
     };
-    let statements = match std::env::var("SLUICE_FUZZ_STATEMENTS") {
-        Ok(n) => n.trim().parse().expect("SLUICE_FUZZ_STATEMENTS must be a number"),
-        Err(_) => DEFAULT_STATEMENTS,
+    let (statements, statement_timeout) = match std::env::var("SLUICE_FUZZ_STATEMENTS") {
+        Ok(n) => {
+            (n.trim().parse().expect("SLUICE_FUZZ_STATEMENTS must be a number"), STATEMENT_TIMEOUT)
+        }
+        Err(_) => (DEFAULT_STATEMENTS, SHARED_STATEMENT_TIMEOUT),
     };
     println!("fuzz: seed {seed} (SLUICE_FUZZ_SEED={seed} replays it), {statements} statements");
 
     let server = Sluice::start().await.expect("start sluice");
     let mut fuzz = Fuzzer::new(server, seed).await.expect("connect to sluice");
+    fuzz.statement_timeout = statement_timeout;
     let started = Instant::now();
     fuzz.run(statements).await;
     let report = fuzz.report(started.elapsed());
@@ -2030,6 +2037,8 @@ struct View {
 
 struct Fuzzer {
     server: Sluice,
+    /// How long a statement may take before it counts as a stall.
+    statement_timeout: Duration,
     main: Client,
     scratch: Client,
     rng: Rng,
@@ -2210,6 +2219,7 @@ impl Fuzzer {
             .filter(|t| t.contains('_') && t.starts_with(|c: char| c.is_ascii_lowercase()))
             .collect();
         Ok(Fuzzer {
+            statement_timeout: STATEMENT_TIMEOUT,
             server,
             main,
             scratch,
@@ -2322,17 +2332,15 @@ impl Fuzzer {
     /// Waits until no recovery of the streaming jobs is in progress.
     async fn wait_recovered(&mut self) {
         let client = &self.main;
+        let timeout = self.statement_timeout;
         let sql = "SELECT count(*) FROM rw_catalog.rw_recovery_events WHERE NOT recovered";
         let over = retry_until(RECOVERY_TIMEOUT, || async move {
-            let rows =
-                match tokio::time::timeout(STATEMENT_TIMEOUT, harness::text_rows(client, sql))
-                    .await?
-                {
-                    Ok(rows) => rows,
-                    // A build without recovery events has nothing to wait for.
-                    Err(e) if sqlstate(&e) == Some("42P01") => return Ok(()),
-                    Err(e) => return Err(e),
-                };
+            let rows = match tokio::time::timeout(timeout, harness::text_rows(client, sql)).await? {
+                Ok(rows) => rows,
+                // A build without recovery events has nothing to wait for.
+                Err(e) if sqlstate(&e) == Some("42P01") => return Ok(()),
+                Err(e) => return Err(e),
+            };
             let pending = rows.first().and_then(|r| r[0].clone());
             ensure!(pending.as_deref() == Some("0"), "{pending:?} recoveries in progress");
             Ok(())
@@ -2399,7 +2407,7 @@ impl Fuzzer {
         let client = self.client(session);
         let token = client.cancel_token();
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(STATEMENT_TIMEOUT, client.simple_query(sql)).await;
+        let outcome = tokio::time::timeout(self.statement_timeout, client.simple_query(sql)).await;
         let waited = sent.elapsed();
         if waited > Duration::from_secs(1) {
             self.stats.over_a_second += 1;
@@ -2550,7 +2558,7 @@ impl Fuzzer {
             let reason = self.crash_reason(&exit);
             self.find(Kind::ProcessExit, source, sql, "", &reason);
         } else {
-            let message = format!("no reply within {STATEMENT_TIMEOUT:?}");
+            let message = format!("no reply within {:?}", self.statement_timeout);
             self.find(Kind::Timeout, source, sql, "", &message);
             let _ = tokio::time::timeout(Duration::from_secs(5), token.cancel_query(NoTls)).await;
             if matches!(source, Source::Oracle | Source::View) {
@@ -3309,12 +3317,12 @@ impl Fuzzer {
         let sql =
             format!("SELECT status FROM rw_catalog.rw_materialized_views WHERE name = '{name}'");
         let client = &self.main;
+        let timeout = self.statement_timeout;
         let created = retry_until(BACKGROUND_VIEW_TIMEOUT, || {
             let sql = sql.clone();
             async move {
                 let rows =
-                    tokio::time::timeout(STATEMENT_TIMEOUT, harness::text_rows(client, &sql))
-                        .await??;
+                    tokio::time::timeout(timeout, harness::text_rows(client, &sql)).await??;
                 let status = rows.first().and_then(|r| r[0].clone());
                 ensure!(status.as_deref() == Some("created"), "status {status:?}");
                 Ok(())
