@@ -31,6 +31,9 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use futures::StreamExt;
 
 use crate::catalog::Epoch;
@@ -166,6 +169,20 @@ impl StreamChunk {
     }
 }
 
+/// Column `c<i>` of a text-table chunk, as an expression.
+pub fn c(i: usize) -> Arc<dyn PhysicalExpr> {
+    Arc::new(Column::new(&format!("c{i}"), i))
+}
+
+/// `left op right`.
+pub fn binary(
+    left: Arc<dyn PhysicalExpr>,
+    op: Operator,
+    right: Arc<dyn PhysicalExpr>,
+) -> Arc<dyn PhysicalExpr> {
+    Arc::new(BinaryExpr::new(left, op, right))
+}
+
 /// A chunk from a text table; short for [`StreamChunk::from_pretty`].
 pub fn chunk(text: &str) -> Message {
     Message::Chunk(StreamChunk::from_pretty(text))
@@ -174,6 +191,30 @@ pub fn chunk(text: &str) -> Message {
 /// A checkpoint barrier ending epoch `prev`.
 pub fn barrier(prev: u64) -> Message {
     Message::Barrier(Barrier::checkpoint(Epoch(prev)))
+}
+
+/// The first barrier of an actor starting from the state committed at epoch `committed`.
+pub fn initial(committed: u64) -> Message {
+    Message::Barrier(Barrier::initial(Epoch(committed), Epoch(committed + 1)))
+}
+
+/// A Postgres source configuration on `hostname:port` for tests that never (or only try to)
+/// connect.
+pub fn pg_source_config(
+    hostname: &str,
+    port: u16,
+) -> crate::connector::postgres_cdc::PgSourceConfig {
+    crate::connector::postgres_cdc::PgSourceConfig {
+        hostname: hostname.into(),
+        port,
+        username: "u".into(),
+        password: String::new(),
+        database: "d".into(),
+        schema: "public".into(),
+        slot: "s".into(),
+        publication: "p".into(),
+        create_publication: false,
+    }
 }
 
 /// An executor that yields the given messages, then ends.

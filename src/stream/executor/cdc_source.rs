@@ -317,17 +317,7 @@ mod tests {
 
     /// A source on `hostname:port`; most tests never connect to it.
     fn config(hostname: &str, port: u16) -> PgSourceConfig {
-        PgSourceConfig {
-            hostname: hostname.into(),
-            port,
-            username: "u".into(),
-            password: String::new(),
-            database: "d".into(),
-            schema: "public".into(),
-            slot: "s".into(),
-            publication: "p".into(),
-            create_publication: false,
-        }
+        crate::stream::test_utils::pg_source_config(hostname, port)
     }
 
     fn handle(store: &Arc<Store>) -> BarrierHandle {

@@ -102,23 +102,10 @@ pub fn mask_chunk(
 #[cfg(test)]
 mod tests {
     use datafusion::logical_expr::Operator;
-    use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+    use datafusion::physical_expr::expressions::lit;
 
     use super::*;
-    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run};
-
-    /// Column `c<i>` of a text-table chunk.
-    fn c(i: usize) -> Arc<dyn PhysicalExpr> {
-        Arc::new(Column::new(&format!("c{i}"), i))
-    }
-
-    fn binary(
-        left: Arc<dyn PhysicalExpr>,
-        op: Operator,
-        right: Arc<dyn PhysicalExpr>,
-    ) -> Arc<dyn PhysicalExpr> {
-        Arc::new(BinaryExpr::new(left, op, right))
-    }
+    use crate::stream::test_utils::{MockSource, barrier, binary, c, chunk, dedent, run};
 
     /// `c0 > 2`.
     fn c0_above_2() -> Arc<dyn PhysicalExpr> {

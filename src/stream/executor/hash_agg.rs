@@ -519,13 +519,8 @@ mod tests {
     use super::*;
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
     use crate::stream::message::Barrier;
-    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run, schema};
+    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, initial, run, schema};
     use crate::types::DataType;
-
-    /// The first barrier of an actor starting from the state committed at `committed`.
-    fn initial(committed: u64) -> Message {
-        Message::Barrier(Barrier::initial(Epoch(committed), Epoch(committed + 1)))
-    }
 
     /// An internal state table of `types`, keyed by its first `pk_len` columns, of which the
     /// first `dist_key_len` choose the vnode (as the planner makes them).

@@ -327,7 +327,9 @@ pub(crate) mod tests {
     use super::*;
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
     use crate::stream::executor::receiver::ReceiverExecutor;
-    use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, run, schema};
+    use crate::stream::test_utils::{
+        MockSource, Pretty, barrier, chunk, dedent, initial, run, schema,
+    };
     use crate::types::DataType;
 
     /// The rows of both inputs in most tests: `i T`, joined on `c0`.
@@ -466,11 +468,10 @@ pub(crate) mod tests {
     async fn a_left_row_then_a_matching_right_row_emit_one_joined_row() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let initial = || Message::Barrier(Barrier::initial(Epoch(0), Epoch(1)));
         // The right row comes an epoch after the left one, so the order of the two is fixed.
         let left =
-            MockSource::boxed([initial(), chunk("i T\n+ 1 a\n+ 2 b"), barrier(1), barrier(2)]);
-        let right = MockSource::boxed([initial(), barrier(1), chunk("i T\n+ 1 x"), barrier(2)]);
+            MockSource::boxed([initial(0), chunk("i T\n+ 1 a\n+ 2 b"), barrier(1), barrier(2)]);
+        let right = MockSource::boxed([initial(0), barrier(1), chunk("i T\n+ 1 x"), barrier(2)]);
         let out = run(join(JoinKind::Inner, &store, ROWS, left, right)).await;
         let expected = "
             barrier 0
@@ -575,10 +576,10 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let shape = Shape { header: "i T I", visible: 2 };
-        let initial = || Message::Barrier(Barrier::initial(Epoch(0), Epoch(1)));
-        let left = MockSource::boxed([initial(), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
+        let left =
+            MockSource::boxed([initial(0), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
         let right =
-            MockSource::boxed([initial(), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
+            MockSource::boxed([initial(0), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
         let out = run(join(JoinKind::Inner, &store, shape, left, right)).await;
         let expected = "
             barrier 0

@@ -200,12 +200,10 @@ impl Side {
 
 #[cfg(test)]
 mod tests {
-    use crate::catalog::Epoch;
     use crate::storage::store::Store;
     use crate::stream::executor::hash_join::JoinKind;
     use crate::stream::executor::hash_join::tests::{Join, Shape, join};
-    use crate::stream::message::{Barrier, Message};
-    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run};
+    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, initial, run};
 
     async fn left_join(store: &std::sync::Arc<Store>) -> Join {
         Join::start(JoinKind::LeftOuter, store).await
@@ -330,10 +328,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let shape = Shape { header: "i T I", visible: 2 };
-        let initial = || Message::Barrier(Barrier::initial(Epoch(0), Epoch(1)));
-        let left = MockSource::boxed([initial(), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
+        let left =
+            MockSource::boxed([initial(0), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
         let right =
-            MockSource::boxed([initial(), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
+            MockSource::boxed([initial(0), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
         let out = run(join(JoinKind::LeftOuter, &store, shape, left, right)).await;
         let expected = "
             barrier 0

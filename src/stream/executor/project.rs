@@ -63,25 +63,12 @@ fn project(
 #[cfg(test)]
 mod tests {
     use datafusion::logical_expr::Operator;
-    use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+    use datafusion::physical_expr::expressions::lit;
     use datafusion::scalar::ScalarValue;
 
     use super::*;
     use crate::stream::message::Watermark;
-    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run, schema};
-
-    /// Column `c<i>` of a text-table chunk.
-    fn c(i: usize) -> Arc<dyn PhysicalExpr> {
-        Arc::new(Column::new(&format!("c{i}"), i))
-    }
-
-    fn binary(
-        left: Arc<dyn PhysicalExpr>,
-        op: Operator,
-        right: Arc<dyn PhysicalExpr>,
-    ) -> Arc<dyn PhysicalExpr> {
-        Arc::new(BinaryExpr::new(left, op, right))
-    }
+    use crate::stream::test_utils::{MockSource, barrier, binary, c, chunk, dedent, run, schema};
 
     /// Everything `input` projected through `exprs` into rows of types `header` emits.
     async fn project(

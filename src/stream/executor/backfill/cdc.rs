@@ -657,17 +657,7 @@ mod tests {
         state.kind = RelationKind::Internal;
         let (_manager, barrier, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
         CdcBackfillConfig {
-            source: PgSourceConfig {
-                hostname: "upstream.invalid".into(),
-                port: 5432,
-                username: "u".into(),
-                password: String::new(),
-                database: "d".into(),
-                schema: "public".into(),
-                slot: "s".into(),
-                publication: "p".into(),
-                create_publication: false,
-            },
+            source: crate::stream::test_utils::pg_source_config("upstream.invalid", 5432),
             upstream: UpstreamTable {
                 schema: "public".into(),
                 name: "t".into(),
