@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::ids::{ActorId, Epoch, TableId, VirtualNode};
 
 use crate::error::{Error, Result};
+use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::types::DataType;
 
@@ -197,6 +198,11 @@ pub struct CdcTableInfo {
 }
 
 impl TableCatalog {
+    /// The relation's rows in `store`, as a state table.
+    pub fn state_table(&self, store: Arc<Store>) -> StateTable {
+        StateTable::new(store, self.id, self.pk.clone(), self.dist_key_len)
+    }
+
     /// The Arrow schema of every column, hidden ones included.
     pub fn full_schema(&self) -> SchemaRef {
         self.schema_of(|_| true)

@@ -19,7 +19,6 @@ use tokio::task::JoinHandle;
 use crate::catalog::{ActorId, CreatingInfo, RelationKind, TableCatalog, TableId};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::storage::state_table::StateTable;
 use crate::stream::actor::Actor;
 use crate::stream::build::{BuildContext, build_plan, channels, input_of, key_exprs};
 use crate::stream::dispatch::Output;
@@ -187,7 +186,7 @@ impl Engine {
         let mut executors = Vec::with_capacity(n);
         for rx in receivers {
             let input = input_of(vec![rx], &self.store);
-            let state = StateTable::for_relation(self.store.clone(), table);
+            let state = table.state_table(self.store.clone());
             let schema = table.full_schema();
             let root: BoxedExecutor = if upsert {
                 Box::new(MaterializeExecutor::upsert(input, state, schema))
@@ -259,7 +258,7 @@ impl Engine {
         let mut fragments = built.fragments;
         let mut output_actors = Vec::new();
         for root in built.roots {
-            let state = StateTable::for_relation(self.store.clone(), view);
+            let state = view.state_table(self.store.clone());
             let id = self.new_actor_id();
             ids.push(id);
             output_actors.push(id);

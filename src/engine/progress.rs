@@ -25,7 +25,6 @@ use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
-use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::executor::backfill::state;
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
@@ -513,7 +512,7 @@ async fn count_upstreams(
 
 /// The number of rows `table` holds in the last committed epoch.
 fn count_keys(store: &Arc<Store>, table: &TableCatalog) -> Result<u64> {
-    let state = StateTable::for_relation(store.clone(), table);
+    let state = table.state_table(store.clone());
     let (start, end) = state.full_range();
     let mut n = 0u64;
     store.snapshot().scan(&start, &end, usize::MAX, |_, _| {
@@ -582,7 +581,7 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
     };
     let mut projection = vec![rows, finished];
     projection.extend(position(state::CDC_OFFSET));
-    let state = StateTable::for_relation(store.clone(), table);
+    let state = table.state_table(store.clone());
     let (start, end) = state.full_range();
     let types = table.types();
     let mut decoder = RowDecoder::new(&types, &projection, 256);

@@ -47,11 +47,6 @@ impl StateTable {
         }
     }
 
-    /// The state table of a catalog relation.
-    pub fn for_relation(store: Arc<Store>, table: &crate::catalog::TableCatalog) -> Self {
-        Self::new(store, table.id, table.pk.clone(), table.dist_key_len)
-    }
-
     /// The relation this table stores.
     pub fn table_id(&self) -> TableId {
         self.table_id

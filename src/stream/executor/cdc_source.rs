@@ -148,7 +148,7 @@ impl Reader {
         state: &TableCatalog,
         barrier: BarrierHandle,
     ) -> Result<Self> {
-        let table = StateTable::for_relation(store.clone(), state);
+        let table = state.state_table(store.clone());
         let (start, end) = table.full_range();
         let mut emitted = 0;
         if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
@@ -333,7 +333,7 @@ mod tests {
     /// The committed rows of the offset table, as a text table.
     fn stored(store: &Arc<Store>) -> String {
         let state = state();
-        let table = StateTable::for_relation(store.clone(), &state);
+        let table = state.state_table(store.clone());
         let (start, end) = table.full_range();
         let rows = table.iter_range(&start, &end, 16).unwrap();
         let mut decoder = RowDecoder::new(&state.types(), &[0, 1], rows.len());

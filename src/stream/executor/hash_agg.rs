@@ -166,10 +166,10 @@ impl Aggregation {
         result_def: Arc<TableCatalog>,
         output_schema: SchemaRef,
     ) -> Self {
-        let result = StateTable::for_relation(store.clone(), &result_def);
+        let result = result_def.state_table(store.clone());
         let multisets = calls
             .iter()
-            .map(|c| c.multiset.as_ref().map(|t| StateTable::for_relation(store.clone(), t)))
+            .map(|c| c.multiset.as_ref().map(|t| t.state_table(store.clone())))
             .collect();
         let deltas = calls.iter().map(|_| HashMap::new()).collect();
         Self {

@@ -140,7 +140,7 @@ impl Side {
         Self {
             keys: side.keys.clone(),
             def: side.table.clone(),
-            table: StateTable::for_relation(store.clone(), &side.table),
+            table: side.table.state_table(store.clone()),
             visible: side.visible,
             width: side.width,
             cache: RefCell::default(),

@@ -194,7 +194,7 @@ impl Backfill {
         config: BackfillConfig,
         status: watch::Sender<BackfillStatus>,
     ) -> Result<Self> {
-        let progress_table = StateTable::for_relation(store.clone(), &config.progress_table);
+        let progress_table = config.progress_table.state_table(store.clone());
         let mut vnodes = vec![
             VnodeProgress { state: VnodeState::NotStarted, rows: 0, dirty: false };
             VirtualNode::COUNT
@@ -549,7 +549,7 @@ mod tests {
 
     /// Writes `rows` (a text table) into `table` and commits them with epoch `epoch`.
     fn fill(store: &Arc<Store>, table: &TableCatalog, rows: &str, epoch: u64) {
-        let mut state = StateTable::for_relation(store.clone(), table);
+        let mut state = table.state_table(store.clone());
         state.write_chunk(&StreamChunk::from_pretty(rows)).unwrap();
         state.commit(Epoch(epoch));
         store.commit(Epoch(epoch)).unwrap();
@@ -603,7 +603,7 @@ mod tests {
     /// The committed progress rows, as inserts `vnode k finished row_count`.
     fn progress(store: &Arc<Store>) -> String {
         let catalog = progress_table();
-        let table = StateTable::for_relation(store.clone(), &catalog);
+        let table = catalog.state_table(store.clone());
         let (start, end) = table.full_range();
         let types = catalog.types();
         let all: Vec<usize> = (0..types.len()).collect();

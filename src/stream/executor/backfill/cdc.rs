@@ -223,7 +223,7 @@ impl CdcBackfill {
         config: CdcBackfillConfig,
         status: watch::Sender<BackfillStatus>,
     ) -> Result<Self> {
-        let state = StateTable::for_relation(store.clone(), &config.state);
+        let state = config.state.state_table(store.clone());
         let split_id = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let mut backfill = Self {
             state,
