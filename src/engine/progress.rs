@@ -18,17 +18,14 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
-use crate::connector::offset::CdcOffset;
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::recovery::RecoveryLog;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
-use crate::storage::row_codec::RowDecoder;
 use crate::storage::store::Store;
-use crate::stream::executor::backfill::state;
+use crate::stream::executor::backfill::state::persisted_progress;
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
-use arrow::array::AsArray;
 
 /// Checkpoints in a row without a snapshot row read after which a backfill counts as starved.
 pub const STARVED_CHECKPOINTS: u32 = 5;
@@ -557,51 +554,6 @@ async fn count_postgres(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -
         .await
         .map_err(upstream)?;
     Ok(row.get::<_, i64>(0) as u64)
-}
-
-/// What a backfill state table holds, as committed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PersistedProgress {
-    /// The sum of `row_count`.
-    pub rows: u64,
-    /// Rows with `backfill_finished`, and rows in all (vnodes started, or the one split).
-    pub units_finished: u32,
-    /// See `units_finished`.
-    pub units: u32,
-    /// The upstream position of a CDC backfill, as Postgres prints an LSN.
-    pub offset: Option<String>,
-}
-
-/// Reads a backfill state table's committed progress.
-pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<PersistedProgress> {
-    let position = |name: &str| table.columns.iter().position(|c| c.name == name);
-    let (Some(rows), Some(finished)) = (position(state::ROW_COUNT), position(state::FINISHED))
-    else {
-        return Ok(PersistedProgress::default());
-    };
-    let mut projection = vec![rows, finished];
-    projection.extend(position(state::CDC_OFFSET));
-    let state = table.state_table(store.clone());
-    let (start, end) = state.full_range();
-    let types = table.types();
-    let mut decoder = RowDecoder::new(&types, &projection, 256);
-    for (_, value) in state.iter_range(&start, &end, usize::MAX)? {
-        decoder.push(&value)?;
-    }
-    let columns = decoder.finish();
-    let counts = columns[0].as_primitive::<arrow::datatypes::Int64Type>();
-    let flags = columns[1].as_boolean();
-    let offset = columns.get(2).and_then(|c| {
-        let text = c.as_string::<i32>();
-        let offset = CdcOffset::from_json(text.iter().flatten().last()?).ok()?;
-        (!offset.is_start()).then(|| offset.to_string())
-    });
-    Ok(PersistedProgress {
-        rows: counts.iter().flatten().map(|n| n.max(0) as u64).sum(),
-        units_finished: flags.iter().filter(|f| *f == Some(true)).count() as u32,
-        units: counts.len() as u32,
-        offset,
-    })
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@ use super::{
 };
 use crate::catalog::{StatePurpose, TableCatalog};
 use crate::connector::postgres_cdc::PgSourceConfig;
-use crate::engine::progress::{create_type, persisted_progress};
+use crate::engine::progress::create_type;
 use crate::error::Result;
+use crate::stream::executor::backfill::state::persisted_progress;
 
 /// How long `rw_cdc_progress` waits for an upstream to report its slot lag.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);

@@ -7,9 +7,17 @@
 //!   per upstream table (split), the pk being the snapshot cursor and `cdc_offset` the JSON of a
 //!   [`CdcOffset`](crate::connector::offset::CdcOffset).
 //!
-//! [`crate::engine::progress::persisted_progress`] reads either kind by the column names below.
+//! [`persisted_progress`] reads either kind by the column names below.
 
-use crate::catalog::ColumnCatalog;
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+
+use crate::catalog::{ColumnCatalog, TableCatalog};
+use crate::connector::offset::CdcOffset;
+use crate::error::Result;
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::store::Store;
 use crate::types::DataType;
 
 /// Whether the unit (vnode or split) has read all of its snapshot.
@@ -41,4 +49,48 @@ pub fn cdc_columns(pk: impl IntoIterator<Item = ColumnCatalog>) -> Vec<ColumnCat
         column(CDC_OFFSET, DataType::Jsonb),
     ]);
     columns
+}
+
+/// What a backfill state table holds, as committed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PersistedProgress {
+    /// The sum of `row_count`.
+    pub rows: u64,
+    /// Rows with `backfill_finished`, and rows in all (vnodes started, or the one split).
+    pub units_finished: u32,
+    /// See `units_finished`.
+    pub units: u32,
+    /// The upstream position of a CDC backfill, as Postgres prints an LSN.
+    pub offset: Option<String>,
+}
+
+/// Reads a backfill state table's committed progress.
+pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<PersistedProgress> {
+    let position = |name: &str| table.columns.iter().position(|c| c.name == name);
+    let (Some(rows), Some(finished)) = (position(ROW_COUNT), position(FINISHED)) else {
+        return Ok(PersistedProgress::default());
+    };
+    let mut projection = vec![rows, finished];
+    projection.extend(position(CDC_OFFSET));
+    let state = table.state_table(store.clone());
+    let (start, end) = state.full_range();
+    let types = table.types();
+    let mut decoder = RowDecoder::new(&types, &projection, 256);
+    for (_, value) in state.iter_range(&start, &end, usize::MAX)? {
+        decoder.push(&value)?;
+    }
+    let columns = decoder.finish();
+    let counts = columns[0].as_primitive::<arrow::datatypes::Int64Type>();
+    let flags = columns[1].as_boolean();
+    let offset = columns.get(2).and_then(|c| {
+        let text = c.as_string::<i32>();
+        let offset = CdcOffset::from_json(text.iter().flatten().last()?).ok()?;
+        (!offset.is_start()).then(|| offset.to_string())
+    });
+    Ok(PersistedProgress {
+        rows: counts.iter().flatten().map(|n| n.max(0) as u64).sum(),
+        units_finished: flags.iter().filter(|f| *f == Some(true)).count() as u32,
+        units: counts.len() as u32,
+        offset,
+    })
 }
