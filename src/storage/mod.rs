@@ -1,6 +1,10 @@
 //! Persistent state: the RocksDB store, the codecs of keys and rows, and state tables.
 
+/// Storage keys: `table id | vnode | memcomparable primary key`, ordered like the keys.
 pub mod keycodec;
+/// Row values: compact per-column encoding, Arrow columns in and out.
 pub mod row_codec;
+/// A relation's rows as a table: staged writes per epoch, reads of committed state.
 pub mod state_table;
+/// RocksDB: the `meta` and `state` column families, epochs staged and committed atomically.
 pub mod store;

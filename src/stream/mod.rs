@@ -1,14 +1,23 @@
 //! The streaming runtime: messages between executors, executors, actors and the barrier
 //! manager that cuts epochs and commits checkpoints.
 
+/// An actor: a tokio task driving one chain of executors and sending to its outputs.
 pub mod actor;
+/// The barrier manager: injects barriers, collects them, commits epochs, reports failures.
 pub mod barrier;
+/// Stream plans to running actors: fragments, channels, executors.
 pub mod build;
+/// How an actor's output is split between downstream actors (hash by key, broadcast).
 pub mod dispatch;
+/// Non-strict expression evaluation for streaming (a failing row gives NULL).
 pub mod eval;
+/// The executors, one per file, and the backfills.
 pub mod executor;
+/// What flows between executors: chunks, barriers, watermarks.
 pub mod message;
+/// A view's stream plan: nodes, their state tables, their keys.
 pub mod plan;
+/// Text-table chunks and a mock source, for executor unit tests.
 #[cfg(test)]
 pub mod test_utils;
 

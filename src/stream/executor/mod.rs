@@ -11,18 +11,31 @@
 //! executor downstream may rely on it (a stream scan after a restart waits for that barrier's
 //! epoch to be committed before it reads).
 
+/// The backfills (a view's stream scan, a CDC table's snapshot) and their progress state.
 pub mod backfill;
+/// A CDC source's shared change stream, polled from the upstream's slot.
 pub mod cdc_source;
+/// A table's input: DML statements' chunks, each in the epoch it is sent in.
 pub mod dml;
+/// Keeps the rows a predicate holds for.
 pub mod filter;
+/// Holds an actor's input after its first barrier until that barrier's epoch is committed.
 pub mod gate;
+/// Grouped aggregation with retractions (count, sum, avg, min, max).
 pub mod hash_agg;
+/// Inner equi-join.
 pub mod hash_join;
+/// Left outer equi-join, with match counts (degrees) per left row.
 pub mod left_join;
+/// Writes a relation's rows to its state table (upserts for CDC tables).
 pub mod materialize;
+/// Merges the channels of several upstream actors, aligning barriers.
 pub mod merge;
+/// Computes output columns.
 pub mod project;
+/// Reads one upstream actor's channel.
 pub mod receiver;
+/// UNION ALL of several inputs, aligning barriers.
 pub mod union;
 
 use futures::StreamExt;
