@@ -48,6 +48,7 @@ pub fn session_context(
     for udaf in crate::sql::aggregates::min_max_udafs() {
         ctx.register_udaf(udaf);
     }
+    ctx.register_udf(crate::sql::functions::version_udf());
     ctx.register_catalog(
         DEFAULT_DATABASE,
         Arc::new(SluiceCatalog::new(catalog, store, tracker, jobs)),

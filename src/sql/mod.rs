@@ -1,8 +1,17 @@
-//! SQL text to statements.
+//! SQL: text to statements, views to stream plans, and what makes DataFusion answer as
+//! Postgres does.
 
+/// `min`/`max` registered over DataFusion's (right for floats in groups).
 pub mod aggregates;
+/// Logical-plan rewrites that keep queries away from DataFusion bugs.
 pub mod analyzer;
+/// Integer arithmetic that fails on overflow (22003), in batch and streaming plans.
 pub mod checked;
+/// Scalar functions registered over DataFusion's (`version()`).
+pub mod functions;
+/// Postgres names for unnamed output columns.
 pub mod names;
+/// Statements: sqlparser's Postgres dialect plus Sluice's own, with input limits.
 pub mod parser;
+/// A view's DataFusion plan lowered to a stream plan.
 pub mod planner;
