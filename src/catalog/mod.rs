@@ -282,11 +282,20 @@ pub struct SourceCatalog {
     /// The `WITH (..)` options, keys lower-cased.
     pub options: BTreeMap<String, String>,
     /// Upstream objects the source created and drops with it.
-    pub created: crate::connector::postgres_cdc::Created,
+    pub created: Created,
     /// The internal table holding the source's committed upstream offset.
     pub state_table: TableId,
     /// The statement that created it (password masked).
     pub definition: String,
+}
+
+/// Which upstream objects a source created, and so drops with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Created {
+    /// The replication slot.
+    pub slot: bool,
+    /// The publication.
+    pub publication: bool,
 }
 
 struct Inner {

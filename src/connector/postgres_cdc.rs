@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::catalog::Created;
 use crate::error::{Error, Result};
 
 /// How long connecting to the upstream may take before it counts as unreachable.
@@ -339,15 +340,6 @@ fn default_slot_name(source: &str) -> String {
         .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '_' })
         .collect();
     name.chars().take(63).collect()
-}
-
-/// Which upstream objects a source created, and so drops with it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Created {
-    /// The replication slot.
-    pub slot: bool,
-    /// The publication.
-    pub publication: bool,
 }
 
 async fn query_one(client: &Client, sql: &str) -> Result<String> {

@@ -53,7 +53,7 @@ impl Engine {
         &self,
         name: &str,
         options: BTreeMap<String, String>,
-        created: crate::connector::postgres_cdc::Created,
+        created: crate::catalog::Created,
     ) -> Result<()> {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
