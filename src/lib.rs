@@ -11,6 +11,8 @@
 pub mod batch;
 /// Catalog objects, ids and their persistence.
 pub mod catalog;
+/// Chunks of row changes (`StreamChunk`, `Op`), shared by streaming and storage.
+pub mod chunk;
 /// Upstream connectors (Postgres CDC).
 pub mod connector;
 /// Runs statements: DDL, DML, queries, session variables.

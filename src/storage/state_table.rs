@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 
+use crate::chunk::StreamChunk;
 use crate::error::Result;
 use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::{encode_keys, table_prefix};
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
-use crate::stream::message::StreamChunk;
 
 /// One relation's rows, keyed by `table id | vnode | pk`.
 pub struct StateTable {
@@ -205,7 +205,7 @@ mod tests {
     use arrow::datatypes::{DataType as A, Field, Schema};
 
     use super::*;
-    use crate::stream::message::Op;
+    use crate::chunk::Op;
 
     fn chunk(ops: Vec<Op>, ids: Vec<i64>, vals: Vec<i32>) -> StreamChunk {
         let schema = Arc::new(Schema::new(vec![
