@@ -1,11 +1,10 @@
-//! What flows between executors: chunks of changes, barriers and watermarks.
+//! What flows between executors: chunks of changes ([`crate::chunk`]), barriers and
+//! watermarks.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::scalar::ScalarValue;
-
-use std::collections::{HashMap, HashSet};
-
 use tokio::sync::mpsc;
 
 use crate::catalog::{ActorId, Epoch, TableId};
