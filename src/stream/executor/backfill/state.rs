@@ -94,3 +94,109 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
         offset,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
+
+    use super::*;
+    use crate::catalog::{Epoch, TableId};
+    use crate::chunk::StreamChunk;
+
+    fn key_column() -> ColumnCatalog {
+        ColumnCatalog { name: "id".into(), data_type: DataType::Int32, hidden: true }
+    }
+
+    fn names(columns: &[ColumnCatalog]) -> Vec<String> {
+        columns.iter().map(|c| format!("{} {}", c.name, c.data_type)).collect()
+    }
+
+    /// Commits `columns` as the rows of `table` in epoch 1.
+    fn commit_rows(store: &Arc<Store>, table: &TableCatalog, columns: Vec<ArrayRef>) {
+        let batch = RecordBatch::try_new(table.full_schema(), columns).unwrap();
+        let mut state = table.state_table(store.clone());
+        state.write_chunk(&StreamChunk::inserts(batch)).unwrap();
+        state.commit(Epoch(1));
+        store.commit(Epoch(1)).unwrap();
+    }
+
+    #[test]
+    fn progress_tables_have_the_documented_columns() {
+        assert_eq!(
+            names(&arrangement_columns([key_column()])),
+            ["vnode integer", "id integer", "backfill_finished boolean", "row_count bigint"]
+        );
+        assert_eq!(
+            names(&cdc_columns([key_column()])),
+            [
+                "split_id character varying",
+                "id integer",
+                "backfill_finished boolean",
+                "row_count bigint",
+                "cdc_offset jsonb"
+            ]
+        );
+        // Key columns of the table are visible in its progress table.
+        assert!(cdc_columns([key_column()]).iter().all(|c| !c.hidden));
+    }
+
+    #[test]
+    fn committed_progress_sums_the_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let table = TableCatalog::new_table(
+            TableId(9),
+            "p".into(),
+            arrangement_columns([key_column()]),
+            vec![0],
+            String::new(),
+        );
+        assert_eq!(persisted_progress(&store, &table).unwrap(), PersistedProgress::default());
+        commit_rows(
+            &store,
+            &table,
+            vec![
+                Arc::new(Int32Array::from(vec![0, 1])),
+                Arc::new(Int32Array::from(vec![Some(10), None])),
+                Arc::new(BooleanArray::from(vec![false, true])),
+                Arc::new(Int64Array::from(vec![10, 5])),
+            ],
+        );
+        let progress = persisted_progress(&store, &table).unwrap();
+        let expected = PersistedProgress { rows: 15, units_finished: 1, units: 2, offset: None };
+        assert_eq!(progress, expected);
+    }
+
+    #[test]
+    fn committed_cdc_progress_shows_the_offset_as_the_upstream_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let table = TableCatalog::new_table(
+            TableId(9),
+            "p".into(),
+            cdc_columns([key_column()]),
+            vec![0],
+            String::new(),
+        );
+        let offset = CdcOffset::Postgres { lsn: 0x1_0000_0064 }.to_json();
+        commit_rows(
+            &store,
+            &table,
+            vec![
+                Arc::new(StringArray::from(vec!["public.t"])),
+                Arc::new(Int32Array::from(vec![7])),
+                Arc::new(BooleanArray::from(vec![true])),
+                Arc::new(Int64Array::from(vec![42])),
+                Arc::new(StringArray::from(vec![offset])),
+            ],
+        );
+        let progress = persisted_progress(&store, &table).unwrap();
+        let expected = PersistedProgress {
+            rows: 42,
+            units_finished: 1,
+            units: 1,
+            offset: Some("1/64".into()),
+        };
+        assert_eq!(progress, expected);
+    }
+}
