@@ -6,6 +6,16 @@
 //! DataFusion and read committed state through [`batch`]. The barrier manager in [`stream`]
 //! commits every state table's writes of an epoch atomically, and a restart resumes from the
 //! last committed epoch.
+//!
+//! Where each concept lives:
+//! - the streaming job graph (jobs, fragments, actors, their builders and registry):
+//!   [`stream::graph`];
+//! - backfills and their progress-table contract: [`stream::executor::backfill`] and
+//!   [`stream::executor::backfill::state`];
+//! - system tables (`rw_catalog`): [`batch::system`];
+//! - CDC: the upstream side in [`connector`], the executors in
+//!   [`stream::executor::cdc_source`] and [`stream::executor::backfill::cdc`];
+//! - COPY formats: [`engine::copy`]; the checkpoint protocol: [`stream::barrier`].
 
 /// Batch queries: DataFusion table providers over committed state.
 pub mod batch;

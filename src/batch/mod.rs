@@ -24,11 +24,10 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
-use crate::engine::jobs::JobMap;
-use crate::engine::progress::ProgressTracker;
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::store::{ReadSnapshot, Store};
+use crate::stream::graph::StreamGraph;
 use crate::types::DataType;
 
 pub mod system;
@@ -51,26 +50,17 @@ pub struct SluiceCatalog {
 
 impl SluiceCatalog {
     /// A catalog provider over Sluice's catalog.
-    pub fn new(
-        catalog: Arc<Catalog>,
-        store: Arc<Store>,
-        tracker: Arc<ProgressTracker>,
-        jobs: JobMap,
-    ) -> Self {
+    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>, graph: Arc<StreamGraph>) -> Self {
         let schema = |with_hidden| {
             Arc::new(SluiceSchema {
                 catalog: catalog.clone(),
                 store: store.clone(),
-                tracker: tracker.clone(),
+                graph: graph.clone(),
                 with_hidden,
             })
         };
-        let system: Arc<dyn SchemaProvider> = Arc::new(system::SystemSchema::new(
-            catalog.clone(),
-            store.clone(),
-            tracker.clone(),
-            jobs,
-        ));
+        let system: Arc<dyn SchemaProvider> =
+            Arc::new(system::SystemSchema::new(catalog.clone(), store.clone(), graph.clone()));
         let extra = HashMap::from([(system::SYSTEM_SCHEMA.to_owned(), system)]);
         Self { schemas: [schema(false), schema(true)], extra: RwLock::new(extra) }
     }
@@ -110,7 +100,7 @@ impl CatalogProvider for SluiceCatalog {
 pub struct SluiceSchema {
     catalog: Arc<Catalog>,
     store: Arc<Store>,
-    tracker: Arc<ProgressTracker>,
+    graph: Arc<StreamGraph>,
     with_hidden: bool,
 }
 
@@ -137,7 +127,7 @@ impl SchemaProvider for SluiceSchema {
         }
         let Some(table) = self.catalog.table_by_name(name) else { return Ok(None) };
         if table.kind == RelationKind::MaterializedView && table.creating.is_some() {
-            let progress = self.tracker.progress_text(table.id).unwrap_or_default();
+            let progress = self.graph.creating.progress_text(table.id).unwrap_or_default();
             return Err(DataFusionError::External(Box::new(crate::error::Error::ObjectState(
                 format!(
                     "materialized view \"{name}\" is being created ({progress}); WAIT for it, \

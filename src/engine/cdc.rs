@@ -1,14 +1,7 @@
-//! CDC jobs: a source's reader job, and `CREATE TABLE .. FROM source TABLE 'schema.table'`.
-//!
-//! A source runs one actor, the slot reader. A CDC table runs a `cdc backfill` actor fed by the
-//! source actor's output, hash-dispatching to the table's materialize fragment (upsert mode);
-//! its job attaches to the source at the next checkpoint, like a view's job attaches to its
-//! upstreams.
-
-use std::sync::Arc;
+//! `CREATE TABLE .. FROM source TABLE 'schema.table'`: binding a CDC table to its upstream
+//! table, and starting a source's reader job. The jobs are built by `stream::graph::cdc`.
 
 use datafusion::sql::sqlparser::ast;
-use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{
     CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, StatePurpose,
@@ -17,100 +10,13 @@ use crate::catalog::{
 use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
-use crate::engine::jobs::PreparedJob;
-use crate::engine::progress::now_ms;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::stream::build::CHANNEL_CAPACITY;
-use crate::stream::dispatch::Output as ActorOutput;
-use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
-use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
-use crate::stream::executor::cdc_source::CdcSourceExecutor;
-use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::graph::creating::now_ms;
 use crate::types::DataType;
 use crate::{invalid, unsupported};
 
 impl Engine {
-    /// Builds the slot-reader job of a source.
-    pub(crate) fn prepare_source_job(&self, source: &SourceCatalog) -> Result<PreparedJob> {
-        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
-        let state = self.catalog.table_by_id(source.state_table).ok_or_else(|| {
-            Error::Storage(format!("the state table of source {} is missing", source.name))
-        })?;
-        let actor = self.new_actor_id();
-        let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
-        let reader = CdcSourceExecutor::new(
-            barrier_rx,
-            config,
-            self.store.clone(),
-            state,
-            self.barrier.clone(),
-        );
-        Ok(PreparedJob::single(source.id, actor, Box::new(reader), Some(barrier_tx)))
-    }
-
-    /// Builds the job of a CDC table, reading from `source_actor`.
-    pub(crate) fn prepare_cdc_table_job(
-        &self,
-        table: &Arc<TableCatalog>,
-        source_actor: crate::catalog::ActorId,
-    ) -> Result<PreparedJob> {
-        let cdc = table.cdc.as_ref().expect("a CDC table");
-        let source =
-            self.catalog.sources().into_iter().find(|s| s.id == cdc.source).ok_or_else(|| {
-                Error::Storage(format!("the source of {} is missing", table.name))
-            })?;
-        let state = self.catalog.table_by_id(table.internal_tables[0]).ok_or_else(|| {
-            Error::Storage(format!("the state table of {} is missing", table.name))
-        })?;
-        let upstream = UpstreamTable {
-            schema: cdc.schema.clone(),
-            name: cdc.table.clone(),
-            columns: cdc
-                .upstream_names
-                .iter()
-                .map(|n| ColumnCatalog {
-                    name: n.clone(),
-                    data_type: DataType::Varchar,
-                    hidden: false,
-                })
-                .collect(),
-            upstream_types: cdc.upstream_types.clone(),
-            pk: cdc.upstream_pk.clone(),
-        };
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let (status, watcher) = watch::channel(BackfillStatus::default());
-        let watch = BackfillWatch {
-            state_table: state.id,
-            upstream: format!("{}.{}", cdc.schema, cdc.table),
-            status: watcher,
-        };
-        let config = CdcBackfillConfig {
-            source: PgSourceConfig::from_options(&source.name, &source.options)?,
-            upstream,
-            table: table.clone(),
-            upstream_columns: cdc.upstream_columns.clone(),
-            state,
-            batch_size: cdc.batch_size,
-            snapshot: cdc.snapshot,
-            barrier: self.barrier.clone(),
-            rate_limit: table.backfill_rate_limit,
-        };
-        let backfill = CdcBackfillExecutor::new(
-            Box::new(ReceiverExecutor::new(rx)),
-            self.store.clone(),
-            config,
-            status,
-        );
-        let actor = self.new_actor_id();
-        let mut job = PreparedJob::single(table.id, actor, Box::new(backfill), None);
-        job.outputs.insert(source_actor, vec![ActorOutput { keys: Vec::new(), senders: vec![tx] }]);
-        job.backfills.push(watch);
-        job.absorb(self.prepare_materialize_fragment(table, actor, true));
-        job.set_feeder(actor);
-        Ok(job)
-    }
-
     /// `CREATE TABLE name (cols | *) [WITH (..)] FROM source TABLE 'schema.table'`.
     pub(crate) async fn create_table_from(
         &self,
@@ -182,14 +88,15 @@ impl Engine {
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self
+            .graph
             .output_actors(source.id)
             .first()
             .copied()
             .ok_or_else(|| Error::Stream(format!("source {source_name} is not running")))?;
-        let job = self.prepare_cdc_table_job(&catalog, source_actor)?;
-        let (_, backfills) = self.start_job(job).await?;
+        let job = self.graph.prepare_cdc_table_job(&catalog, source_actor)?;
+        let (_, backfills) = self.graph.start_job(job).await?;
         tracing::info!(table = %name, upstream = %external, source = %source_name, "started CDC table");
-        let job = self.track_job(&catalog, backfills)?;
+        let job = self.graph.track_job(&catalog, backfills)?;
         drop(ddl);
         if creating.background {
             return Ok(tag);
@@ -276,8 +183,8 @@ impl Engine {
 
     /// Starts the reader job of a new source.
     pub(crate) async fn start_source_job(&self, source: &SourceCatalog) -> Result<()> {
-        let job = self.prepare_source_job(source)?;
-        self.start_job(job).await?;
+        let job = self.graph.prepare_source_job(source)?;
+        self.graph.start_job(job).await?;
         Ok(())
     }
 }

@@ -32,8 +32,8 @@ impl Engine {
         let id = self.catalog.next_table_id()?;
         let table = TableCatalog::new_table(id, name, columns, pk, create.to_string());
         let table = self.catalog.create_table(table)?;
-        let job = self.prepare_table_job(&table);
-        self.start_job(job).await?;
+        let job = self.graph.prepare_table_job(&table);
+        self.graph.start_job(job).await?;
         tracing::info!(table = %table.name, id = %table.id, "created table");
         Ok(Output::Command(CommandTag::new("CREATE TABLE")))
     }
@@ -89,10 +89,10 @@ impl Engine {
                 Box::pin(self.drop_with_dependents(&dependent)).await?;
             }
         }
-        let job = self.job(relation.id)?;
+        let job = self.graph.job(relation.id)?;
         // Wait for statements in flight; none can start once the job is gone.
         let _writes = job.write_lock.lock().await;
-        self.stop_job(relation.id).await?;
+        self.graph.stop_job(relation.id).await?;
         for id in relation.internal_tables.iter().copied().chain([relation.id]) {
             self.catalog.drop_table(id)?;
             self.store.drop_table_data(id)?;

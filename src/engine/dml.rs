@@ -25,12 +25,12 @@ use crate::batch::DML_SCHEMA;
 use crate::catalog::{Epoch, RelationKind, TableCatalog};
 use crate::engine::copy::{self, CopyTarget};
 use crate::engine::ddl::{normalize_ident, relation_name};
-use crate::engine::jobs::Job;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::sql::parser::{Statement, parse};
 use crate::storage::keycodec::encode_keys;
 use crate::stream::executor::dml::DmlRequest;
+use crate::stream::graph::job::Job;
 use crate::stream::message::{Op, StreamChunk};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
@@ -50,7 +50,7 @@ impl Engine {
             insert.source.ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
         refuse_subqueries_in_values(&source)?;
         alias_positionally(&mut source);
-        let job = self.job(table.id)?;
+        let job = self.graph.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let state = self.query_state();
         let plan = self.plan(&state, ast::Statement::Query(source)).await?;
@@ -93,7 +93,7 @@ impl Engine {
             assigned.push((index, a.value.clone()));
         }
         let exprs: Vec<ast::Expr> = assigned.iter().map(|(_, e)| e.clone()).collect();
-        let job = self.job(table.id)?;
+        let job = self.graph.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let old = self.select_rows(&table, &alias, &exprs, update.selection.as_ref()).await?;
         let n = old.num_rows();
@@ -135,7 +135,7 @@ impl Engine {
             return Err(unsupported!("DELETE with joins"));
         }
         let (table, alias) = self.table_in_from(&from.relation)?;
-        let job = self.job(table.id)?;
+        let job = self.graph.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let rows = self.select_rows(&table, &alias, &[], delete.selection.as_ref()).await?;
         let n = rows.num_rows();
@@ -171,7 +171,7 @@ impl Engine {
         for batch in texts.iter().filter(|b| b.num_rows() > 0) {
             rows.push(full_rows(table, &target.columns, batch.columns(), batch.num_rows())?);
         }
-        let job = self.job(table.id)?;
+        let job = self.graph.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         self.insert_rows(table, &job, rows).await
     }

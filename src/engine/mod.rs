@@ -7,18 +7,20 @@
 //! - [`copy`]: the options and data formats of `COPY .. FROM STDIN`;
 //! - [`query`]: batch queries, planned and run by DataFusion;
 //! - [`session`]: the per-connection variables of SET and SHOW;
-//! - [`progress`]: backfill progress of creating jobs (`rw_ddl_progress`, `SHOW JOBS`, WAIT);
-//! - [`recovery`]: rebuilding every job after an actor failure;
-//! - `jobs`: the running streaming jobs and their actors.
+//! - `jobs`: building every job at start-up, and job control (`SHOW JOBS`, `WAIT`,
+//!   `CANCEL JOBS`);
+//! - [`recovery`]: rebuilding every job after an actor failure.
+//!
+//! The streaming jobs themselves (building, spawning, the registry, creating jobs' progress)
+//! live in `stream::graph`; the engine holds one [`StreamGraph`].
 
 mod alter;
 mod cdc;
 pub mod copy;
 pub mod ddl;
 pub mod dml;
-pub(crate) mod jobs;
+mod jobs;
 mod mv;
-pub mod progress;
 pub mod query;
 pub mod recovery;
 mod rescale;
@@ -27,7 +29,6 @@ mod source;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
@@ -42,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::sql::parser::Statement;
 use crate::storage::store::Store;
 use crate::stream::barrier::{BarrierHandle, BarrierManager};
+use crate::stream::graph::StreamGraph;
 use crate::unsupported;
 
 pub use session::Session;
@@ -103,14 +105,11 @@ pub struct Engine {
     store: Arc<Store>,
     catalog: Arc<Catalog>,
     barrier: BarrierHandle,
-    jobs: jobs::JobMap,
-    /// Jobs still creating.
-    tracker: Arc<progress::ProgressTracker>,
+    /// The running streaming jobs.
+    graph: Arc<StreamGraph>,
     ctx: SessionContext,
     /// Serializes DDL statements.
     ddl_lock: tokio::sync::Mutex<()>,
-    next_actor: AtomicU32,
-    next_fragment: AtomicU32,
 }
 
 impl Engine {
@@ -126,20 +125,15 @@ impl Engine {
         let (manager, barrier, recovery_requests) =
             BarrierManager::new(store.clone(), config.barrier_interval);
         let manager = tokio::spawn(manager.run());
-        let tracker = Arc::new(progress::ProgressTracker::default());
-        let jobs = jobs::JobMap::default();
-        let ctx =
-            query::session_context(catalog.clone(), store.clone(), tracker.clone(), jobs.clone())?;
+        let graph = Arc::new(StreamGraph::new(store.clone(), catalog.clone(), barrier.clone()));
+        let ctx = query::session_context(catalog.clone(), store.clone(), graph.clone())?;
         let engine = Arc::new(Engine {
             store,
             catalog,
             barrier,
-            jobs,
-            tracker,
+            graph,
             ctx,
             ddl_lock: tokio::sync::Mutex::new(()),
-            next_actor: AtomicU32::new(1),
-            next_fragment: AtomicU32::new(1),
         });
         engine.start_jobs().await?;
         tokio::spawn(recovery::run(Arc::downgrade(&engine), recovery_requests));

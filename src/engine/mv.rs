@@ -14,13 +14,13 @@ use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, CreatingInfo, RelationKind, TableCatalog, TableId};
 use crate::engine::ddl::{name_is_free, relation_name};
-use crate::engine::progress::{CreatingJob, now_ms};
 use crate::engine::session::parse_rate_limit;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::sql::parser::{Statement, parse};
 use crate::sql::planner::{check_deterministic, plan_stream};
+use crate::stream::graph::creating::{CreatingJob, now_ms};
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
@@ -186,15 +186,15 @@ impl Engine {
 
     /// Starts a new view's job and follows its backfill.
     async fn start_view(&self, view: &TableCatalog, plan: &StreamPlan) -> Result<Arc<CreatingJob>> {
-        let job = self.prepare_view_job(view, plan, &|id| self.output_actors(id))?;
-        let (_, backfills) = self.start_job(job).await?;
+        let job = self.graph.prepare_view_job(view, plan, &|id| self.graph.output_actors(id))?;
+        let (_, backfills) = self.graph.start_job(job).await?;
         tracing::info!(view = %view.name, id = %view.id, "started the job of a materialized view");
-        self.track_job(view, backfills)
+        self.graph.track_job(view, backfills)
     }
 
     /// Removes a view that could not be created: its job, catalog entries and state.
     async fn forget_view(&self, view: &TableCatalog) {
-        if let Err(e) = self.stop_job(view.id).await {
+        if let Err(e) = self.graph.stop_job(view.id).await {
             tracing::warn!(error = %e, "stopping the failed view's job");
         }
         for id in view.internal_tables.iter().copied().chain([view.id]) {

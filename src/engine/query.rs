@@ -14,19 +14,17 @@ use datafusion_pg_catalog::setup_pg_catalog;
 
 use crate::batch::{QuerySnapshot, SluiceCatalog};
 use crate::catalog::{Catalog, DEFAULT_DATABASE, DEFAULT_SCHEMA};
-use crate::engine::jobs::JobMap;
-use crate::engine::progress::ProgressTracker;
 use crate::engine::{Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::sql::checked::CheckedArithmetic;
 use crate::storage::store::Store;
+use crate::stream::graph::StreamGraph;
 
 /// The shared DataFusion context: Sluice's catalog as `dev.public`, plus `pg_catalog`.
 pub fn session_context(
     catalog: Arc<Catalog>,
     store: Arc<Store>,
-    tracker: Arc<ProgressTracker>,
-    jobs: JobMap,
+    graph: Arc<StreamGraph>,
 ) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_default_catalog_and_schema(DEFAULT_DATABASE, DEFAULT_SCHEMA)
@@ -49,10 +47,7 @@ pub fn session_context(
         ctx.register_udaf(udaf);
     }
     ctx.register_udf(crate::sql::functions::version_udf());
-    ctx.register_catalog(
-        DEFAULT_DATABASE,
-        Arc::new(SluiceCatalog::new(catalog, store, tracker, jobs)),
-    );
+    ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store, graph)));
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
         .map_err(|e| Error::DataFusion(*e))?;
     Ok(ctx)

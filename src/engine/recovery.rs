@@ -7,14 +7,12 @@
 //! statements whose changes were discarded fail with 40001 and can be run again. A job that
 //! keeps failing is rebuilt with a growing pause, so it cannot spin.
 
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
-use crate::engine::jobs::Job;
 use crate::error::Result;
 
 /// The first pause before rebuilding after a failure that follows the last recovery closely.
@@ -24,42 +22,6 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 /// Failures further apart than this do not lengthen the pause.
 const CALM: Duration = Duration::from_secs(60);
 
-/// One recovery, as `rw_catalog.rw_recovery_events` lists it.
-#[derive(Debug, Clone)]
-pub struct RecoveryEvent {
-    /// When the failure was noticed, in milliseconds since the Unix epoch.
-    pub at_ms: i64,
-    /// The failure.
-    pub error: String,
-    /// Whether the jobs run again.
-    pub recovered: bool,
-}
-
-/// The recoveries since the server started, newest last (the last 100).
-#[derive(Debug, Default)]
-pub struct RecoveryLog(Mutex<Vec<RecoveryEvent>>);
-
-impl RecoveryLog {
-    /// The recorded recoveries.
-    pub fn events(&self) -> Vec<RecoveryEvent> {
-        self.0.lock().clone()
-    }
-
-    pub(crate) fn push(&self, error: String) {
-        let mut events = self.0.lock();
-        if events.len() == 100 {
-            events.remove(0);
-        }
-        events.push(RecoveryEvent { at_ms: super::progress::now_ms(), error, recovered: false });
-    }
-
-    pub(crate) fn mark_recovered(&self) {
-        if let Some(last) = self.0.lock().last_mut() {
-            last.recovered = true;
-        }
-    }
-}
-
 /// Serves recovery requests of the barrier manager until the engine is gone.
 pub(crate) async fn run(engine: Weak<Engine>, mut requests: mpsc::UnboundedReceiver<String>) {
     let mut pause = MIN_PAUSE;
@@ -68,7 +30,7 @@ pub(crate) async fn run(engine: Weak<Engine>, mut requests: mpsc::UnboundedRecei
         // Failures reported together are recovered together.
         while requests.try_recv().is_ok() {}
         let Some(engine) = engine.upgrade() else { return };
-        engine.tracker.recoveries.push(error);
+        engine.graph.recoveries.push(error);
         if last.is_some_and(|at| at.elapsed() < CALM) {
             // Backoff, not a wait for a condition: a job failing at once must not spin.
             tokio::time::sleep(pause).await;
@@ -86,7 +48,7 @@ pub(crate) async fn run(engine: Weak<Engine>, mut requests: mpsc::UnboundedRecei
                 }
             }
         }
-        engine.tracker.recoveries.mark_recovered();
+        engine.graph.recoveries.mark_recovered();
         tracing::info!("every streaming job runs again");
         last = Some(Instant::now());
     }
@@ -96,16 +58,7 @@ impl Engine {
     /// Stops every actor and starts every job again from the committed state.
     async fn recover(&self) -> Result<()> {
         let _ddl = self.ddl_lock.lock().await;
-        let jobs: Vec<Arc<Job>> = self.jobs.lock().drain().map(|(_, job)| job).collect();
-        for job in jobs {
-            let tasks: Vec<_> = job.layout.lock().tasks.drain().map(|(_, task)| task).collect();
-            for task in &tasks {
-                task.abort();
-            }
-            for task in tasks {
-                let _ = task.await;
-            }
-        }
+        self.graph.abort_all().await;
         self.start_jobs().await
     }
 }

@@ -123,7 +123,7 @@ impl Engine {
                 users.join(", ")
             )));
         }
-        self.stop_job(source.id).await?;
+        self.graph.stop_job(source.id).await?;
         let config = PgSourceConfig::from_options(&source.name, &source.options)?;
         match config.connect().await {
             Ok(client) => config.cleanup(&client, source.created).await?,

@@ -5,14 +5,14 @@
 pub mod actor;
 /// The barrier manager: injects barriers, collects them, commits epochs, reports failures.
 pub mod barrier;
-/// Stream plans to running actors: fragments, channels, executors.
-pub mod build;
 /// How an actor's output is split between downstream actors (hash by key, broadcast).
 pub mod dispatch;
 /// Non-strict expression evaluation for streaming (a failing row gives NULL).
 pub mod eval;
 /// The executors, one per file, and the backfills.
 pub mod executor;
+/// The job graph: jobs, fragments and actors; building, spawning, rescaling, creating jobs.
+pub mod graph;
 /// What flows between executors: chunks, barriers, watermarks.
 pub mod message;
 /// A view's stream plan: nodes, their state tables, their keys.

@@ -4,8 +4,8 @@ use arrow::datatypes::DataType;
 
 use super::{BIGINT, BOOLEAN, INT, SystemRow, SystemSchema, VARCHAR, Value, text, timestamptz};
 use crate::catalog::VirtualNode;
-use crate::engine::recovery::RecoveryEvent;
 use crate::stream::dispatch::owned_vnodes;
+use crate::stream::graph::recovery::RecoveryEvent;
 
 /// `rw_fragments`: one row per fragment of a running job.
 pub struct FragmentRow {
@@ -127,13 +127,10 @@ impl SystemSchema {
         for source in self.catalog.sources() {
             names.insert(source.id, source.name.clone());
         }
-        let mut jobs: Vec<_> =
-            self.jobs.lock().iter().map(|(id, job)| (*id, job.clone())).collect();
-        jobs.sort_by_key(|(id, _)| *id);
         let (mut fragments, mut actors) = (Vec::new(), Vec::new());
-        for (id, job) in jobs {
+        for (id, job_fragments) in self.graph.fragments() {
             let name = names.get(&id).cloned().unwrap_or_default();
-            for fragment in &job.layout.lock().fragments {
+            for fragment in &job_fragments {
                 let n = fragment.actors.len();
                 let vnodes: Vec<Vec<VirtualNode>> = (0..n)
                     .map(|i| match fragment.partitioned {
@@ -169,12 +166,7 @@ impl SystemSchema {
     }
 
     pub(super) fn recovery_events(&self) -> Vec<RecoveryEventRow> {
-        self.tracker
-            .recoveries
-            .events()
-            .into_iter()
-            .map(|event| RecoveryEventRow { event })
-            .collect()
+        self.graph.recoveries.events().into_iter().map(|event| RecoveryEventRow { event }).collect()
     }
 
     pub(super) fn rate_limits(&self) -> Vec<RateLimitRow> {

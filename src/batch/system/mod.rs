@@ -33,10 +33,9 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use futures::future::BoxFuture;
 
 use crate::catalog::{Catalog, RelationKind};
-use crate::engine::jobs::JobMap;
-use crate::engine::progress::ProgressTracker;
 use crate::error::Result;
 use crate::storage::store::Store;
+use crate::stream::graph::StreamGraph;
 
 mod jobs;
 mod progress;
@@ -148,8 +147,7 @@ fn interval() -> DataType {
 pub struct SystemSchema {
     catalog: Arc<Catalog>,
     store: Arc<Store>,
-    tracker: Arc<ProgressTracker>,
-    jobs: JobMap,
+    graph: Arc<StreamGraph>,
 }
 
 impl std::fmt::Debug for SystemSchema {
@@ -200,13 +198,8 @@ fn registered(name: &str) -> Option<&'static SystemTable> {
 
 impl SystemSchema {
     /// The system schema over the engine's state.
-    pub fn new(
-        catalog: Arc<Catalog>,
-        store: Arc<Store>,
-        tracker: Arc<ProgressTracker>,
-        jobs: JobMap,
-    ) -> Self {
-        Self { catalog, store, tracker, jobs }
+    pub fn new(catalog: Arc<Catalog>, store: Arc<Store>, graph: Arc<StreamGraph>) -> Self {
+        Self { catalog, store, graph }
     }
 
     async fn batch(&self, name: &str) -> Result<Option<RecordBatch>> {

@@ -10,9 +10,9 @@ use super::{
 };
 use crate::catalog::{StatePurpose, TableCatalog};
 use crate::connector::postgres_cdc::PgSourceConfig;
-use crate::engine::progress::create_type;
 use crate::error::Result;
 use crate::stream::executor::backfill::state::persisted_progress;
+use crate::stream::graph::creating::create_type;
 
 /// How long `rw_cdc_progress` waits for an upstream to report its slot lag.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
@@ -164,7 +164,8 @@ impl SystemSchema {
     }
 
     pub(super) fn ddl_progress(&self) -> Vec<DdlProgressRow> {
-        self.tracker
+        self.graph
+            .creating
             .jobs()
             .iter()
             .map(|job| {
@@ -187,7 +188,7 @@ impl SystemSchema {
 
     pub(super) fn fragment_progress(&self) -> Vec<FragmentProgressRow> {
         let mut rows = Vec::new();
-        for job in self.tracker.jobs() {
+        for job in self.graph.creating.jobs() {
             for fragment in job.fragments() {
                 rows.push(FragmentProgressRow {
                     job_id: job.id.0 as i64,
@@ -218,7 +219,7 @@ impl SystemSchema {
             if let std::collections::hash_map::Entry::Vacant(entry) = lags.entry(source.id) {
                 entry.insert(slot_lag(&config).await);
             }
-            let live = self.tracker.get(table.id).and_then(|job| job.fragments().pop());
+            let live = self.graph.creating.get(table.id).and_then(|job| job.fragments().pop());
             let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;
             rows.push(CdcProgressRow {
                 job_id: table.id.0 as i64,

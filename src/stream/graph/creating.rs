@@ -1,4 +1,5 @@
-//! Jobs still creating: their progress, background DDL, `SHOW JOBS`, `WAIT`, `CANCEL JOBS`.
+//! Jobs still creating: their progress, and when they are created (behind `SHOW JOBS`,
+//! `WAIT`, `CANCEL JOBS` and `rw_ddl_progress`).
 //!
 //! A view or CDC table is *creating* from its `CREATE` until its backfill has finished and that
 //! is committed; its catalog entry carries [`CreatingInfo`] meanwhile, so a creating job is
@@ -19,13 +20,11 @@ use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
 use crate::connector::postgres_cdc::PgSourceConfig;
-use crate::engine::recovery::RecoveryLog;
-use crate::engine::session::text_rows;
-use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::executor::backfill::state::persisted_progress;
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
+use crate::stream::graph::StreamGraph;
 
 /// Checkpoints in a row without a snapshot row read after which a backfill counts as starved.
 pub const STARVED_CHECKPOINTS: u32 = 5;
@@ -235,21 +234,15 @@ fn progress_text(done: u64, total: Option<u64>) -> String {
     }
 }
 
-/// Every job still creating, and the recoveries of the running jobs.
+/// Every job still creating.
 pub struct ProgressTracker {
     jobs: Mutex<BTreeMap<TableId, Arc<CreatingJob>>>,
     count: watch::Sender<usize>,
-    /// Recoveries of the streaming jobs since the server started.
-    pub recoveries: RecoveryLog,
 }
 
 impl Default for ProgressTracker {
     fn default() -> Self {
-        Self {
-            jobs: Mutex::default(),
-            count: watch::Sender::new(0),
-            recoveries: RecoveryLog::default(),
-        }
+        Self { jobs: Mutex::default(), count: watch::Sender::new(0) }
     }
 }
 
@@ -301,10 +294,10 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-impl Engine {
+impl StreamGraph {
     /// Follows a creating job: registers it with the tracker, counts its upstream rows, and
     /// spawns the monitor that marks it created once its backfill is committed.
-    pub(crate) fn track_job(
+    pub fn track_job(
         &self,
         relation: &TableCatalog,
         backfills: Vec<BackfillWatch>,
@@ -335,10 +328,10 @@ impl Engine {
             replaced: watch::Sender::new(0),
             end: watch::Sender::new(None),
         });
-        self.tracker.insert(job.clone());
+        self.creating.insert(job.clone());
         tokio::spawn(monitor(
             job.clone(),
-            self.tracker.clone(),
+            self.creating.clone(),
             self.catalog.clone(),
             self.store.clone(),
         ));
@@ -346,70 +339,6 @@ impl Engine {
             self.store.clone()
         }));
         Ok(job)
-    }
-
-    /// Waits for a job started by a foreground `CREATE`; a job that stops without finishing
-    /// was cancelled (its relation is gone) or failed.
-    pub(crate) async fn wait_created(&self, job: &CreatingJob) -> Result<()> {
-        if job.wait().await == JobEnd::Finished {
-            return Ok(());
-        }
-        // A drop stops the job before it removes the catalog entries; wait until it is done.
-        let _ddl = self.ddl_lock.lock().await;
-        if self.catalog.table_by_id(job.id).is_none() {
-            return Err(Error::Canceled(format!(
-                "the creation of \"{}\" was cancelled (CANCEL JOBS or DROP)",
-                job.name
-            )));
-        }
-        Err(Error::Stream(format!("the job of \"{}\" stopped before it finished", job.name)))
-    }
-
-    /// `SHOW JOBS`: the jobs still creating.
-    pub(crate) fn show_jobs(&self) -> Output {
-        let rows = self
-            .tracker
-            .jobs()
-            .iter()
-            .map(|job| {
-                let limit = self.catalog.table_by_id(job.id).and_then(|t| t.backfill_rate_limit);
-                vec![
-                    job.id.0.to_string(),
-                    job.statement.clone(),
-                    create_type(&job.info).to_owned(),
-                    job.progress(limit).progress,
-                ]
-            })
-            .collect();
-        text_rows(&["Id", "Statement", "Create Type", "Progress"], rows)
-    }
-
-    /// `WAIT`: returns once no job is creating.
-    pub(crate) async fn wait_jobs(&self) -> Result<Output> {
-        self.tracker.wait_all().await;
-        Ok(Output::Command(CommandTag::new("WAIT")))
-    }
-
-    /// `CANCEL JOBS id, ..`: drops each creating job with its state; lists the cancelled ids.
-    pub(crate) async fn cancel_jobs(&self, ids: &[u32]) -> Result<Output> {
-        let mut jobs = Vec::with_capacity(ids.len());
-        for &id in ids {
-            let job = self.tracker.get(TableId(id)).ok_or_else(|| {
-                Error::InvalidStatement(format!(
-                    "job {id} does not exist or has finished; SHOW JOBS lists the running ones"
-                ))
-            })?;
-            jobs.push(job);
-        }
-        let mut cancelled = Vec::new();
-        for job in jobs {
-            let _ddl = self.ddl_lock.lock().await;
-            if let Some(relation) = self.catalog.table_by_id(job.id) {
-                self.drop_with_dependents(&relation).await?;
-                cancelled.push(vec![job.id.0.to_string()]);
-            }
-        }
-        Ok(text_rows(&["Id"], cancelled))
     }
 }
 
