@@ -268,6 +268,17 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         sqlstate_of(&client, "CREATE TABLE x (*) FROM nosource TABLE 'public.customers'").await?
             == "42P01"
     );
+    // Options are honoured or refused, never accepted and ignored.
+    for (options, state) in [
+        ("backfill.parallelism = '4'", "0A000"),
+        ("snapshot.interval = '5'", "0A000"),
+        ("snapshot = 'yes'", "42601"),
+        ("snapshot.chunk = '5'", "42601"),
+    ] {
+        let sql = format!("CREATE TABLE x (*) WITH ({options}) FROM pg TABLE 'public.customers'");
+        let got = sqlstate_of(&client, &sql).await?;
+        ensure!(got == state, "{options}: expected {state}, got {got:?}");
+    }
     ensure!(
         text_rows(&client, "SHOW TABLES").await?.is_empty(),
         "a failed CREATE TABLE left a table"

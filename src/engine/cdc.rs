@@ -208,11 +208,25 @@ fn table_options(options: &ast::CreateTableOptions) -> Result<(usize, bool)> {
                     invalid!("snapshot.batch_size must be a positive number, not {text}")
                 })?;
             }
-            "snapshot" => snapshot = text.eq_ignore_ascii_case("true"),
-            "snapshot.interval" | "backfill.parallelism" => {}
+            "snapshot" => {
+                snapshot = match text.to_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid!("snapshot must be 'true' or 'false', not '{text}'")),
+                }
+            }
+            // Accepted at their defaults only: any other value would be ignored.
+            "snapshot.interval" | "backfill.parallelism" if text == "1" => {}
+            key @ ("snapshot.interval" | "backfill.parallelism") => {
+                return Err(unsupported!(
+                    "{key} = '{text}': a CDC table reads its snapshot in one split, one page \
+                     after another; leave the option out (or set it to '1')"
+                ));
+            }
             other => {
                 return Err(invalid!(
-                    "unknown table option {other}; known: snapshot, snapshot.batch_size"
+                    "unknown table option {other}; known: snapshot, snapshot.batch_size, \
+                     snapshot.interval, backfill.parallelism"
                 ));
             }
         }
