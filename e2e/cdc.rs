@@ -5,7 +5,9 @@
 use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, sorted, text_rows, wait_jobs};
+use std::time::Duration;
+
+use crate::harness::{Sluice, retry_until, sorted, text_rows, wait_jobs};
 use crate::upstream::Upstream;
 
 /// The SQLSTATE of a failed statement, or an error if it succeeded.
@@ -213,9 +215,25 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     .await?;
 
     ensure!(sqlstate_of(&client, "DROP SOURCE pg").await? == "2BP01");
+    // Dropping the table takes it out of the publication Sluice created for the source.
+    let published = "SELECT count(*) FROM pg_publication_tables WHERE tablename = 'person'";
+    ensure!(count(&up, published).await? == 1);
+    // ... but not while another table of the source reads the same upstream table.
     client
-        .batch_execute("DROP MATERIALIZED VIEW person_flags; DROP TABLE person; DROP SOURCE pg")
+        .batch_execute("CREATE TABLE person_changes (*) WITH (snapshot = 'false') FROM pg TABLE 'public.person'")
         .await?;
+    client.batch_execute("DROP MATERIALIZED VIEW person_flags; DROP TABLE person").await?;
+    ensure!(count(&up, published).await? == 1, "a table still read was unpublished");
+    up.batch_execute("INSERT INTO person VALUES (600000, 'after drop', 1, now(), true)").await?;
+    retry_until(Duration::from_secs(30), || async {
+        let n = count(&client, "SELECT count(*) FROM person_changes WHERE id = 600000").await?;
+        ensure!(n == 1, "person_changes has not received the insert");
+        Ok(())
+    })
+    .await?;
+    client.batch_execute("DROP TABLE person_changes").await?;
+    ensure!(count(&up, published).await? == 0, "the dropped table is still published");
+    client.batch_execute("DROP SOURCE pg").await?;
     Ok(())
 }
 

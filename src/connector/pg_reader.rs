@@ -489,6 +489,35 @@ pub async fn publish_table(
     Ok(())
 }
 
+/// Removes `schema.table` from `publication` if it is published there.
+pub async fn unpublish_table(
+    client: &Client,
+    publication: &str,
+    schema: &str,
+    table: &str,
+) -> Result<()> {
+    let present = !client
+        .query(
+            "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            &[&publication, &schema, &table],
+        )
+        .await
+        .map_err(upstream_error)?
+        .is_empty();
+    if present {
+        client
+            .batch_execute(&format!(
+                "ALTER PUBLICATION {} DROP TABLE {}.{}",
+                quote_ident(publication),
+                quote_ident(schema),
+                quote_ident(table)
+            ))
+            .await
+            .map_err(upstream_error)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

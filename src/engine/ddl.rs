@@ -6,12 +6,20 @@
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, TableCatalog};
+use crate::catalog::{
+    CdcTableInfo, ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, SourceCatalog,
+    TableCatalog,
+};
+use crate::connector::pg_reader::unpublish_table;
+use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
+
+/// How long a DROP of a CDC table waits for the upstream to take it out of the publication.
+const UNPUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Engine {
     /// `CREATE TABLE name (columns, PRIMARY KEY ..)`.
@@ -98,12 +106,47 @@ impl Engine {
             self.store.drop_table_data(id)?;
         }
         tracing::info!(relation = %relation.name, id = %relation.id, "dropped {}", relation.kind.noun());
-        if let Some(cdc) = relation.cdc.as_ref().filter(|c| c.private_source)
+        if let Some(cdc) = &relation.cdc
             && let Some(source) = self.catalog.sources().into_iter().find(|s| s.id == cdc.source)
         {
-            self.drop_source_locked(&source).await?;
+            match cdc.private_source {
+                true => self.drop_source_locked(&source).await?,
+                false => self.unpublish(&source, cdc).await,
+            }
         }
         Ok(())
+    }
+
+    /// Takes a dropped CDC table's upstream table out of its source's publication when Sluice
+    /// created that publication and no other table of the source reads the upstream table, so
+    /// the upstream stops decoding its changes for Sluice. Best effort: the drop is done, and an
+    /// unreachable upstream only leaves the table published (logged).
+    async fn unpublish(&self, source: &SourceCatalog, cdc: &CdcTableInfo) {
+        let still_read = self.catalog.tables().iter().any(|t| {
+            t.cdc.as_ref().is_some_and(|c| {
+                c.source == source.id && c.schema == cdc.schema && c.table == cdc.table
+            })
+        });
+        if !source.created.publication || still_read {
+            return;
+        }
+        let removal = async {
+            let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+            let client = config.connect().await?;
+            unpublish_table(&client, &config.publication, &cdc.schema, &cdc.table).await
+        };
+        let result = tokio::time::timeout(UNPUBLISH_TIMEOUT, removal).await;
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".to_owned(),
+        };
+        tracing::warn!(
+            source = %source.name,
+            upstream = %format!("{}.{}", cdc.schema, cdc.table),
+            %error,
+            "the dropped table stays in the upstream publication"
+        );
     }
 
     /// `SHOW TABLES`: the user tables, by name.
