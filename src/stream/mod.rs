@@ -21,8 +21,8 @@ pub mod plan;
 #[cfg(test)]
 pub mod test_utils;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, ArrayRef, AsArray, ListArray};
+use arrow::datatypes::{DataType, SchemaRef, UInt32Type};
 
 use crate::error::Result;
 
@@ -50,4 +50,20 @@ pub fn cast_columns(columns: Vec<ArrayRef>, schema: &SchemaRef) -> Result<Vec<Ar
             }
         })
         .collect()
+}
+
+/// The Arrow type of a list of column indices per row, `List<UInt32>` (items never NULL): the
+/// upstream columns a CDC change did not send, and the `_unchanged` columns of an upsert.
+pub fn index_list_type() -> DataType {
+    DataType::new_list(DataType::UInt32, true)
+}
+
+/// The indices of row `row` of an index list (see [`index_list_type`]); none for NULL.
+pub fn indices_at(list: &ListArray, row: usize) -> &[u32] {
+    if list.is_null(row) {
+        return &[];
+    }
+    let offsets = list.value_offsets();
+    let values = list.values().as_primitive::<UInt32Type>().values();
+    &values[offsets[row] as usize..offsets[row + 1] as usize]
 }

@@ -10,8 +10,10 @@
 //! U+ 3 31  c
 //! ```
 //!
-//! Types: `i` int, `I` bigint, `h` smallint, `F` double precision, `f` real, `T` text,
-//! `B` boolean, `N` numeric (`decimal(38,2)`). `.` is NULL. [`StreamChunk::to_pretty`] prints
+//! Types: `i` int, `I` bigint, `h` smallint, `u` unsigned int (`UInt32`), `F` double precision,
+//! `f` real, `T` text, `B` boolean, `N` numeric (`decimal(38,2)`), and `[x]` a list of `x`,
+//! whose cells are written `[1, 2]` (`[]` empty; items as cells of `x`, so `.` is a NULL item;
+//! text items are not empty and hold no `,` `[` `]` or spaces). `.` is NULL. [`StreamChunk::to_pretty`] prints
 //! a chunk the same way, so a test states its input and its expected output as text:
 //!
 //! ```text
@@ -27,8 +29,9 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, StringArray,
+    Int64Array, ListArray, StringArray, UInt32Array,
 };
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::logical_expr::Operator;
@@ -42,8 +45,12 @@ use crate::stream::message::{Barrier, Message, Op, StreamChunk};
 
 /// The Arrow type a header letter stands for.
 fn type_of(letter: &str) -> DataType {
+    if let Some(item) = letter.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+        return DataType::new_list(type_of(item), true);
+    }
     match letter {
         "i" => DataType::Int32,
+        "u" => DataType::UInt32,
         "I" => DataType::Int64,
         "h" => DataType::Int16,
         "F" => DataType::Float64,
@@ -56,18 +63,21 @@ fn type_of(letter: &str) -> DataType {
 }
 
 /// The header letter of an Arrow type.
-fn letter_of(ty: &DataType) -> &'static str {
-    match ty {
+fn letter_of(ty: &DataType) -> String {
+    let letter = match ty {
+        DataType::List(item) => return format!("[{}]", letter_of(item.data_type())),
         DataType::Int32 => "i",
         DataType::Int64 => "I",
         DataType::Int16 => "h",
+        DataType::UInt32 => "u",
         DataType::Float64 => "F",
         DataType::Float32 => "f",
         DataType::Utf8 => "T",
         DataType::Boolean => "B",
         DataType::Decimal128(..) => "N",
         other => panic!("no text-table letter for {other}"),
-    }
+    };
+    letter.into()
 }
 
 /// A schema of nullable columns `c0, c1, ..` of the types in `header` (e.g. `"i I T"`).
@@ -93,6 +103,7 @@ fn column(ty: &DataType, values: &[&str]) -> ArrayRef {
         DataType::Int32 => Arc::new(cells.map(parse::<i32>).collect::<Int32Array>()),
         DataType::Int64 => Arc::new(cells.map(parse::<i64>).collect::<Int64Array>()),
         DataType::Int16 => Arc::new(cells.map(parse::<i16>).collect::<Int16Array>()),
+        DataType::UInt32 => Arc::new(cells.map(parse::<u32>).collect::<UInt32Array>()),
         DataType::Float64 => Arc::new(cells.map(parse::<f64>).collect::<Float64Array>()),
         DataType::Float32 => Arc::new(cells.map(parse::<f32>).collect::<Float32Array>()),
         DataType::Boolean => Arc::new(
@@ -112,8 +123,49 @@ fn column(ty: &DataType, values: &[&str]) -> ArrayRef {
                     .expect("valid decimal type"),
             )
         }
+        DataType::List(item) => list_column(item, values),
         other => panic!("no text-table column of type {other}"),
     }
+}
+
+/// The list column of `values` (cells `[a, b]`, `[]` or `.`), of items `item`.
+fn list_column(item: &Arc<Field>, values: &[&str]) -> ArrayRef {
+    let lists: Vec<Option<Vec<&str>>> = values
+        .iter()
+        .map(|&v| {
+            if v == "." {
+                return None;
+            }
+            let inner = v.strip_prefix('[').and_then(|v| v.strip_suffix(']'));
+            let inner = inner.unwrap_or_else(|| panic!("bad list cell {v:?}"));
+            Some(inner.split(',').map(str::trim).filter(|i| !i.is_empty()).collect())
+        })
+        .collect();
+    let lengths = lists.iter().map(|l| l.as_ref().map_or(0, Vec::len));
+    let items: Vec<&str> = lists.iter().flatten().flatten().copied().collect();
+    Arc::new(ListArray::new(
+        item.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        column(item.data_type(), &items),
+        Some(NullBuffer::from_iter(lists.iter().map(Option::is_some))),
+    ))
+}
+
+/// The cells of a text-table row: words, except that a list cell `[a, b]` is one cell.
+fn cells(row: &str) -> Vec<String> {
+    let mut cells: Vec<String> = Vec::new();
+    let mut open = false;
+    for word in row.split_whitespace() {
+        match cells.last_mut() {
+            Some(cell) if open => {
+                cell.push(' ');
+                cell.push_str(word);
+            }
+            _ => cells.push(word.into()),
+        }
+        open = cells.last().is_some_and(|c| c.starts_with('[') && !c.ends_with(']'));
+    }
+    cells
 }
 
 impl StreamChunk {
@@ -124,25 +176,29 @@ impl StreamChunk {
         let schema = schema(header);
         let width = schema.fields().len();
         let mut ops = Vec::new();
-        let mut cells: Vec<Vec<&str>> = vec![Vec::new(); width];
+        let mut columns: Vec<Vec<String>> = vec![Vec::new(); width];
         for line in lines {
-            let mut words = line.split_whitespace();
-            let op = match words.next() {
-                Some("+") => Op::Insert,
-                Some("-") => Op::Delete,
-                Some("U-") => Op::UpdateDelete,
-                Some("U+") => Op::UpdateInsert,
+            let (op, row) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let op = match op {
+                "+" => Op::Insert,
+                "-" => Op::Delete,
+                "U-" => Op::UpdateDelete,
+                "U+" => Op::UpdateInsert,
                 other => panic!("a row starts with +, -, U- or U+, not {other:?}"),
             };
             ops.push(op);
-            let row: Vec<&str> = words.collect();
+            let row = cells(row);
             assert_eq!(row.len(), width, "row {line:?} has {} cells, not {width}", row.len());
-            for (column, cell) in cells.iter_mut().zip(row) {
+            for (column, cell) in columns.iter_mut().zip(row) {
                 column.push(cell);
             }
         }
-        let columns: Vec<ArrayRef> =
-            schema.fields().iter().zip(&cells).map(|(f, v)| column(f.data_type(), v)).collect();
+        let columns: Vec<ArrayRef> = schema
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(f, v)| column(f.data_type(), &v.iter().map(String::as_str).collect::<Vec<_>>()))
+            .collect();
         let data = crate::stream::batch_with_rows(schema, columns, ops.len())
             .expect("columns match the header");
         StreamChunk::new(ops, data)
@@ -150,7 +206,7 @@ impl StreamChunk {
 
     /// The chunk as a text table (see the module docs).
     pub fn to_pretty(&self) -> String {
-        let header: Vec<&str> =
+        let header: Vec<String> =
             self.schema().fields().iter().map(|f| letter_of(f.data_type())).collect();
         let mut out = header.join(" ");
         let options = FormatOptions::default().with_null(".");
@@ -304,6 +360,12 @@ mod tests {
             chunk.to_pretty(),
             "i I T F B N\n+ 1 10 a 1.5 true 12.50\n- 2 . . . false .\nU- 3 30 b 2.0 . 1.00\nU+ 3 31 c 2.25 true 0.05"
         );
+    }
+
+    #[test]
+    fn a_list_cell_is_one_cell() {
+        let chunk = StreamChunk::from_pretty("[T] [u] i\n+ [a, ., b] [1,2] 7\n- [] . 8");
+        assert_eq!(chunk.to_pretty(), "[T] [u] i\n+ [a, ., b] [1, 2] 7\n- [] . 8");
     }
 
     #[tokio::test]

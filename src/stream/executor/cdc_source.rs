@@ -1,17 +1,27 @@
 //! `CdcSourceExecutor`: the one reader of a Postgres source's replication slot.
 //!
 //! Between barriers it polls the slot (without consuming it) and emits every change of every
-//! published table as a row `table | delete | lsn | values` (values a JSON array of text), in
-//! commit order. On a barrier it records the end LSN of the last transaction it emitted in its
-//! state table, forwards the barrier, and, once that checkpoint is committed, advances the slot
-//! to it. After a restart it skips transactions at or below the committed LSN, so every change
-//! reaches the tables exactly once. Upstream failures are logged and retried with backoff.
+//! published table as a row of [`change_schema`], in commit order. On a barrier it records the
+//! end LSN of the last transaction it emitted in its state table, forwards the barrier, and,
+//! once that checkpoint is committed, advances the slot to it. After a restart it skips
+//! transactions at or below the committed LSN, so every change reaches the tables exactly once.
+//! Upstream failures are logged and retried with backoff.
+//!
+//! A change row is `table | delete | lsn | values | unchanged | replaces`: `values` is the row
+//! as Postgres prints it, a list of text (one item per upstream column, NULL for NULL or not
+//! sent), and `unchanged` the list of upstream column indices the change did not send. The
+//! stream is shared by every CDC table of the source, tables of different columns and types,
+//! so the values stay text here: each table's backfill picks its rows by `table` and casts them
+//! to its own column types ([`Changes`] reads the columns back, typed).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Int32Array, Int64Array, ListArray, ListBuilder, RecordBatch,
+    StringArray, StringBuilder, UInt32Builder,
+};
+use arrow::datatypes::{DataType as ArrowType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -27,6 +37,7 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
+use crate::stream::{index_list_type, indices_at};
 
 /// Changes read per poll, at most.
 const POLL_LIMIT: i32 = 10_000;
@@ -43,16 +54,84 @@ const CHECKPOINT_CHANGES: usize = 4096;
 /// upstream busy (a large transaction on an unpublished table).
 const CHECKPOINT_WAL_BYTES: u64 = 1 << 20;
 
-/// The schema of the rows a source emits.
+/// The schema of the rows a source emits, one per change (see the module docs): `table`
+/// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
+/// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none) and
+/// `replaces` (see [`RowChange::replaces`]).
 pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("table", ArrowType::Utf8, false),
         Field::new("delete", ArrowType::Boolean, false),
         Field::new("lsn", ArrowType::Int64, false),
-        Field::new("values", ArrowType::Utf8, false),
-        Field::new("unchanged", ArrowType::Utf8, true),
+        Field::new("values", ArrowType::new_list(ArrowType::Utf8, true), false),
+        Field::new("unchanged", index_list_type(), true),
         Field::new("replaces", ArrowType::Boolean, false),
     ]))
+}
+
+/// The columns of a chunk of changes (see [`change_schema`]), typed.
+pub struct Changes<'a> {
+    /// `schema.table` of each change.
+    pub table: &'a StringArray,
+    /// Whether each change is a delete (its values then only need the key columns).
+    pub delete: &'a BooleanArray,
+    /// The end LSN of each change's transaction.
+    pub lsn: &'a Int64Array,
+    /// Whether each change replaces its row (see [`RowChange::replaces`]).
+    pub replaces: &'a BooleanArray,
+    values: &'a ListArray,
+    unchanged: &'a ListArray,
+}
+
+impl<'a> Changes<'a> {
+    /// The columns of `chunk`, which must have the types of [`change_schema`].
+    pub fn of(chunk: &'a StreamChunk) -> Result<Self> {
+        let schema = chunk.schema();
+        let types = schema.fields().iter().map(|f| f.data_type());
+        if !types.eq(change_schema().fields().iter().map(|f| f.data_type())) {
+            return Err(Error::Stream(format!("not a chunk of CDC changes: {schema}")));
+        }
+        let columns = chunk.columns();
+        Ok(Self {
+            table: columns[0].as_string(),
+            delete: columns[1].as_boolean(),
+            lsn: columns[2].as_primitive::<Int64Type>(),
+            values: columns[3].as_list(),
+            unchanged: columns[4].as_list(),
+            replaces: columns[5].as_boolean(),
+        })
+    }
+
+    /// The text values of every change, one change after the other: see [`Self::value_index`].
+    pub fn texts(&self) -> &'a StringArray {
+        self.values.values().as_string()
+    }
+
+    /// Where the value of upstream column `column` of change `row` is in [`Self::texts`].
+    pub fn value_index(&self, row: usize, column: usize) -> Result<usize> {
+        let offsets = self.values.value_offsets();
+        let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+        if start + column >= end {
+            return Err(Error::Stream(format!(
+                "a change of {} has {} values; upstream column {column} is missing",
+                self.table.value(row),
+                end - start,
+            )));
+        }
+        Ok(start + column)
+    }
+
+    /// The text of upstream column `column` of change `row`; `None` for NULL or not sent.
+    pub fn text(&self, row: usize, column: usize) -> Result<Option<&'a str>> {
+        let texts = self.texts();
+        let at = self.value_index(row, column)?;
+        Ok(texts.is_valid(at).then(|| texts.value(at)))
+    }
+
+    /// The upstream columns change `row` did not send (TOASTed values an update left alone).
+    pub fn unchanged(&self, row: usize) -> &'a [u32] {
+        indices_at(self.unchanged, row)
+    }
 }
 
 /// Reads a source's slot and emits its changes.
@@ -277,19 +356,22 @@ impl Reader {
 }
 
 fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
-    let values: Vec<String> = changes
-        .iter()
-        .map(|c| serde_json::to_string(&c.values).map_err(|e| Error::Stream(e.to_string())))
-        .collect::<Result<_>>()?;
+    let mut values = ListBuilder::new(StringBuilder::new());
+    let mut unchanged = ListBuilder::new(UInt32Builder::new());
+    for change in changes {
+        values.append_value(change.values.iter().map(Option::as_deref));
+        if change.unchanged.is_empty() {
+            unchanged.append_null();
+        } else {
+            unchanged.append_value(change.unchanged.iter().map(|&i| Some(i as u32)));
+        }
+    }
     let columns = vec![
         Arc::new(StringArray::from_iter_values(changes.iter().map(|c| c.table.as_str()))) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.delete)))) as _,
         Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.lsn as i64))) as _,
-        Arc::new(StringArray::from(values)) as _,
-        Arc::new(StringArray::from_iter(changes.iter().map(|c| {
-            (!c.unchanged.is_empty())
-                .then(|| c.unchanged.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","))
-        }))) as _,
+        Arc::new(values.finish()) as _,
+        Arc::new(unchanged.finish()) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
@@ -365,10 +447,10 @@ mod tests {
         ];
         let chunk = changes_chunk(&changes).unwrap();
         assert_eq!(chunk.schema(), change_schema());
-        let expected = r#"T B I T T B
-                          + public.t false 100 ["1","a"] . false
-                          + public.t true 100 ["2",null] . false
-                          + public.u false 130 ["3"] . false"#;
+        let expected = "T B I [T] [u] B
+                        + public.t false 100 [1, a] . false
+                        + public.t true 100 [2, .] . false
+                        + public.u false 130 [3] . false";
         assert_eq!(chunk.to_pretty(), dedent(expected));
     }
 
@@ -385,19 +467,37 @@ mod tests {
             },
             RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
         ];
-        let expected = r#"T B I T T B
-                          + public.t false 100 ["1","a",null] 2 false
-                          + public.t false 100 ["2",null,null] 1,2 false
-                          + public.t false 100 ["4","d",null] . true"#;
+        let expected = "T B I [T] [u] B
+                        + public.t false 100 [1, a, .] [2] false
+                        + public.t false 100 [2, ., .] [1, 2] false
+                        + public.t false 100 [4, d, .] . true";
         assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
     }
 
     #[test]
-    fn values_are_a_json_array_of_text() {
-        let changes = [insert("public.t", 7, &[Some(r#"a"b\c"#), Some("null"), None, Some("")])];
-        let expected = r#"T B I T T B
-                          + public.t false 7 ["a\"b\\c","null",null,""] . false"#;
-        assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
+    fn values_are_text_as_sent_and_read_back_by_column() {
+        let changes = [
+            insert("public.t", 7, &[Some(r#"a"b\c"#), Some("null"), None, Some("")]),
+            RowChange { unchanged: vec![1], ..insert("public.u", 8, &[Some("x, y"), None]) },
+        ];
+        let chunk = changes_chunk(&changes).unwrap();
+        let read = Changes::of(&chunk).unwrap();
+        let row = |r: usize, n: usize| (0..n).map(|c| read.text(r, c).unwrap()).collect::<Vec<_>>();
+        // No quoting or escaping: NULL is not the text 'null', nor the empty text.
+        assert_eq!(row(0, 4), [Some(r#"a"b\c"#), Some("null"), None, Some("")]);
+        assert_eq!(row(1, 2), [Some("x, y"), None]);
+        assert_eq!((read.unchanged(0), read.unchanged(1)), (&[][..], &[1][..]));
+        assert_eq!(
+            (read.table.value(1), read.lsn.value(1), read.delete.value(1)),
+            ("public.u", 8, false)
+        );
+        assert!(read.text(1, 2).is_err(), "public.u sent two columns");
+    }
+
+    #[test]
+    fn a_chunk_of_other_columns_is_not_read_as_changes() {
+        let chunk = StreamChunk::from_pretty("T B I T T B\n+ public.t f 1 [1] . f");
+        assert!(Changes::of(&chunk).is_err());
     }
 
     #[test]

@@ -4,19 +4,32 @@
 //! downstream views scan it. On a barrier the epoch's writes are sealed and staged for the
 //! checkpoint before the barrier is forwarded. Rows are cast to the relation's column types
 //! first, so what is stored always decodes as the catalog says.
+//!
+//! In upsert mode (CDC tables) a chunk may carry one more column, named [`UNCHANGED_COLUMN`]
+//! and typed as [`unchanged_field`]: per row, the indices of the table columns an update did
+//! not send, which keep their stored value. A chunk without it holds plain inserts.
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{AsArray, ListArray, RecordBatch};
+use arrow::datatypes::{Field, SchemaRef};
 use futures::StreamExt;
 
 use crate::error::Result;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
-use crate::stream::cast_columns;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk};
+use crate::stream::{cast_columns, index_list_type, indices_at};
+
+/// The name of the column of an upsert's input that lists, per row, the columns to keep.
+pub const UNCHANGED_COLUMN: &str = "_unchanged";
+
+/// The [`UNCHANGED_COLUMN`] field: a list of table column indices per row (NULL or empty:
+/// every column was sent). No SQL type is a list, so a table column of that name is not it.
+pub fn unchanged_field() -> Field {
+    Field::new(UNCHANGED_COLUMN, index_list_type(), true)
+}
 
 /// Applies every change to a state table and passes it on.
 pub struct MaterializeExecutor {
@@ -49,13 +62,13 @@ impl Executor for MaterializeExecutor {
             while let Some(msg) = input.next().await {
                 let msg = match msg? {
                     Message::Chunk(chunk) => {
-                        let (chunk, unchanged) = split_unchanged(chunk, &schema)?;
+                        let (chunk, unchanged) = split_unchanged(chunk)?;
                         let chunk = conform(chunk, &schema)?;
                         // In upsert mode a chunk without the `_unchanged` column holds plain
                         // inserts of keys not stored yet (a CDC snapshot page).
                         let chunk = match unchanged {
                             Some(unchanged) if upsert => {
-                                resolve_upserts(&table, &schema, chunk, Some(unchanged))?
+                                resolve_upserts(&table, &schema, chunk, &unchanged)?
                             }
                             _ => Some(chunk),
                         };
@@ -89,19 +102,10 @@ fn resolve_upserts(
     table: &StateTable,
     schema: &SchemaRef,
     chunk: StreamChunk,
-    unchanged: Option<ArrayRef>,
+    unchanged: &ListArray,
 ) -> Result<Option<StreamChunk>> {
     let width = schema.fields().len();
     let keys = table.keys(chunk.columns(), chunk.len())?;
-    let masks = unchanged.map(|m| {
-        let m = m.as_string::<i32>().clone();
-        move |row: usize| -> Vec<usize> {
-            if m.is_null(row) {
-                return Vec::new();
-            }
-            m.value(row).split(',').filter_map(|c| c.parse().ok()).collect()
-        }
-    });
     // The current version of a row as the chunk goes: per column, (batch, row) with batch 0 =
     // stored rows, 1 = this chunk.
     let mut current: HashMap<Vec<u8>, Option<Vec<(usize, usize)>>> = HashMap::new();
@@ -128,9 +132,11 @@ fn resolve_upserts(
         };
         if chunk.ops()[row].is_insert() {
             let mut new = vec![(1, row); width];
-            if let (Some(old), Some(mask)) = (&existing, &masks) {
-                for c in mask(row).into_iter().filter(|&c| c < width) {
-                    new[c] = old[c];
+            if let Some(old) = &existing {
+                for c in indices_at(unchanged, row).iter().map(|&c| c as usize) {
+                    if c < width {
+                        new[c] = old[c];
+                    }
                 }
             }
             match existing {
@@ -168,17 +174,17 @@ fn resolve_upserts(
     Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
 }
 
-/// Separates the extra `_unchanged` column of CDC chunks from the row columns.
-fn split_unchanged(
-    chunk: StreamChunk,
-    schema: &SchemaRef,
-) -> Result<(StreamChunk, Option<ArrayRef>)> {
-    let width = schema.fields().len();
-    if chunk.columns().len() != width + 1 {
+/// Separates the [`UNCHANGED_COLUMN`] of CDC chunks, found by name and type, from the rows.
+fn split_unchanged(chunk: StreamChunk) -> Result<(StreamChunk, Option<ListArray>)> {
+    let schema = chunk.schema();
+    let field = unchanged_field();
+    let is_unchanged = |f: &Field| f.name() == field.name() && f.data_type() == field.data_type();
+    let Some(at) = schema.fields().iter().position(|f| is_unchanged(f)) else {
         return Ok((chunk, None));
-    }
-    let unchanged = chunk.columns()[width].clone();
-    let data = chunk.data().project(&(0..width).collect::<Vec<_>>())?;
+    };
+    let unchanged = chunk.columns()[at].as_list::<i32>().clone();
+    let rest: Vec<usize> = (0..schema.fields().len()).filter(|&c| c != at).collect();
+    let data = chunk.data().project(&rest)?;
     Ok((StreamChunk::new(chunk.ops().to_vec(), data), Some(unchanged)))
 }
 
@@ -202,6 +208,23 @@ mod tests {
     use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, run, schema};
 
     const TABLE: TableId = TableId(7);
+
+    /// Upserts from a text table whose `[u]` column is the `_unchanged` column.
+    fn upserts(text: &str) -> Message {
+        let chunk = StreamChunk::from_pretty(text);
+        let fields: Vec<Field> = chunk
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() == &index_list_type() {
+                true => f.as_ref().clone().with_name(UNCHANGED_COLUMN),
+                false => f.as_ref().clone(),
+            })
+            .collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        let data = RecordBatch::try_new(schema, chunk.columns().to_vec()).unwrap();
+        Message::Chunk(StreamChunk::new(chunk.ops().to_vec(), data))
+    }
 
     /// A state table keyed by `c0`; every row in one vnode, so rows are stored in key order.
     fn state_table(store: &Arc<Store>) -> StateTable {
@@ -304,8 +327,9 @@ mod tests {
 
     #[tokio::test]
     async fn upsert_of_a_stored_key_becomes_an_update_pair() {
-        // The last column is `_unchanged`: NULL, every column was sent.
-        let input = [chunk("i I T\n+ 1 10 ."), barrier(1), chunk("i I T\n+ 1 11 ."), barrier(2)];
+        // The last column is `_unchanged`: NULL or empty, every column was sent.
+        let input =
+            [upserts("i I [u]\n+ 1 10 ."), barrier(1), upserts("i I [u]\n+ 1 11 []"), barrier(2)];
         let (out, stored) = materialize("i I", true, input).await;
         let expected = "i I
                         + 1 10
@@ -323,7 +347,8 @@ mod tests {
 
     #[tokio::test]
     async fn upsert_delete_by_key_retracts_the_stored_row() {
-        let input = [chunk("i I T\n+ 1 10 ."), barrier(1), chunk("i I T\n- 1 . ."), barrier(2)];
+        let input =
+            [upserts("i I [u]\n+ 1 10 ."), barrier(1), upserts("i I [u]\n- 1 . ."), barrier(2)];
         let (out, stored) = materialize("i I", true, input).await;
         assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1\n\ni I\n- 1 10\n\nbarrier 2"));
         assert_eq!(stored, "i I");
@@ -331,7 +356,7 @@ mod tests {
 
     #[tokio::test]
     async fn upsert_delete_of_a_missing_key_emits_nothing() {
-        let input = [chunk("i I T\n- 1 . ."), barrier(1)];
+        let input = [upserts("i I [u]\n- 1 . ."), barrier(1)];
         let (out, stored) = materialize("i I", true, input).await;
         assert_eq!(out, "barrier 1");
         assert_eq!(stored, "i I");
@@ -347,13 +372,13 @@ mod tests {
     #[tokio::test]
     async fn toast_unchanged_columns_keep_the_stored_value() {
         // Column 2 of the second change is unchanged (TOAST): it arrives as NULL.
-        let first = "i I T T
+        let first = "i I T [u]
                      + 1 10 a .
                      + 2 20 b .";
-        let second = "i I T T
-                      + 1 11 . 2
-                      + 2 21 . 1,2";
-        let input = [chunk(first), barrier(1), chunk(second), barrier(2)];
+        let second = "i I T [u]
+                      + 1 11 . [2]
+                      + 2 21 . [1, 2]";
+        let input = [upserts(first), barrier(1), upserts(second), barrier(2)];
         let (out, stored) = materialize("i I T", true, input).await;
         let expected = "i I T
                         + 1 10 a
@@ -374,12 +399,12 @@ mod tests {
 
     #[tokio::test]
     async fn upserts_of_one_key_in_one_chunk_apply_in_order() {
-        let changes = "i I T T
+        let changes = "i I T [u]
                        + 1 10 a .
-                       + 1 11 . 2
+                       + 1 11 . [2]
                        - 1 .  . .
                        + 1 12 c .";
-        let (out, stored) = materialize("i I T", true, [chunk(changes), barrier(1)]).await;
+        let (out, stored) = materialize("i I T", true, [upserts(changes), barrier(1)]).await;
         let expected = "i I T
                         + 1 10 a
                         U- 1 10 a
@@ -395,8 +420,42 @@ mod tests {
     #[tokio::test]
     async fn an_unchanged_column_of_a_new_key_stays_as_sent() {
         let (out, stored) =
-            materialize("i I T", true, [chunk("i I T T\n+ 1 10 . 2"), barrier(1)]).await;
+            materialize("i I T", true, [upserts("i I T [u]\n+ 1 10 . [2]"), barrier(1)]).await;
         assert_eq!(out, dedent("i I T\n+ 1 10 .\n\nbarrier 1"));
         assert_eq!(stored, "i I T\n+ 1 10 .");
+    }
+
+    #[tokio::test]
+    async fn the_unchanged_column_is_found_by_name_wherever_it_stands() {
+        let first = upserts("[u] i I T\n+ . 1 10 a");
+        let second = upserts("i [u] I T\n+ 1 [2] 11 .");
+        let (out, stored) =
+            materialize("i I T", true, [first, barrier(1), second, barrier(2)]).await;
+        let expected = "i I T
+                        + 1 10 a
+
+                        barrier 1
+
+                        i I T
+                        U- 1 10 a
+                        U+ 1 11 a
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, "i I T\n+ 1 11 a");
+    }
+
+    #[tokio::test]
+    async fn a_column_named_like_the_unchanged_column_but_not_a_list_is_a_table_column() {
+        let Message::Chunk(plain) = chunk("i T\n+ 1 a") else { unreachable!() };
+        let schema = arrow::datatypes::Schema::new(vec![
+            Field::new("id", arrow::datatypes::DataType::Int32, true),
+            Field::new(UNCHANGED_COLUMN, arrow::datatypes::DataType::Utf8, true),
+        ]);
+        let data = RecordBatch::try_new(Arc::new(schema), plain.columns().to_vec()).unwrap();
+        let input = [Message::Chunk(StreamChunk::inserts(data)), barrier(1)];
+        let (out, stored) = materialize("i T", true, input).await;
+        assert_eq!(out, dedent("i T\n+ 1 a\n\nbarrier 1"));
+        assert_eq!(stored, "i T\n+ 1 a");
     }
 }

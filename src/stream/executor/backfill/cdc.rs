@@ -21,12 +21,25 @@
 //!
 //! The snapshot goes through the [`Phase`]s `Reading` (with `Retrying` after a failed page,
 //! until the next barrier), `Finishing` (every row read, not yet checkpointed) and `Done`.
+//!
+//! What it emits are rows of the table's own columns and types: snapshot pages and changes
+//! arrive as upstream text (the source's change rows are shared by all its tables, see
+//! [`cdc_source`](crate::stream::executor::cdc_source)) and are cast column by column, by the
+//! same cast. Change chunks carry one more column, `_unchanged` ([`unchanged_field`]): per row,
+//! the table columns an update did not send (TOASTed values), which the upsert materialize keeps
+//! from the stored row. An update that replaces its row (a key change, or `REPLICA IDENTITY
+//! FULL`: the old row is deleted first) has no stored row to keep them from, so they are read
+//! from the upstream instead.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{
+    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray, ListBuilder,
+    RecordBatch, StringArray, StringBuilder, UInt32Array, UInt32Builder,
+};
+use arrow::compute::{filter_record_batch, interleave, take};
+use arrow::datatypes::{Schema, SchemaRef};
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_postgres::Client;
@@ -44,11 +57,10 @@ use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
+use crate::stream::executor::cdc_source::Changes;
+use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Message, Op, StreamChunk};
-
-/// The extra last column of the chunks this executor emits; see [`with_unchanged`].
-pub const UNCHANGED_COLUMN: &str = "_unchanged";
 
 /// Snapshot rows read per epoch, at most (see the arrangement backfill).
 const EPOCH_ROWS: usize = 64 * 1024;
@@ -376,7 +388,7 @@ impl CdcBackfill {
         // A snapshot row's key is above every key the table has seen (changes to keys beyond
         // the cursor are dropped), so the page is plain inserts: no `_unchanged` column tells
         // the materialize to skip its upsert lookups.
-        let data = self.typed_columns(&page)?;
+        let data = self.typed(|u| Ok(Arc::new(page[u].clone())))?;
         let keys = self.keys(&data)?;
         let text_key = upstream
             .pk
@@ -390,26 +402,16 @@ impl CdcBackfill {
         Ok((Some(StreamChunk::inserts(data)), n))
     }
 
-    /// Rows of text values (upstream column order) as a batch of the table's columns.
-    fn typed_rows(&self, rows: &[Vec<Option<String>>]) -> Result<RecordBatch> {
-        let width = self.config.upstream.columns.len();
-        let columns: Vec<StringArray> = (0..width)
-            .map(|u| StringArray::from_iter(rows.iter().map(|r| r[u].as_deref())))
-            .collect();
-        self.typed_columns(&columns)
-    }
-
-    /// Text columns (upstream order) as a batch of the table's columns.
-    fn typed_columns(&self, page: &[StringArray]) -> Result<RecordBatch> {
+    /// The table's columns from the text of their upstream columns (`text(u)`: upstream column
+    /// `u`), cast to the column types.
+    fn typed(&self, mut text: impl FnMut(usize) -> Result<ArrayRef>) -> Result<RecordBatch> {
         let schema: SchemaRef = self.config.table.full_schema();
         let columns = self
             .config
             .upstream_columns
             .iter()
             .zip(schema.fields())
-            .map(|(&u, field)| {
-                cast_text(&(Arc::new(page[u].clone()) as ArrayRef), field.data_type())
-            })
+            .map(|(&u, field)| cast_text(&text(u)?, field.data_type()))
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(nullable(&schema), columns)?)
     }
@@ -425,84 +427,90 @@ impl CdcBackfill {
 
     /// Applies the merge rule to changes from the source; returns the ones to emit.
     async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
-        let tables = chunk.columns()[0].as_string::<i32>();
-        let deletes = chunk.columns()[1].as_boolean();
-        let lsns = chunk.columns()[2].as_primitive::<arrow::datatypes::Int64Type>();
-        let values = chunk.columns()[3].as_string::<i32>();
-        let unchanged = chunk.columns()[4].as_string::<i32>();
-        let replaces = chunk.columns()[5].as_boolean();
-        let mut rows = Vec::new();
-        let mut masks: Vec<Option<String>> = Vec::new();
-        let mut ops = Vec::new();
-        let mut row_lsns = Vec::new();
-        for i in 0..chunk.len() {
-            if tables.value(i) != self.split_id {
-                continue;
-            }
-            let mut row: Vec<Option<String>> = serde_json::from_str(values.value(i))
-                .map_err(|e| Error::Stream(format!("a change row is malformed: {e}")))?;
-            let mut kept = unchanged.is_valid(i).then(|| unchanged.value(i));
-            if kept.is_some() && replaces.value(i) {
-                // The old row goes first, so the unchanged values come from the upstream.
-                self.fill_unchanged(&mut row, kept.unwrap_or_default()).await?;
-                kept = None;
-            }
-            rows.push(row);
-            masks.push(self.unchanged_mask(kept));
-            ops.push(if deletes.value(i) { Op::Delete } else { Op::Insert });
-            row_lsns.push(lsns.value(i) as u64);
-        }
+        let changes = Changes::of(chunk)?;
+        let rows: Vec<usize> =
+            (0..chunk.len()).filter(|&i| changes.table.value(i) == self.split_id).collect();
         if rows.is_empty() {
             return Ok(None);
         }
-        let data = with_unchanged(self.typed_rows(&rows)?, masks)?;
+        let fetched = self.fetch_unchanged(&changes, &rows).await?;
+        let data = self.typed(|u| fetched.gather(&changes, &rows, u))?;
+        let data = with_unchanged(data, self.unchanged_columns(&changes, &rows))?;
         let keys = self.keys(&data)?;
+        let lsns: Vec<u64> = rows.iter().map(|&i| changes.lsn.value(i) as u64).collect();
         let keep: Vec<bool> =
-            keys.iter().zip(&row_lsns).map(|(key, &lsn)| self.applies(key, lsn)).collect();
-        if let Some(&max) = row_lsns.iter().max() {
+            keys.iter().zip(&lsns).map(|(key, &lsn)| self.applies(key, lsn)).collect();
+        if let Some(&max) = lsns.iter().max() {
             self.settle(max);
         }
-        let mask = BooleanArray::from(keep.clone());
-        let ops: Vec<Op> =
-            ops.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(op, _)| op).collect();
+        let ops: Vec<Op> = rows
+            .iter()
+            .zip(&keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(&i, _)| if changes.delete.value(i) { Op::Delete } else { Op::Insert })
+            .collect();
         if ops.is_empty() {
             return Ok(None);
         }
-        let data = arrow::compute::filter_record_batch(&data, &mask)?;
+        let data = filter_record_batch(&data, &BooleanArray::from(keep))?;
         Ok(Some(StreamChunk::new(ops, data)))
     }
 
-    /// Fills the upstream columns `unchanged` (comma-separated indices) of a change's new row
-    /// with the upstream's current values. Later changes of the row follow in commit order, so
-    /// values newer than the change's are overwritten or were current anyway. A row gone
-    /// upstream keeps NULLs: its delete follows.
-    async fn fill_unchanged(&mut self, row: &mut [Option<String>], unchanged: &str) -> Result<()> {
-        let key: Vec<Option<String>> =
-            self.config.upstream.pk.iter().map(|&i| row[i].clone()).collect();
-        let upstream = self.config.upstream.clone();
-        let client = self.client().await?;
-        if let Some(current) = fetch_row(client, &upstream, &key).await? {
-            for i in unchanged.split(',').filter_map(|i| i.parse::<usize>().ok()) {
-                if let (Some(slot), Some(value)) = (row.get_mut(i), current.get(i)) {
-                    *slot = value.clone();
+    /// Reads from the upstream the columns that the replacing updates among `rows` did not
+    /// send. Later changes of the row follow in commit order, so values newer than the change's
+    /// are overwritten or were current anyway. A row gone upstream keeps NULLs: its delete
+    /// follows.
+    async fn fetch_unchanged(&mut self, changes: &Changes<'_>, rows: &[usize]) -> Result<Fetched> {
+        let mut at = HashMap::new();
+        let mut values = StringBuilder::new();
+        for &row in rows {
+            let unchanged = changes.unchanged(row);
+            if unchanged.is_empty() || !changes.replaces.value(row) {
+                continue;
+            }
+            let pk = &self.config.upstream.pk;
+            let key: Vec<Option<String>> = pk
+                .iter()
+                .map(|&u| Ok(changes.text(row, u)?.map(str::to_owned)))
+                .collect::<Result<_>>()?;
+            let upstream = self.config.upstream.clone();
+            let Some(current) = fetch_row(self.client().await?, &upstream, &key).await? else {
+                continue;
+            };
+            for &u in unchanged {
+                if let Some(value) = current.get(u as usize) {
+                    at.insert((row, u as usize), values.len());
+                    values.append_option(value.as_deref());
                 }
             }
         }
-        Ok(())
+        Ok(Fetched { at, values: values.finish() })
     }
 
-    /// The table columns an update left unchanged, from the upstream column indices.
-    fn unchanged_mask(&self, upstream: Option<&str>) -> Option<String> {
-        let upstream: Vec<usize> = upstream?.split(',').filter_map(|i| i.parse().ok()).collect();
-        let columns: Vec<String> = self
-            .config
-            .upstream_columns
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| upstream.contains(u))
-            .map(|(c, _)| c.to_string())
-            .collect();
-        (!columns.is_empty()).then(|| columns.join(","))
+    /// The `_unchanged` column of the changes `rows`: the table columns whose upstream columns
+    /// an update did not send, or NULL. A replacing update has none: they were read from the
+    /// upstream (see [`Self::fetch_unchanged`]).
+    fn unchanged_columns(&self, changes: &Changes<'_>, rows: &[usize]) -> ListArray {
+        let mut lists = ListBuilder::with_capacity(UInt32Builder::new(), rows.len());
+        for &row in rows {
+            let upstream = changes.unchanged(row);
+            let columns: Vec<Option<u32>> = match changes.replaces.value(row) {
+                true => Vec::new(),
+                false => self
+                    .config
+                    .upstream_columns
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &u)| upstream.contains(&(u as u32)))
+                    .map(|(c, _)| Some(c as u32))
+                    .collect(),
+            };
+            match columns.is_empty() {
+                true => lists.append_null(),
+                false => lists.append_value(columns),
+            }
+        }
+        lists.finish()
     }
 
     /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
@@ -566,19 +574,43 @@ impl CdcBackfill {
     }
 }
 
-/// Appends the `_unchanged` column the upsert materialize reads: for each row, the table
-/// columns to keep from the stored row (comma-separated), or NULL.
-fn with_unchanged(data: RecordBatch, masks: Vec<Option<String>>) -> Result<RecordBatch> {
-    let mut fields: Vec<arrow::datatypes::Field> =
-        data.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(arrow::datatypes::Field::new(
-        UNCHANGED_COLUMN,
-        arrow::datatypes::DataType::Utf8,
-        true,
-    ));
+/// Upstream values read for changes that did not send them (see
+/// [`CdcBackfill::fetch_unchanged`]).
+struct Fetched {
+    /// Where the value of (change row, upstream column) is in `values`.
+    at: HashMap<(usize, usize), usize>,
+    values: StringArray,
+}
+
+impl Fetched {
+    /// The text of upstream column `column` of each change in `rows`: the value read from the
+    /// upstream where there is one, else the change's own.
+    fn gather(&self, changes: &Changes<'_>, rows: &[usize], column: usize) -> Result<ArrayRef> {
+        if self.at.is_empty() {
+            let indices: Vec<u32> = rows
+                .iter()
+                .map(|&row| Ok(changes.value_index(row, column)? as u32))
+                .collect::<Result<_>>()?;
+            return Ok(take(changes.texts(), &UInt32Array::from(indices), None)?);
+        }
+        let picks: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|&row| match self.at.get(&(row, column)) {
+                Some(&at) => Ok((1, at)),
+                None => Ok((0, changes.value_index(row, column)?)),
+            })
+            .collect::<Result<_>>()?;
+        Ok(interleave(&[changes.texts() as &dyn Array, &self.values], &picks)?)
+    }
+}
+
+/// Appends the `_unchanged` column the upsert materialize reads (see [`unchanged_field`]).
+fn with_unchanged(data: RecordBatch, unchanged: ListArray) -> Result<RecordBatch> {
+    let mut fields: Vec<_> = data.schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(unchanged_field()));
     let mut columns = data.columns().to_vec();
-    columns.push(Arc::new(StringArray::from(masks)));
-    Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
+    columns.push(Arc::new(unchanged));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
 }
 
 /// The same fields, all nullable: change rows carry only the key for deletes.
@@ -683,8 +715,9 @@ mod tests {
 
     /// The key `on_changes` compares for the row with primary key `id`.
     fn key(b: &CdcBackfill, id: i32) -> Vec<u8> {
-        let row = vec![Some(id.to_string()), None, None];
-        b.keys(&b.typed_rows(&[row]).unwrap()).unwrap().remove(0)
+        let text =
+            |u: usize| Ok(Arc::new(StringArray::from(vec![(u == 0).then(|| id.to_string())])) as _);
+        b.keys(&b.typed(text).unwrap()).unwrap().remove(0)
     }
 
     /// Records a snapshot page ending at `last_id` whose low offset was `low`, as a read does.
@@ -696,9 +729,9 @@ mod tests {
         b.dirty = true;
     }
 
-    /// Source changes, one a line: `upstream-table delete? lsn row-json unchanged replaces?`.
+    /// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`.
     fn changes(lines: &str) -> StreamChunk {
-        StreamChunk::from_pretty(&format!("T B I T T B\n{lines}"))
+        StreamChunk::from_pretty(&format!("T B I [T] [u] B\n{lines}"))
     }
 
     /// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
@@ -713,7 +746,7 @@ mod tests {
     async fn changes_before_the_first_page_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
-        assert_eq!(apply(&mut b, r#"+ public.t f 100 ["1","x","a"] . f"#).await, "-");
+        assert_eq!(apply(&mut b, "+ public.t f 100 [1, x, a] . f").await, "-");
     }
 
     #[tokio::test]
@@ -721,11 +754,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
         read_page(&mut b, 3, 100);
-        let lines = r#"+ public.t f 150 ["2","x","b"] . f
-                       + public.t t 150 ["3",null,null] . f
-                       + public.t f 150 ["4","x","d"] . f"#;
+        let lines = "+ public.t f 150 [2, x, b] . f
+                       + public.t t 150 [3, ., .] . f
+                       + public.t f 150 [4, x, d] . f";
         // Deletes carry only the key; the last column is `_unchanged`.
-        assert_eq!(apply(&mut b, lines).await, dedent("i T T\n+ 2 b .\n- 3 . ."));
+        assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 2 b .\n- 3 . ."));
     }
 
     #[tokio::test]
@@ -734,9 +767,9 @@ mod tests {
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
         read_page(&mut b, 3, 100);
         // The page's snapshot (taken at or after LSN 100) holds the change of LSN 90.
-        let lines = r#"+ public.t f 90  ["2","x","b"] . f
-                       + public.t f 100 ["2","x","c"] . f"#;
-        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 c .");
+        let lines = "+ public.t f 90  [2, x, b] . f
+                       + public.t f 100 [2, x, c] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 c .");
     }
 
     #[tokio::test]
@@ -746,14 +779,14 @@ mod tests {
         read_page(&mut b, 3, 100);
         read_page(&mut b, 6, 200);
         // Key 5 was read by the page of low offset 200: its snapshot holds LSN 150.
-        let lines = r#"+ public.t f 150 ["5","x","e"] . f"#;
+        let lines = "+ public.t f 150 [5, x, e] . f";
         assert_eq!(apply(&mut b, lines).await, "-");
         assert_eq!(b.pages.len(), 1, "the page of low offset 100 settled");
         assert_eq!(b.settled, Some(key(&b, 3)));
         // Rows of the settled range take every change, whatever its LSN.
-        let lines = r#"+ public.t f 90 ["2","x","b"] . f
-                       + public.t f 90 ["5","x","e"] . f"#;
-        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 b .");
+        let lines = "+ public.t f 90 [2, x, b] . f
+                       + public.t f 90 [5, x, e] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
     }
 
     #[tokio::test]
@@ -763,18 +796,18 @@ mod tests {
         read_page(&mut b, 3, 100);
         b.phase = Phase::Finishing;
         // Key 2's page has not settled: its older change is still dropped.
-        let lines = r#"+ public.t f 90 ["2","x","b"] . f
-                       + public.t f 90 ["7","x","g"] . f"#;
-        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 7 g .");
+        let lines = "+ public.t f 90 [2, x, b] . f
+                       + public.t f 90 [7, x, g] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
     }
 
     #[tokio::test]
     async fn changes_of_other_upstream_tables_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), false);
-        let lines = r#"+ public.u f 100 ["1","x","a"] . f
-                       + public.t f 100 ["2","x","b"] . f"#;
-        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 2 b .");
+        let lines = "+ public.u f 100 [1, x, a] . f
+                       + public.t f 100 [2, x, b] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
     }
 
     #[tokio::test]
@@ -782,14 +815,50 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), false);
         // Upstream column 2 is table column 1; upstream column 1 is not in the table.
-        let lines = r#"+ public.t f 100 ["1","x",null] 2   f
-                       + public.t f 100 ["2",null,"b"] 1   f
-                       + public.t f 100 ["3",null,null] 1,2 f"#;
-        let expected = "i T T
-                        + 1 . 1
+        let lines = "+ public.t f 100 [1, x, .] [2]    f
+                       + public.t f 100 [2, ., b] [1]    f
+                       + public.t f 100 [3, ., .] [1, 2] f";
+        let expected = "i T [u]
+                        + 1 . [1]
                         + 2 b .
-                        + 3 . 1";
+                        + 3 . [1]";
         assert_eq!(apply(&mut b, lines).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_replacing_update_sending_every_column_reads_nothing_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), false);
+        // The upstream is never connected to: nothing is unchanged.
+        let lines = "+ public.t f 100 [1, x, a] . t
+                     + public.t f 100 [2, x, b] [] t";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1 a .\n+ 2 b .");
+    }
+
+    #[test]
+    fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
+        let chunk = changes(
+            "+ public.t f 100 [1, x, .] [2] t
+             + public.u f 100 [9, y, z] .   f
+             + public.t f 100 [3, ., c] [1] f",
+        );
+        let changes = Changes::of(&chunk).unwrap();
+        // What `fetch_unchanged` reads for change 0, whose upstream row now has v = 'A'.
+        let fetched = Fetched {
+            at: HashMap::from([((0, 2), 0)]),
+            values: StringArray::from(vec![Some("A")]),
+        };
+        let column = |u| fetched.gather(&changes, &[0, 2], u).unwrap();
+        let text = |a: ArrayRef| {
+            a.as_string::<i32>().iter().map(|v| v.map(String::from)).collect::<Vec<_>>()
+        };
+        let some = |v: &str| Some(v.to_owned());
+        assert_eq!(text(column(0)), [some("1"), some("3")]);
+        assert_eq!(text(column(2)), [some("A"), some("c")]);
+        // Change 2 did not send column 1: it stays NULL, the materialize keeps the stored value.
+        assert_eq!(text(column(1)), [some("x"), None]);
+        let without = Fetched { at: HashMap::new(), values: StringArray::from(Vec::<&str>::new()) };
+        assert_eq!(text(without.gather(&changes, &[0, 2], 2).unwrap()), [None, some("c")]);
     }
 
     #[tokio::test]
@@ -806,9 +875,9 @@ mod tests {
         assert_eq!(b.phase, Phase::Reading);
         assert_eq!(b.rows, 3);
         // Every change to a row up to the cursor applies; the snapshot reads on after it.
-        let lines = r#"+ public.t f 5 ["3","x","c"] . f
-                       + public.t f 5 ["4","x","d"] . f"#;
-        assert_eq!(apply(&mut b, lines).await, "i T T\n+ 3 c .");
+        let lines = "+ public.t f 5 [3, x, c] . f
+                       + public.t f 5 [4, x, d] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .");
     }
 
     #[tokio::test]
@@ -816,8 +885,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let (status, _) = watch::channel(BackfillStatus::default());
-        let lines = r#"+ public.t f 100 ["1","x","a"] . f
-                       + public.t t 101 ["1",null,null] . f"#;
+        let lines = "+ public.t f 100 [1, x, a] . f
+                       + public.t t 101 [1, ., .] . f";
         let input = [barrier(1), Message::Chunk(changes(lines)), barrier(2)];
         let executor = CdcBackfillExecutor::new(
             MockSource::boxed(input),
@@ -827,7 +896,7 @@ mod tests {
         );
         let expected = "barrier 1
 
-                        i T T
+                        i T [u]
                         + 1 a .
                         - 1 . .
 
