@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
@@ -34,6 +34,7 @@ use crate::storage::state_table::StateTable;
 use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::batch_with_rows;
+use crate::stream::executor::backfill::state::{VnodeProgress, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
@@ -61,8 +62,9 @@ enum VnodeState {
     Completed,
 }
 
+/// The backfill of one vnode, as this executor tracks it.
 #[derive(Debug, Clone)]
-struct VnodeProgress {
+struct Vnode {
     state: VnodeState,
     rows: u64,
     dirty: bool,
@@ -162,7 +164,7 @@ struct Backfill {
     store: Arc<Store>,
     config: BackfillConfig,
     progress_table: StateTable,
-    vnodes: Vec<VnodeProgress>,
+    vnodes: Vec<Vnode>,
     /// The owned vnodes, in the order they are read.
     owned: Vec<usize>,
     /// Index into `owned` of the first vnode not yet completed.
@@ -196,48 +198,24 @@ impl Backfill {
     ) -> Result<Self> {
         let progress_table = config.progress_table.state_table(store.clone());
         let mut vnodes = vec![
-            VnodeProgress { state: VnodeState::NotStarted, rows: 0, dirty: false };
+            Vnode { state: VnodeState::NotStarted, rows: 0, dirty: false };
             VirtualNode::COUNT
         ];
-        let (start, end) = progress_table.full_range();
-        let types = config.progress_table.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, VirtualNode::COUNT);
-        for (_, value) in progress_table.iter_range(&start, &end, usize::MAX)? {
-            decoder.push(&value)?;
-        }
-        let columns = decoder.finish();
-        let n_rows = columns.first().map_or(0, |c| c.len());
-        let pk_len = config.upstream_table.pk.len();
-        for row in 0..n_rows {
-            let vnode = ScalarValue::try_from_array(&columns[0], row)?;
-            let ScalarValue::Int32(Some(vnode)) = vnode else {
-                return Err(Error::Storage("backfill progress row without a vnode".into()));
+        let persisted = read_rows(&config.progress_table, &progress_table)?;
+        for row in 0..persisted.num_rows() {
+            let progress = VnodeProgress::decode(&persisted, row)?;
+            let state = match progress.cursor {
+                Some(pk) => {
+                    let pk_columns =
+                        pk.iter().map(|v| v.to_array()).collect::<Result<Vec<_>, _>>()?;
+                    let table = &config.upstream_table;
+                    let key = encode_keys(table.id, &pk_columns, 1, table.dist_key_len)?.remove(0);
+                    VnodeState::InProgress { key, pk }
+                }
+                None => VnodeState::Completed,
             };
-            let finished = ScalarValue::try_from_array(&columns[1 + pk_len], row)?
-                == ScalarValue::Boolean(Some(true));
-            let rows = match ScalarValue::try_from_array(&columns[2 + pk_len], row)? {
-                ScalarValue::Int64(Some(n)) => n as u64,
-                _ => 0,
-            };
-            let state = if finished {
-                VnodeState::Completed
-            } else {
-                let pk_columns: Vec<ArrayRef> =
-                    columns[1..=pk_len].iter().map(|c| c.slice(row, 1)).collect();
-                let pk = (0..pk_len)
-                    .map(|i| ScalarValue::try_from_array(&pk_columns[i], 0))
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let key = encode_keys(
-                    config.upstream_table.id,
-                    &pk_columns,
-                    1,
-                    config.upstream_table.dist_key_len,
-                )?
-                .remove(0);
-                VnodeState::InProgress { key, pk }
-            };
-            vnodes[vnode as usize] = VnodeProgress { state, rows, dirty: false };
+            let vnode = Vnode { state, rows: progress.rows, dirty: false };
+            vnodes[progress.vnode.0 as usize] = vnode;
         }
         let owned: Vec<usize> = config.vnodes.iter().map(|v| v.0 as usize).collect();
         let cursor = owned
@@ -435,27 +413,21 @@ impl Backfill {
         Ok(())
     }
 
+    /// The progress rows of the vnodes `dirty`.
     fn progress_batch(&self, dirty: &[usize]) -> Result<RecordBatch> {
-        let schema = self.config.progress_table.full_schema();
-        let table = &self.config.upstream_table;
-        let mut columns: Vec<ArrayRef> =
-            vec![Arc::new(Int32Array::from_iter_values(dirty.iter().map(|&v| v as i32)))];
-        for (k, &col) in table.pk.iter().enumerate() {
-            let ty = table.columns[col].data_type.to_arrow();
-            let values = dirty.iter().map(|&v| match &self.vnodes[v].state {
-                VnodeState::InProgress { pk, .. } => pk[k].clone(),
-                _ => ScalarValue::try_from(&ty).expect("catalog types have a null scalar"),
-            });
-            columns.push(ScalarValue::iter_to_array(values)?);
-        }
-        columns.push(Arc::new(BooleanArray::from_iter(
-            dirty.iter().map(|&v| Some(self.vnodes[v].state == VnodeState::Completed)),
-        )));
-        columns.push(Arc::new(Int64Array::from_iter_values(
-            dirty.iter().map(|&v| self.vnodes[v].rows as i64),
-        )));
-        let columns = crate::stream::cast_columns(columns, &schema)?;
-        Ok(RecordBatch::try_new(schema, columns)?)
+        let rows: Vec<VnodeProgress> = dirty
+            .iter()
+            .map(|&v| VnodeProgress {
+                vnode: VirtualNode(v as u16),
+                cursor: match &self.vnodes[v].state {
+                    VnodeState::InProgress { pk, .. } => Some(pk.clone()),
+                    _ => None,
+                },
+                finished: self.vnodes[v].state == VnodeState::Completed,
+                rows: self.vnodes[v].rows,
+            })
+            .collect();
+        VnodeProgress::encode(&rows, &self.config.progress_table.full_schema())
     }
 
     fn report(&mut self, epoch: Epoch, finished: Option<Epoch>) {
@@ -603,16 +575,8 @@ mod tests {
     /// The committed progress rows, as inserts `vnode k finished row_count`.
     fn progress(store: &Arc<Store>) -> String {
         let catalog = progress_table();
-        let table = catalog.state_table(store.clone());
-        let (start, end) = table.full_range();
-        let types = catalog.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, 1);
-        for (_, value) in table.iter_range(&start, &end, usize::MAX).unwrap() {
-            decoder.push(&value).unwrap();
-        }
-        let data = RecordBatch::try_new(schema("i i B I"), decoder.finish()).unwrap();
-        StreamChunk::inserts(data).to_pretty()
+        let rows = read_rows(&catalog, &catalog.state_table(store.clone())).unwrap();
+        StreamChunk::inserts(rows).to_pretty()
     }
 
     /// `i I` inserts of `(k, 10 k)` for every `k` of `keys`.

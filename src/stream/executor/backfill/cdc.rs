@@ -35,11 +35,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray, ListBuilder,
-    RecordBatch, StringArray, StringBuilder, UInt32Array, UInt32Builder,
+    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, ListArray, ListBuilder, RecordBatch,
+    StringArray, StringBuilder, UInt32Array, UInt32Builder,
 };
 use arrow::compute::{filter_record_batch, interleave, take};
 use arrow::datatypes::{Schema, SchemaRef};
+use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_postgres::Client;
@@ -50,10 +51,10 @@ use crate::connector::pg_reader::{UpstreamTable, current_lsn, fetch_row, snapsho
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_keys};
-use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::backfill::state::{CdcProgress, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
@@ -256,9 +257,9 @@ impl CdcBackfill {
             store,
             config,
         };
-        let (start, end) = backfill.state.full_range();
-        if let Some((_, row)) = backfill.state.iter_range(&start, &end, 1)?.pop() {
-            backfill.restore(&row)?;
+        let persisted = read_rows(&backfill.config.state, &backfill.state)?;
+        if persisted.num_rows() > 0 {
+            backfill.restore(CdcProgress::decode(&persisted, 0)?)?;
         }
         backfill.report(Epoch(0));
         Ok(backfill)
@@ -313,21 +314,15 @@ impl CdcBackfill {
     }
 
     /// Restores the persisted progress: changes to rows up to the cursor all apply.
-    fn restore(&mut self, row: &[u8]) -> Result<()> {
-        let types = self.config.state.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, 1);
-        decoder.push(row)?;
-        let columns = decoder.finish();
-        let n_pk = self.config.table.pk.len();
-        if columns[1 + n_pk].as_boolean().value(0) {
+    fn restore(&mut self, progress: CdcProgress) -> Result<()> {
+        if progress.finished {
             self.phase = Phase::Done { epoch: Epoch(0) };
         }
-        self.rows = columns[2 + n_pk].as_primitive::<arrow::datatypes::Int64Type>().value(0) as u64;
-        let pk: Vec<ArrayRef> = columns[1..=n_pk].to_vec();
-        if pk.iter().all(|c| c.is_valid(0)) {
-            let key = encode_keys(self.config.table.id, &pk, 1, self.config.table.dist_key_len)?
-                .remove(0);
+        self.rows = progress.rows;
+        if let Some(pk) = progress.cursor {
+            let pk: Vec<ArrayRef> = pk.iter().map(|v| v.to_array()).collect::<Result<_, _>>()?;
+            let table = &self.config.table;
+            let key = encode_keys(table.id, &pk, 1, table.dist_key_len)?.remove(0);
             let key = key[KEY_PREFIX_LEN..].to_vec();
             let text = pk
                 .iter()
@@ -414,6 +409,19 @@ impl CdcBackfill {
             .map(|(&u, field)| cast_text(&text(u)?, field.data_type()))
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+    }
+
+    /// A primary key as text (as the upstream prints it), typed as the table's key columns.
+    fn typed_key(&self, text: &[Option<String>]) -> Result<Vec<ScalarValue>> {
+        let table = &self.config.table;
+        text.iter()
+            .zip(&table.pk)
+            .map(|(text, &c)| {
+                let text: ArrayRef = Arc::new(StringArray::from(vec![text.as_deref()]));
+                let typed = cast_text(&text, &table.columns[c].data_type.to_arrow())?;
+                Ok(ScalarValue::try_from_array(&typed, 0)?)
+            })
+            .collect()
     }
 
     /// The memcomparable primary key of every row, without the table and vnode prefix: these
@@ -548,20 +556,18 @@ impl CdcBackfill {
     /// Writes the progress row and commits the state table.
     fn persist(&mut self, epoch: Epoch) -> Result<()> {
         if self.dirty {
-            let schema = self.config.state.full_schema();
-            let n_pk = self.config.table.pk.len();
-            let mut columns: Vec<ArrayRef> =
-                vec![Arc::new(StringArray::from(vec![self.split_id.clone()]))];
-            for k in 0..n_pk {
-                let text = self.cursor.as_ref().and_then(|(t, _)| t[k].clone());
-                let array: ArrayRef = Arc::new(StringArray::from(vec![text]));
-                columns.push(cast_text(&array, schema.field(1 + k).data_type())?);
-            }
-            columns.push(Arc::new(BooleanArray::from(vec![self.phase.snapshot_read()])));
-            columns.push(Arc::new(Int64Array::from(vec![self.rows as i64])));
-            columns.push(Arc::new(StringArray::from(vec![self.offset().to_json()])));
-            let relaxed = nullable(&schema);
-            let batch = RecordBatch::try_new(relaxed, columns)?;
+            let cursor = match &self.cursor {
+                Some((text, _)) => Some(self.typed_key(text)?),
+                None => None,
+            };
+            let progress = CdcProgress {
+                split: self.split_id.clone(),
+                cursor,
+                finished: self.phase.snapshot_read(),
+                rows: self.rows,
+                offset: self.offset(),
+            };
+            let batch = progress.encode(&self.config.state.full_schema())?;
             self.state.write_chunk(&StreamChunk::inserts(batch))?;
             self.dirty = false;
         }
