@@ -2,11 +2,17 @@
 //!
 //! Sluice stores and moves data as Arrow arrays. Each SQL type maps to exactly one Arrow type;
 //! the mapping is the contract between the catalog, the storage codecs and DataFusion.
+//!
+//! [`cast_to`] is the one conversion of values (text above all) to a column type: strict for
+//! what users write (INSERT, UPDATE, COPY), lenient for what an upstream Postgres prints.
 
 use std::fmt;
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, StringArray};
+use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType as ArrowType, TimeUnit};
+use arrow::util::display::FormatOptions;
 use datafusion::sql::sqlparser::ast;
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +191,90 @@ impl fmt::Display for DataType {
     }
 }
 
+/// How [`cast_to`] reads values, text above all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CastMode {
+    /// Values a user wrote (INSERT, UPDATE, COPY): one that does not convert is an error,
+    /// out of range (22003) between numbers, invalid input (22P02) otherwise. Bytea text is
+    /// `\x` and hex digits, or else the text's own bytes.
+    Strict,
+    /// Text as an upstream Postgres prints it (its output format), trusted: booleans are
+    /// `t`/`f` (`true` also reads as true, anything else as false), bytea is hex (an optional
+    /// `\x`, bad digit pairs skipped), and a value that does not convert becomes NULL.
+    Upstream,
+}
+
+/// `array` cast to the column type `to`, reading text as `mode` says; other arrays are cast
+/// by Arrow (strictly in [`CastMode::Strict`]).
+pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRef> {
+    let target = to.to_arrow();
+    if array.data_type() == &target {
+        return Ok(array.clone());
+    }
+    if let Some(text) = array.as_string_opt::<i32>() {
+        match (to, mode) {
+            (DataType::Bytea, _) => return bytea_from_text(text, mode),
+            (DataType::Boolean, CastMode::Upstream) => {
+                let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
+                return Ok(Arc::new(BooleanArray::from_iter(values)));
+            }
+            _ => {}
+        }
+    }
+    let safe = mode == CastMode::Upstream;
+    let options = CastOptions { safe, format_options: FormatOptions::default() };
+    cast_with_options(array, &target, &options).map_err(|e| {
+        // A number that does not fit the column is out of range (22003), as in Postgres;
+        // text that does not parse is invalid input (22P02).
+        if array.data_type().is_numeric() && target.is_numeric() {
+            Error::OutOfRange(format!("{to} out of range: {e}"))
+        } else {
+            Error::InvalidInput(format!("cannot convert {} to {to}: {e}", array.data_type()))
+        }
+    })
+}
+
+/// Bytea from text (see [`CastMode`] for the formats).
+fn bytea_from_text(text: &StringArray, mode: CastMode) -> Result<ArrayRef> {
+    let decode = |v: &str| match mode {
+        CastMode::Strict => decode_bytea(v),
+        CastMode::Upstream => Ok(decode_hex(v)),
+    };
+    let decoded: Vec<Option<Vec<u8>>> =
+        text.iter().map(|v| v.map(decode).transpose()).collect::<Result<_>>()?;
+    Ok(Arc::new(BinaryArray::from_iter(decoded)))
+}
+
+/// Bytea input: `\x` followed by hex digits, or the raw text bytes.
+fn decode_bytea(text: &str) -> Result<Vec<u8>> {
+    let Some(hex) = text.strip_prefix("\\x") else {
+        return Ok(text.as_bytes().to_vec());
+    };
+    if hex.len() % 2 != 0 {
+        return Err(Error::InvalidInput(format!(
+            "invalid hexadecimal data: odd number of digits in {text:?}"
+        )));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            // `get`: a pair inside a multi-byte character is not hex either.
+            let pair = hex.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok());
+            pair.ok_or_else(|| {
+                Error::InvalidInput(format!("invalid hexadecimal digit in {text:?}"))
+            })
+        })
+        .collect()
+}
+
+/// Bytea as Postgres prints it (hex): pairs of hex digits after an optional `\x`; a pair that
+/// is not hex is skipped.
+fn decode_hex(text: &str) -> Vec<u8> {
+    let hex = text.strip_prefix("\\x").unwrap_or(text);
+    let pair = |i: usize| hex.get(2 * i..2 * i + 2).and_then(|p| u8::from_str_radix(p, 16).ok());
+    (0..hex.len() / 2).filter_map(pair).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +311,73 @@ mod tests {
         }
         assert!(matches!(bind("numeric(50,2)"), Err(Error::InvalidStatement(_))));
         assert!(matches!(bind("int[]"), Err(Error::Unsupported(_))));
+    }
+
+    fn text(values: &[Option<&str>]) -> ArrayRef {
+        Arc::new(StringArray::from(values.to_vec()))
+    }
+
+    /// `values` cast to `to` in `mode`, printed one a line (`.` for NULL), or the error.
+    fn cast(values: &[Option<&str>], to: DataType, mode: CastMode) -> String {
+        match cast_to(&text(values), to, mode) {
+            Ok(array) => {
+                let options = FormatOptions::default().with_null(".");
+                let format = arrow::util::display::ArrayFormatter::try_new(&array, &options);
+                let format = format.unwrap();
+                (0..array.len()).map(|i| format.value(i).to_string()).collect::<Vec<_>>().join(" ")
+            }
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    #[test]
+    fn bytea_hex_input() {
+        assert_eq!(decode_bytea("\\x01ff").unwrap(), vec![1, 255]);
+        assert!(decode_bytea("\\x0").is_err());
+        assert_eq!(decode_bytea("ab").unwrap(), b"ab".to_vec());
+        // As an upstream prints it, always hex; a bad pair is skipped, an odd digit dropped.
+        assert_eq!(decode_hex("\\x01ff"), vec![1, 255]);
+        assert_eq!(decode_hex("ab"), vec![0xab]);
+        assert_eq!(decode_hex("\\x01zzf"), vec![1]);
+        // Not hex, and no panic inside a multi-byte character.
+        assert!(decode_bytea("\\xaéa").is_err());
+        assert_eq!(decode_hex("\\x01aéa"), vec![1]);
+    }
+
+    #[test]
+    fn upstream_text_reads_postgres_output_and_bad_values_become_null() {
+        use CastMode::Upstream;
+        let booleans = [Some("t"), Some("f"), Some("true"), Some("yes"), None];
+        assert_eq!(cast(&booleans, DataType::Boolean, Upstream), "true false true false .");
+        let bytea = cast(&[Some("\\x01ff"), None], DataType::Bytea, Upstream);
+        assert_eq!(bytea, "01ff .");
+        assert_eq!(cast(&[Some("12"), Some("x"), None], DataType::Int32, Upstream), "12 . .");
+        let numeric = DataType::Decimal { precision: 10, scale: 2 };
+        assert_eq!(cast(&[Some("12.5"), Some("-0.01")], numeric, Upstream), "12.50 -0.01");
+        let timestamps = [Some("2024-01-02 03:04:05+02"), Some("2024-01-02 03:04:05.5+00")];
+        let expected = "2024-01-02T01:04:05Z 2024-01-02T03:04:05.500Z";
+        assert_eq!(cast(&timestamps, DataType::Timestamptz, Upstream), expected);
+        assert_eq!(cast(&[Some(r#"{"a": 1}"#)], DataType::Jsonb, Upstream), r#"{"a": 1}"#);
+    }
+
+    #[test]
+    fn strict_input_refuses_what_does_not_convert() {
+        use CastMode::Strict;
+        let booleans = [Some("t"), Some("false"), Some("yes"), None];
+        assert_eq!(cast(&booleans, DataType::Boolean, Strict), "true false true .");
+        assert!(cast(&[Some("maybe")], DataType::Boolean, Strict).starts_with("error: "));
+        assert_eq!(cast(&[Some("\\x01ff"), Some("ab")], DataType::Bytea, Strict), "01ff 6162");
+        assert!(matches!(
+            cast_to(&text(&[Some("\\x0")]), DataType::Bytea, Strict),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(matches!(
+            cast_to(&text(&[Some("x")]), DataType::Int32, Strict),
+            Err(Error::InvalidInput(_))
+        ));
+        let big: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![1_i64 << 40]));
+        assert!(matches!(cast_to(&big, DataType::Int32, Strict), Err(Error::OutOfRange(_))));
+        let same: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![7]));
+        assert_eq!(&cast_to(&same, DataType::Int32, Strict).unwrap(), &same);
     }
 }

@@ -11,12 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, Int64Array, RecordBatch, new_null_array,
-};
-use arrow::compute::{CastOptions, cast_with_options, concat_batches, take};
-use arrow::datatypes::DataType as ArrowType;
-use arrow::util::display::FormatOptions;
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, new_null_array};
+use arrow::compute::{concat_batches, take};
 use datafusion::sql::sqlparser::ast;
 use futures::TryStreamExt;
 use tokio::sync::oneshot;
@@ -32,7 +28,7 @@ use crate::storage::keycodec::encode_keys;
 use crate::stream::executor::dml::DmlRequest;
 use crate::stream::graph::job::Job;
 use crate::stream::message::{Op, StreamChunk};
-use crate::types::DataType;
+use crate::types::{CastMode, DataType, cast_to};
 use crate::{invalid, unsupported};
 
 impl Engine {
@@ -103,8 +99,11 @@ impl Engine {
         let width = table.columns.len();
         let mut new_columns: Vec<ArrayRef> = old.columns()[..width].to_vec();
         for (k, (index, _)) in assigned.iter().enumerate() {
-            new_columns[*index] =
-                cast_to(&old.columns()[width + k], table.columns[*index].data_type)?;
+            new_columns[*index] = cast_to(
+                &old.columns()[width + k],
+                table.columns[*index].data_type,
+                CastMode::Strict,
+            )?;
         }
         let old = RecordBatch::try_new(table.full_schema(), old.columns()[..width].to_vec())?;
         let new = RecordBatch::try_new(table.full_schema(), new_columns)?;
@@ -399,7 +398,7 @@ fn full_rows(
     let mut columns = Vec::with_capacity(table.columns.len());
     for (i, column) in table.columns.iter().enumerate() {
         let array = match targets.iter().position(|&t| t == i) {
-            Some(j) => cast_to(&values[j], column.data_type)?,
+            Some(j) => cast_to(&values[j], column.data_type, CastMode::Strict)?,
             None if column.hidden => {
                 Arc::new(Int64Array::from_iter_values((0..n).map(|_| next_row_id())))
             }
@@ -433,55 +432,6 @@ fn check_row(table: &TableCatalog, batch: &RecordBatch) -> Result<()> {
 
 fn nullability_error(e: arrow::error::ArrowError) -> Error {
     Error::InvalidInput(e.to_string())
-}
-
-/// Casts values to a column type, failing on values that do not convert.
-fn cast_to(array: &ArrayRef, ty: DataType) -> Result<ArrayRef> {
-    let target = ty.to_arrow();
-    if array.data_type() == &target {
-        return Ok(array.clone());
-    }
-    if ty == DataType::Bytea && array.data_type() == &ArrowType::Utf8 {
-        return bytea_from_text(array);
-    }
-    let options = CastOptions { safe: false, format_options: FormatOptions::default() };
-    cast_with_options(array, &target, &options).map_err(|e| {
-        // A number that does not fit the column is out of range (22003), as in Postgres;
-        // text that does not parse is invalid input (22P02).
-        if array.data_type().is_numeric() && target.is_numeric() {
-            Error::OutOfRange(format!("{ty} out of range: {e}"))
-        } else {
-            Error::InvalidInput(format!("cannot convert {} to {ty}: {e}", array.data_type()))
-        }
-    })
-}
-
-/// Parses bytea input: `\x` followed by hex digits, or the raw text bytes.
-fn bytea_from_text(array: &ArrayRef) -> Result<ArrayRef> {
-    let decoded: Vec<Option<Vec<u8>>> = array
-        .as_string::<i32>()
-        .iter()
-        .map(|v| v.map(decode_bytea).transpose())
-        .collect::<Result<_>>()?;
-    Ok(Arc::new(BinaryArray::from_iter(decoded)))
-}
-
-fn decode_bytea(text: &str) -> Result<Vec<u8>> {
-    let Some(hex) = text.strip_prefix("\\x") else {
-        return Ok(text.as_bytes().to_vec());
-    };
-    if hex.len() % 2 != 0 {
-        return Err(Error::InvalidInput(format!(
-            "invalid hexadecimal data: odd number of digits in {text:?}"
-        )));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16)
-                .map_err(|_| Error::InvalidInput(format!("invalid hexadecimal digit in {text:?}")))
-        })
-        .collect()
 }
 
 /// A chunk of `U-`/`U+` pairs: row i of `old` followed by row i of `new`.
@@ -537,13 +487,6 @@ fn next_row_id() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytea_hex_input() {
-        assert_eq!(decode_bytea("\\x01ff").unwrap(), vec![1, 255]);
-        assert!(decode_bytea("\\x0").is_err());
-        assert_eq!(decode_bytea("ab").unwrap(), b"ab".to_vec());
-    }
 
     #[test]
     fn row_ids_increase() {

@@ -62,6 +62,7 @@ use crate::stream::executor::cdc_source::Changes;
 use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Message, Op, StreamChunk};
+use crate::types::{CastMode, cast_to};
 
 /// Snapshot rows read per epoch, at most (see the arrangement backfill).
 const EPOCH_ROWS: usize = 64 * 1024;
@@ -405,8 +406,8 @@ impl CdcBackfill {
             .config
             .upstream_columns
             .iter()
-            .zip(schema.fields())
-            .map(|(&u, field)| cast_text(&text(u)?, field.data_type()))
+            .zip(&self.config.table.columns)
+            .map(|(&u, column)| cast_to(&text(u)?, column.data_type, CastMode::Upstream))
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(nullable(&schema), columns)?)
     }
@@ -418,7 +419,7 @@ impl CdcBackfill {
             .zip(&table.pk)
             .map(|(text, &c)| {
                 let text: ArrayRef = Arc::new(StringArray::from(vec![text.as_deref()]));
-                let typed = cast_text(&text, &table.columns[c].data_type.to_arrow())?;
+                let typed = cast_to(&text, table.columns[c].data_type, CastMode::Upstream)?;
                 Ok(ScalarValue::try_from_array(&typed, 0)?)
             })
             .collect()
@@ -624,30 +625,6 @@ fn nullable(schema: &SchemaRef) -> SchemaRef {
     let fields: Vec<arrow::datatypes::Field> =
         schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
     Arc::new(arrow::datatypes::Schema::new(fields))
-}
-
-/// Text values (as Postgres prints them) converted to a column type.
-fn cast_text(text: &ArrayRef, to: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-    use arrow::datatypes::DataType as A;
-    match to {
-        A::Boolean => {
-            let values = text.as_string::<i32>();
-            Ok(Arc::new(BooleanArray::from_iter(
-                values.iter().map(|v| v.map(|v| v == "t" || v == "true")),
-            )))
-        }
-        A::Binary => {
-            let values = text.as_string::<i32>();
-            let bytes: Vec<Option<Vec<u8>>> = values.iter().map(|v| v.map(decode_hex)).collect();
-            Ok(Arc::new(arrow::array::BinaryArray::from_iter(bytes)))
-        }
-        other => Ok(arrow::compute::cast(text, other)?),
-    }
-}
-
-fn decode_hex(text: &str) -> Vec<u8> {
-    let hex = text.strip_prefix("\\x").unwrap_or(text);
-    (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()).collect()
 }
 
 #[cfg(test)]
