@@ -50,25 +50,41 @@ pub fn encode_keys(
     num_rows: usize,
     dist_key_len: usize,
 ) -> Result<Vec<Vec<u8>>> {
-    let mut keys: Vec<Vec<u8>> = (0..num_rows)
-        .map(|_| {
-            let mut k = Vec::with_capacity(KEY_PREFIX_LEN + 9 * columns.len());
-            k.extend_from_slice(&vnode_prefix(table, VirtualNode(0)));
-            k
-        })
-        .collect();
+    let mut keys = Vec::new();
+    encode_keys_into(table, columns, num_rows, dist_key_len, &mut keys)?;
+    Ok(keys)
+}
+
+/// [`encode_keys`] into `keys`, whose buffers are reused: after the first chunks, encoding
+/// allocates nothing.
+pub fn encode_keys_into(
+    table: TableId,
+    columns: &[ArrayRef],
+    num_rows: usize,
+    dist_key_len: usize,
+    keys: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    keys.truncate(num_rows);
+    for key in keys.iter_mut() {
+        key.clear();
+    }
+    keys.resize_with(num_rows, || Vec::with_capacity(KEY_PREFIX_LEN + 9 * columns.len()));
+    for key in keys.iter_mut() {
+        key.extend_from_slice(&vnode_prefix(table, VirtualNode(0)));
+    }
+    let keys = keys.as_mut_slice();
     let (dist, rest) = columns.split_at(dist_key_len.min(columns.len()));
     for column in dist {
-        encode_column(column, &mut keys)?;
+        encode_column(column, keys)?;
     }
-    for key in &mut keys {
+    for key in keys.iter_mut() {
         let vnode = vnode_of(&key[KEY_PREFIX_LEN..]);
         key[4..KEY_PREFIX_LEN].copy_from_slice(&vnode.0.to_be_bytes());
     }
     for column in rest {
-        encode_column(column, &mut keys)?;
+        encode_column(column, keys)?;
     }
-    Ok(keys)
+    Ok(())
 }
 
 /// Appends the memcomparable encoding of each value of `column` to the matching buffer.

@@ -8,3 +8,5 @@ pub mod row_codec;
 pub mod state_table;
 /// RocksDB: the `meta` and `state` column families, epochs staged and committed atomically.
 pub mod store;
+/// One epoch's writes to a state table: an arena, a hash index, key order built lazily.
+pub mod write_buffer;

@@ -5,7 +5,7 @@
 //! commits. Until then the sealed buffer stays readable here, so the table always reads its own
 //! writes: current buffer first, then sealed epochs newest first, then the committed data.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use arrow::array::ArrayRef;
 use crate::chunk::StreamChunk;
 use crate::error::Result;
 use crate::ids::{Epoch, TableId};
-use crate::storage::keycodec::{encode_keys, table_prefix};
+use crate::storage::keycodec::{encode_keys, encode_keys_into, table_prefix};
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
 
@@ -26,6 +26,8 @@ pub struct StateTable {
     store: Arc<Store>,
     buffer: WriteBuffer,
     sealed: VecDeque<(Epoch, Arc<WriteBuffer>)>,
+    /// Per-row key and value buffers reused by every chunk written.
+    scratch: (Vec<Vec<u8>>, Vec<Vec<u8>>),
 }
 
 impl StateTable {
@@ -44,6 +46,7 @@ impl StateTable {
             store,
             buffer: WriteBuffer::new(),
             sealed: VecDeque::new(),
+            scratch: Default::default(),
         }
     }
 
@@ -60,24 +63,28 @@ impl StateTable {
 
     /// Applies every change of `chunk`: inserts put the row under its key, deletes remove it.
     pub fn write_chunk(&mut self, chunk: &StreamChunk) -> Result<()> {
-        let keys = self.keys(chunk.columns(), chunk.len())?;
-        let mut values = vec![Vec::new(); chunk.len()];
-        encode_rows(chunk.columns(), &mut values);
-        for ((op, key), value) in chunk.ops().iter().zip(keys).zip(values) {
-            let value = op.is_insert().then_some(value);
-            self.buffer.insert(key, value);
+        let (keys, values) = &mut self.scratch;
+        let pk: Vec<ArrayRef> =
+            self.pk_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
+        encode_keys_into(self.table_id, &pk, chunk.len(), self.dist_key_len, keys)?;
+        values.truncate(chunk.len());
+        values.iter_mut().for_each(Vec::clear);
+        values.resize_with(chunk.len(), Vec::new);
+        encode_rows(chunk.columns(), values);
+        for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
+            self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
         }
         Ok(())
     }
 
     /// Puts an encoded row under an encoded key.
     pub fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.buffer.insert(key, Some(value));
+        self.buffer.insert(&key, Some(&value));
     }
 
     /// Removes the row under an encoded key.
     pub fn delete(&mut self, key: Vec<u8>) {
-        self.buffer.insert(key, None);
+        self.buffer.insert(&key, None);
     }
 
     /// Replaces the row under `key`; the same as [`StateTable::insert`] for a keyed table.
@@ -88,7 +95,7 @@ impl StateTable {
     /// The current encoded row under `key`, including writes not yet committed.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(v) = self.overlay_get(key) {
-            return Ok(v.clone());
+            return Ok(v.map(<[u8]>::to_vec));
         }
         self.store.get(key)
     }
@@ -100,7 +107,7 @@ impl StateTable {
         let mut misses = Vec::new();
         for (i, key) in keys.iter().enumerate() {
             match self.overlay_get(key) {
-                Some(v) => out[i] = v.clone(),
+                Some(v) => out[i] = v.map(<[u8]>::to_vec),
                 None => misses.push(i),
             }
         }
@@ -114,7 +121,7 @@ impl StateTable {
         Ok(out)
     }
 
-    fn overlay_get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+    fn overlay_get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         self.buffer.get(key).or_else(|| self.sealed.iter().rev().find_map(|(_, b)| b.get(key)))
     }
 
@@ -127,21 +134,20 @@ impl StateTable {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let snapshot = self.store.snapshot();
-        let mut rows = WriteBuffer::new();
+        let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let last = snapshot.scan(start, end, limit, |k, v| {
             rows.insert(k.to_vec(), Some(v.to_vec()));
             Ok(())
         })?;
         // Committed rows are complete up to `last` when the scan hit its limit, else to `end`.
         let upper = match (&last, rows.len() >= limit) {
-            (Some(last), true) => Bound::Included(last.clone()),
-            _ => Bound::Excluded(end.to_vec()),
+            (Some(last), true) => Bound::Included(last.as_slice()),
+            _ => Bound::Excluded(end),
         };
-        let range = (Bound::Included(start.to_vec()), upper);
-        for (_, sealed) in &self.sealed {
-            rows.extend(sealed.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())));
+        for buffer in self.sealed.iter().map(|(_, b)| b.as_ref()).chain([&self.buffer]) {
+            let writes = buffer.range(start, upper);
+            rows.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
-        rows.extend(self.buffer.range(range).map(|(k, v)| (k.clone(), v.clone())));
         Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
     }
 
@@ -154,13 +160,12 @@ impl StateTable {
         end: &[u8],
         last: bool,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
         // Uncommitted writes of the range, newest winning.
-        let mut overlay = WriteBuffer::new();
-        for (_, sealed) in &self.sealed {
-            overlay.extend(sealed.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())));
+        let mut overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for buffer in self.sealed.iter().map(|(_, b)| b.as_ref()).chain([&self.buffer]) {
+            let writes = buffer.range(start, Bound::Excluded(end));
+            overlay.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
-        overlay.extend(self.buffer.range(range).map(|(k, v)| (k.clone(), v.clone())));
         let mut committed = None;
         self.store.snapshot().scan_until(start, end, last, |k, v| {
             if overlay.contains_key(k) {

@@ -36,7 +36,7 @@ const FORMAT_KEY: &[u8] = b"format_version";
 const EPOCH_KEY: &[u8] = b"committed_epoch";
 
 /// Writes of one state table in one epoch: full key to new value, `None` deletes the key.
-pub type WriteBuffer = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+pub use crate::storage::write_buffer::WriteBuffer;
 
 /// The persistent store shared by the catalog, the stream runtime and batch queries.
 pub struct Store {
@@ -159,7 +159,7 @@ impl Store {
         let state = self.state_cf();
         let mut batch = WriteBatch::default();
         for buffer in buffers.values().flatten() {
-            for (key, value) in buffer.iter() {
+            for (key, value) in buffer.writes() {
                 match value {
                     Some(v) => batch.put_cf(state, key, v),
                     None => batch.delete_cf(state, key),
@@ -344,7 +344,7 @@ mod tests {
             let store = Store::open(dir.path()).unwrap();
             let snap_before = store.snapshot();
             let mut buf = WriteBuffer::new();
-            buf.insert(b"\0\0\0\x01k1".to_vec(), Some(b"v1".to_vec()));
+            buf.insert(b"\0\0\0\x01k1", Some(b"v1"));
             store.stage(Epoch(1), Arc::new(buf));
             assert_eq!(store.get(b"\0\0\0\x01k1").unwrap(), None, "staged is not visible");
             store.commit(Epoch(1)).unwrap();
@@ -365,7 +365,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let write = |epoch: u64, key: &[u8]| {
             let mut buf = WriteBuffer::new();
-            buf.insert(key.to_vec(), Some(b"v".to_vec()));
+            buf.insert(key, Some(b"v"));
             store.stage(Epoch(epoch), Arc::new(buf));
         };
         write(1, b"\0\0\0\x01a");

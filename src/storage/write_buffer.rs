@@ -1,0 +1,268 @@
+//! `WriteBuffer`: one epoch's writes to one state table, without an allocation per row.
+//!
+//! Keys and values are appended to one arena, and each write is an entry saying where its key
+//! and value are. A hash index maps every key to its newest entry, so a read of an uncommitted
+//! row is one hash lookup, and a second write to a key supersedes the first. Key order is needed
+//! only by range reads and by the commit, so it is built lazily: the first range read sorts the
+//! live entries, and entries written after it are sorted on their own and merged in by the next
+//! range read. A buffer written once and committed (a backfill's epoch) is sorted exactly once.
+//!
+//! Reads see the newest write of each key: `Some(value)` for a put, `None` for a delete.
+
+use std::hash::BuildHasher;
+use std::ops::Bound;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+use parking_lot::Mutex;
+
+/// The value length of a delete.
+const DELETE: u32 = u32::MAX;
+
+/// One write: where its key and value are in the arena.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key_at: usize,
+    key_len: u32,
+    value_at: usize,
+    /// [`DELETE`] for a delete.
+    value_len: u32,
+    /// A later write of the same key replaced this one.
+    superseded: bool,
+}
+
+/// The live entries in key order, as far as they have been sorted.
+#[derive(Debug, Default)]
+struct Order {
+    /// Entries of `..sorted_upto` that were live when sorted, in key order; some may have been
+    /// superseded since, and are skipped.
+    sorted: Vec<u32>,
+    /// Entries at and after this index are not in `sorted` yet.
+    sorted_upto: usize,
+}
+
+/// One epoch's writes to a state table: puts and deletes by encoded key, newest winning.
+#[derive(Default)]
+pub struct WriteBuffer {
+    arena: Vec<u8>,
+    entries: Vec<Entry>,
+    /// The newest entry of each key.
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+    order: Mutex<Order>,
+    live: usize,
+}
+
+impl std::fmt::Debug for WriteBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WriteBuffer({} keys, {} bytes)", self.live, self.arena.len())
+    }
+}
+
+impl WriteBuffer {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of keys written.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Puts `value` under `key` (`None`: deletes it), replacing an earlier write of `key`.
+    pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let at = self.entries.len() as u32;
+        let entry = Entry {
+            key_at: self.arena.len(),
+            key_len: key.len() as u32,
+            value_at: self.arena.len() + key.len(),
+            value_len: value.map_or(DELETE, |v| v.len() as u32),
+            superseded: false,
+        };
+        self.arena.extend_from_slice(key);
+        if let Some(value) = value {
+            self.arena.extend_from_slice(value);
+        }
+        self.entries.push(entry);
+        let hash = self.hasher.hash_one(key);
+        let (arena, entries, hasher) = (&self.arena, &mut self.entries, &self.hasher);
+        let found = self.index.find_mut(hash, |&i| key_of(arena, &entries[i as usize]) == key);
+        match found {
+            Some(newest) => {
+                entries[*newest as usize].superseded = true;
+                *newest = at;
+            }
+            None => {
+                self.index.insert_unique(hash, at, |&i| {
+                    hasher.hash_one(key_of(arena, &entries[i as usize]))
+                });
+                self.live += 1;
+            }
+        }
+    }
+
+    /// The newest write of `key`: `Some(Some(value))` for a put, `Some(None)` for a delete,
+    /// `None` if the key was not written.
+    pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let hash = self.hasher.hash_one(key);
+        let &i = self.index.find(hash, |&i| self.key(i) == key)?;
+        Some(self.value(i))
+    }
+
+    /// The newest write of every key with `start <= key` and `key` below `end`, in key order.
+    pub fn range(&self, start: &[u8], end: Bound<&[u8]>) -> Vec<(&[u8], Option<&[u8]>)> {
+        let mut order = self.order.lock();
+        self.sort(&mut order);
+        let from = order.sorted.partition_point(|&i| self.key(i) < start);
+        order.sorted[from..]
+            .iter()
+            .filter(|&&i| !self.entries[i as usize].superseded)
+            .map(|&i| (self.key(i), self.value(i)))
+            .take_while(|(key, _)| match end {
+                Bound::Included(end) => *key <= end,
+                Bound::Excluded(end) => *key < end,
+                Bound::Unbounded => true,
+            })
+            .collect()
+    }
+
+    /// The newest write of every key, in no particular order (what a commit needs: no sort).
+    pub fn writes(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        (0..self.entries.len() as u32)
+            .filter(|&i| !self.entries[i as usize].superseded)
+            .map(|i| (self.key(i), self.value(i)))
+    }
+
+    /// The newest write of every key, in key order.
+    pub fn iter(&self) -> Vec<(&[u8], Option<&[u8]>)> {
+        self.range(&[], Bound::Unbounded)
+    }
+
+    /// Brings `order` up to date: sorts the entries written since, and merges them in.
+    fn sort(&self, order: &mut Order) {
+        if order.sorted_upto == self.entries.len() {
+            return;
+        }
+        let mut fresh: Vec<u32> = (order.sorted_upto..self.entries.len())
+            .filter(|&i| !self.entries[i].superseded)
+            .map(|i| i as u32)
+            .collect();
+        fresh.sort_unstable_by(|&a, &b| self.key(a).cmp(self.key(b)));
+        let old = std::mem::take(&mut order.sorted);
+        let mut merged = Vec::with_capacity(old.len() + fresh.len());
+        let mut old = old.into_iter().filter(|&i| !self.entries[i as usize].superseded).peekable();
+        let mut fresh = fresh.into_iter().peekable();
+        loop {
+            let next = match (old.peek(), fresh.peek()) {
+                (Some(&a), Some(&b)) if self.key(a) < self.key(b) => old.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => fresh.next(),
+                (Some(_), None) => old.next(),
+                (None, None) => break,
+            };
+            merged.extend(next);
+        }
+        order.sorted = merged;
+        order.sorted_upto = self.entries.len();
+    }
+
+    fn key(&self, i: u32) -> &[u8] {
+        key_of(&self.arena, &self.entries[i as usize])
+    }
+
+    fn value(&self, i: u32) -> Option<&[u8]> {
+        let entry = &self.entries[i as usize];
+        (entry.value_len != DELETE)
+            .then(|| &self.arena[entry.value_at..entry.value_at + entry.value_len as usize])
+    }
+}
+
+fn key_of<'a>(arena: &'a [u8], entry: &Entry) -> &'a [u8] {
+    &arena[entry.key_at..entry.key_at + entry.key_len as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn newest_write_wins_and_ranges_are_ordered() {
+        let mut buffer = WriteBuffer::new();
+        buffer.insert(b"b", Some(b"1"));
+        buffer.insert(b"a", Some(b"2"));
+        buffer.insert(b"c", None);
+        assert_eq!(buffer.len(), 3);
+        assert_eq!(buffer.get(b"a"), Some(Some(&b"2"[..])));
+        assert_eq!(buffer.get(b"c"), Some(None));
+        assert_eq!(buffer.get(b"d"), None);
+        let all = buffer.iter();
+        assert_eq!(all, vec![(&b"a"[..], Some(&b"2"[..])), (b"b", Some(b"1")), (b"c", None)]);
+        // Writes after a range read are merged into the order by the next one.
+        buffer.insert(b"b", None);
+        buffer.insert(b"aa", Some(b"3"));
+        buffer.insert(b"a", Some(b"4"));
+        assert_eq!(buffer.len(), 4);
+        assert_eq!(buffer.get(b"b"), Some(None));
+        let keys: Vec<&[u8]> = buffer.iter().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![&b"a"[..], b"aa", b"b", b"c"]);
+        assert_eq!(buffer.range(b"aa", Bound::Excluded(b"c")).len(), 2);
+        assert_eq!(buffer.range(b"aa", Bound::Included(b"c")).len(), 3);
+        assert_eq!(buffer.range(b"a", Bound::Included(b"a")), vec![(&b"a"[..], Some(&b"4"[..]))]);
+        assert!(buffer.range(b"d", Bound::Unbounded).is_empty());
+    }
+
+    /// Random writes and range reads agree with an ordered map of the same writes.
+    #[test]
+    fn agrees_with_an_ordered_map() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _round in 0..20 {
+            let mut buffer = WriteBuffer::new();
+            let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for _ in 0..500 {
+                let key = vec![b'k', next(4) as u8, next(50) as u8];
+                match next(10) {
+                    0..=5 => {
+                        let value = vec![next(256) as u8; next(5) as usize];
+                        buffer.insert(&key, Some(&value));
+                        model.insert(key.clone(), Some(value));
+                    }
+                    6..=7 => {
+                        buffer.insert(&key, None);
+                        model.insert(key.clone(), None);
+                    }
+                    _ => {
+                        let start = vec![b'k', next(4) as u8];
+                        let end = vec![b'k', next(5) as u8, next(50) as u8];
+                        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = buffer
+                            .range(&start, Bound::Excluded(&end))
+                            .into_iter()
+                            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                            .collect();
+                        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = if start < end {
+                            model.range(start..end).map(|(k, v)| (k.clone(), v.clone())).collect()
+                        } else {
+                            Vec::new()
+                        };
+                        assert_eq!(got, want);
+                    }
+                }
+                assert_eq!(buffer.get(&key), model.get(&key).map(|v| v.as_deref()));
+            }
+            assert_eq!(buffer.len(), model.len());
+            let all: Vec<Vec<u8>> = buffer.iter().into_iter().map(|(k, _)| k.to_vec()).collect();
+            assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
+        }
+    }
+}
