@@ -320,18 +320,14 @@ impl CdcBackfill {
             self.phase = Phase::Done { epoch: Epoch(0) };
         }
         self.rows = progress.rows;
+        let CdcOffset::Postgres { lsn } = progress.offset;
+        self.last_low = lsn;
         if let Some(pk) = progress.cursor {
             let pk: Vec<ArrayRef> = pk.iter().map(|v| v.to_array()).collect::<Result<_, _>>()?;
             let table = &self.config.table;
             let key = encode_keys(table.id, &pk, 1, table.dist_key_len)?.remove(0);
             let key = key[KEY_PREFIX_LEN..].to_vec();
-            let text = pk
-                .iter()
-                .map(|c| {
-                    let t = arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8)?;
-                    Ok(Some(t.as_string::<i32>().value(0).to_owned()))
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let text = pk.iter().map(upstream_text).collect::<Result<Vec<_>>>()?;
             self.settled = Some(key.clone());
             self.cursor = Some((text, key));
         }
@@ -620,6 +616,24 @@ fn with_unchanged(data: RecordBatch, unchanged: ListArray) -> Result<RecordBatch
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
 }
 
+/// The first value of `column` as the upstream prints it, for the snapshot query's cursor:
+/// `bytea` as `\x` and hex digits, anything else as Arrow prints it (which Postgres parses).
+fn upstream_text(column: &ArrayRef) -> Result<Option<String>> {
+    use std::fmt::Write;
+    if column.is_null(0) {
+        return Ok(None);
+    }
+    if let Some(bytes) = column.as_binary_opt::<i32>() {
+        let mut text = String::from("\\x");
+        for b in bytes.value(0) {
+            write!(text, "{b:02x}").expect("writing to a String");
+        }
+        return Ok(Some(text));
+    }
+    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
+    Ok(Some(text.as_string::<i32>().value(0).to_owned()))
+}
+
 /// The same fields, all nullable: change rows carry only the key for deletes.
 fn nullable(schema: &SchemaRef) -> SchemaRef {
     let fields: Vec<arrow::datatypes::Field> =
@@ -885,5 +899,28 @@ mod tests {
 
                         barrier 2";
         assert_eq!(run(Box::new(executor)).await, dedent(expected));
+    }
+
+    #[test]
+    fn a_restored_cursor_prints_as_the_upstream_does() {
+        let bytes: ArrayRef = Arc::new(arrow::array::BinaryArray::from(vec![&[0u8, 255][..]]));
+        assert_eq!(upstream_text(&bytes).unwrap().as_deref(), Some("\\x00ff"));
+        let int: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![Some(-7)]));
+        assert_eq!(upstream_text(&int).unwrap().as_deref(), Some("-7"));
+        let null: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![None]));
+        assert_eq!(upstream_text(&null).unwrap(), None);
+    }
+
+    #[test]
+    fn a_restored_backfill_reports_its_last_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = load(&store, true);
+        read_page(&mut b, 10, 4242);
+        b.persist(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        let restored = load(&store, true);
+        assert_eq!(restored.last_low, 4242);
+        assert_eq!(restored.rows, b.rows);
     }
 }
