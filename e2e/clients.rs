@@ -1,6 +1,6 @@
 //! Real clients against a real server: tokio-postgres's extended protocol (typed parameters,
 //! binary results), SQLSTATE codes on errors, many concurrent sessions, and the `psql` binary
-//! (`\copy` in CSV and text format, `\d`, `\dt`).
+//! (`\copy` in CSV and text format, `\d`, `\dt`, the progress notices of a foreground CREATE).
 //!
 //! Every test starts its own server. DML returns only after its write is committed, so each
 //! read that follows a write expects to see it at once: nothing here retries, and a stale read
@@ -451,6 +451,12 @@ impl Order {
 
 /// Runs `psql -c command` against the server and returns its stdout; fails on a non-zero exit.
 async fn psql(server: &Sluice, command: &str) -> anyhow::Result<String> {
+    Ok(psql_output(server, command).await?.0)
+}
+
+/// Runs `psql -c command` against the server and returns its stdout and stderr (where psql
+/// prints notices); fails on a non-zero exit.
+async fn psql_output(server: &Sluice, command: &str) -> anyhow::Result<(String, String)> {
     let port = server.port().to_string();
     let run = Command::new("psql")
         .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "root", "-d", "dev"])
@@ -467,13 +473,51 @@ async fn psql(server: &Sluice, command: &str) -> anyhow::Result<String> {
         Ok(result) => result.context("run psql")?,
     };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     ensure!(
         output.status.success(),
-        "psql -c {command:?} failed ({})\nstdout:\n{stdout}\nstderr:\n{}",
+        "psql -c {command:?} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status,
-        String::from_utf8_lossy(&output.stderr)
     );
-    Ok(stdout)
+    Ok((stdout, stderr))
+}
+
+#[tokio::test]
+async fn psql_shows_the_progress_of_a_foreground_create() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE big (id int PRIMARY KEY, v int);
+             INSERT INTO big SELECT i, i FROM generate_series(1, 6000) AS s(i)",
+        )
+        .await?;
+    // 6000 rows at 2000 rows/s take about 3 s: several notices half a second apart.
+    let slow = "SET streaming_parallelism = 1; SET backfill_rate_limit = 2000; \
+                SET progress_notice_interval = 0.5;";
+    let (_, stderr) =
+        psql_output(&server, &format!("{slow} CREATE MATERIALIZED VIEW a AS SELECT v FROM big"))
+            .await?;
+    let notices: Vec<&str> =
+        stderr.lines().filter(|l| l.starts_with("NOTICE:  backfill of a: ")).collect();
+    ensure!(notices.len() >= 2, "expected progress notices, psql printed:\n{stderr}");
+    let percent = |line: &str| -> anyhow::Result<f64> {
+        let text = line.split(": ").nth(2).and_then(|t| t.split('%').next());
+        Ok(text.context("no percentage")?.parse()?)
+    };
+    let (first, last) = (percent(notices[0])?, percent(notices[notices.len() - 1])?);
+    ensure!(first < last && last < 100.0, "progress did not move: {notices:?}");
+    ensure!(notices.iter().all(|l| l.contains("rows/s")), "{notices:?}");
+    let rows = text_rows(&client, "SELECT count(*) FROM a").await?;
+    ensure!(rows == [[Some("6000".to_owned())]], "the view holds {rows:?}");
+    // client_min_messages above NOTICE silences them, as in Postgres.
+    let quiet = format!(
+        "{slow} SET client_min_messages = warning; \
+                         CREATE MATERIALIZED VIEW b AS SELECT v FROM big"
+    );
+    let (_, stderr) = psql_output(&server, &quiet).await?;
+    ensure!(!stderr.contains("NOTICE"), "client_min_messages = warning, yet:\n{stderr}");
+    Ok(())
 }
 
 async fn psql_session(server: &Sluice) -> anyhow::Result<()> {

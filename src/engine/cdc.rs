@@ -101,7 +101,7 @@ impl Engine {
         if creating.background {
             return Ok(tag);
         }
-        self.wait_created(&job).await?;
+        self.wait_created(&job, session).await?;
         Ok(tag)
     }
 

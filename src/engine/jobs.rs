@@ -6,11 +6,13 @@
 
 use std::collections::HashMap;
 
+use tokio::time::Instant;
+
 use crate::catalog::{ActorId, CreatingInfo, RelationKind, TableId};
 use crate::engine::session::text_rows;
-use crate::engine::{CommandTag, Engine, Output};
+use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::stream::graph::creating::{CreatingJob, JobEnd, create_type};
+use crate::stream::graph::creating::{CreatingJob, JobEnd, JobProgress, create_type};
 
 impl Engine {
     /// Removes internal tables whose view is gone: a crash between writing a new view's
@@ -92,10 +94,31 @@ impl Engine {
         Ok(())
     }
 
-    /// Waits for a job started by a foreground `CREATE`; a job that stops without finishing
-    /// was cancelled (its relation is gone) or failed.
-    pub(crate) async fn wait_created(&self, job: &CreatingJob) -> Result<()> {
-        if job.wait().await == JobEnd::Finished {
+    /// Waits for a job started by a foreground `CREATE`, telling `session` how it goes every
+    /// `progress_notice_interval`; a job that stops without finishing was cancelled (its
+    /// relation is gone) or failed.
+    pub(crate) async fn wait_created(&self, job: &CreatingJob, session: &Session) -> Result<()> {
+        let end = match session.progress_notice_interval()? {
+            None => job.wait().await,
+            Some(interval) => {
+                let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
+                let end = job.wait();
+                tokio::pin!(end);
+                loop {
+                    tokio::select! {
+                        end = &mut end => break end,
+                        _ = ticks.tick() => {
+                            let limit = self
+                                .catalog
+                                .table_by_id(job.id)
+                                .and_then(|t| t.backfill_rate_limit);
+                            session.notice(progress_notice(&job.name, &job.progress(limit)));
+                        }
+                    }
+                }
+            }
+        };
+        if end == JobEnd::Finished {
             return Ok(());
         }
         // A drop stops the job before it removes the catalog entries; wait until it is done.
@@ -155,5 +178,73 @@ impl Engine {
             }
         }
         Ok(text_rows(&["Id"], cancelled))
+    }
+}
+
+/// A progress notice: `backfill of v: 42.00% (4.2 M / 10.0 M rows, 1.1 M rows/s, eta 5 s)`,
+/// with the status when it is not `running`.
+fn progress_notice(name: &str, p: &JobProgress) -> String {
+    let rate = format!("{} rows/s", count(p.rows_per_second as u64));
+    let mut parts = match p.rows_total {
+        Some(total) => {
+            let percent = match total {
+                0 => 99.99,
+                _ => (p.rows_done as f64 * 100.0 / total as f64).min(99.99),
+            };
+            let head = format!("{percent:.2}% ({} / {} rows", count(p.rows_done), count(total));
+            vec![head, rate]
+        }
+        None => vec![format!("{} rows read (of an unknown total yet", count(p.rows_done)), rate],
+    };
+    if let Some(eta) = p.eta_seconds {
+        parts.push(format!("eta {eta:.0} s"));
+    }
+    if p.status != "running" {
+        parts.push(p.status.clone());
+    }
+    format!("backfill of {name}: {})", parts.join(", "))
+}
+
+/// `1234`, `12.3 k`, `4.2 M`.
+fn count(n: u64) -> String {
+    match n {
+        0..10_000 => n.to_string(),
+        10_000..1_000_000 => format!("{:.1} k", n as f64 / 1e3),
+        _ => format!("{:.1} M", n as f64 / 1e6),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(done: u64, total: Option<u64>, rate: f64, status: &str) -> JobProgress {
+        JobProgress {
+            rows_done: done,
+            rows_total: total,
+            rows_per_second: rate,
+            eta_seconds: total.filter(|_| rate > 0.0).map(|t| (t - done) as f64 / rate),
+            status: status.to_owned(),
+            progress: String::new(),
+        }
+    }
+
+    #[test]
+    fn progress_notices_read_like_a_progress_bar() {
+        let p = progress(4_200_000, Some(10_000_000), 1_100_000.0, "running");
+        assert_eq!(
+            progress_notice("v", &p),
+            "backfill of v: 42.00% (4.2 M / 10.0 M rows, 1.1 M rows/s, eta 5 s)"
+        );
+        let p = progress(1234, None, 0.0, "paused");
+        assert_eq!(
+            progress_notice("t", &p),
+            "backfill of t: 1234 rows read (of an unknown total yet, 0 rows/s, paused)"
+        );
+        let p = progress(12_345, Some(20_000), 500.0, "throttled");
+        assert_eq!(
+            progress_notice("t", &p),
+            "backfill of t: 61.73% (12.3 k / 20.0 k rows, 500 rows/s, eta 15 s, throttled)"
+        );
     }
 }

@@ -108,7 +108,7 @@ impl Engine {
         if creating.background {
             return Ok(tag);
         }
-        match self.wait_created(&job).await {
+        match self.wait_created(&job, session).await {
             Ok(()) => Ok(tag),
             Err(e @ Error::Canceled(_)) => Err(e),
             Err(e) => {

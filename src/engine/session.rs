@@ -11,6 +11,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::sql::sqlparser::ast;
 use parking_lot::Mutex;
+use tokio::sync::mpsc;
 
 use crate::engine::{CommandTag, Output};
 use crate::error::{Error, Result};
@@ -35,12 +36,16 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("statement_timeout", "0"),
     ("background_ddl", "false"),
     ("backfill_rate_limit", "-1"),
+    ("client_min_messages", "notice"),
+    ("progress_notice_interval", "5"),
 ];
 
 /// One connection's state.
 #[derive(Debug, Default)]
 pub struct Session {
     vars: Mutex<HashMap<String, String>>,
+    /// Where notices of the running statement go, while one runs.
+    notices: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
 impl Session {
@@ -53,7 +58,44 @@ impl Session {
             .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        Self { vars: Mutex::new(vars) }
+        Self { vars: Mutex::new(vars), notices: Mutex::default() }
+    }
+
+    /// Sends the notices of the statements run from now on to `sink` (`None`: drops them).
+    pub fn set_notice_sink(&self, sink: Option<mpsc::UnboundedSender<String>>) {
+        *self.notices.lock() = sink;
+    }
+
+    /// Sends a `NOTICE` to the client, unless `client_min_messages` asks for fewer messages.
+    pub fn notice(&self, message: String) {
+        let wanted = self.get("client_min_messages").is_none_or(|level| {
+            matches!(
+                level.to_lowercase().as_str(),
+                "debug5" | "debug4" | "debug3" | "debug2" | "debug1" | "debug" | "log" | "notice"
+            )
+        });
+        if let (true, Some(sink)) = (wanted, self.notices.lock().as_ref()) {
+            let _ = sink.send(message);
+        }
+    }
+
+    /// `progress_notice_interval`: seconds between the progress notices of a foreground
+    /// `CREATE`; `None` (0) sends none.
+    pub fn progress_notice_interval(&self) -> Result<Option<std::time::Duration>> {
+        let Some(value) = self.vars.lock().get("progress_notice_interval").cloned() else {
+            return Ok(Some(std::time::Duration::from_secs(5)));
+        };
+        if value.eq_ignore_ascii_case("default") {
+            return Ok(Some(std::time::Duration::from_secs(5)));
+        }
+        match value.parse::<f64>() {
+            Ok(0.0) => Ok(None),
+            Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(Some(std::time::Duration::from_secs_f64(s))),
+            _ => Err(Error::InvalidStatement(format!(
+                "progress_notice_interval is a number of seconds (0: no progress notices), not \
+                 {value}"
+            ))),
+        }
     }
 
     /// The current value of a variable, if it has one.
@@ -130,6 +172,7 @@ impl Session {
             "background_ddl" => self.background_ddl().map(drop),
             "backfill_rate_limit" => self.backfill_rate_limit().map(drop),
             "streaming_parallelism" => self.streaming_parallelism().map(drop),
+            "progress_notice_interval" => self.progress_notice_interval().map(drop),
             _ => Ok(()),
         };
         if let Err(e) = checked {

@@ -97,7 +97,8 @@ impl SimpleQueryHandler for Backend {
                 responses.push(Response::Execution(Tag::new("DEALLOCATE")));
                 continue;
             }
-            match self.engine.execute(&session, statement).await {
+            let run = self.engine.execute(&session, statement);
+            match with_notices(client, &session, run).await? {
                 Ok(Output::CopyIn(target)) => {
                     let columns = target.columns.len();
                     let slot: Arc<CopySlot> =
@@ -140,6 +141,40 @@ fn transaction_notice(output: &Output) -> Option<ErrorInfo> {
         _ => return None,
     };
     Some(ErrorInfo::new(severity.to_owned(), "00000".to_owned(), message.to_owned()))
+}
+
+/// Runs a statement, sending the notices it raises to the client as they come (a foreground
+/// `CREATE`'s progress), not when it returns.
+async fn with_notices<C, R>(
+    client: &mut C,
+    session: &Session,
+    run: impl Future<Output = R>,
+) -> PgWireResult<R>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let (sink, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    session.set_notice_sink(Some(sink));
+    let mut run = std::pin::pin!(run);
+    let mut sent = Ok(());
+    let result = loop {
+        tokio::select! {
+            result = &mut run => break result,
+            Some(message) = notices.recv(), if sent.is_ok() => {
+                sent = send_notice(client, notice(message)).await;
+            }
+        }
+    };
+    session.set_notice_sink(None);
+    while let (Ok(()), Ok(message)) = (&sent, notices.try_recv()) {
+        sent = send_notice(client, notice(message)).await;
+    }
+    sent.map(|()| result)
+}
+
+fn notice(message: String) -> ErrorInfo {
+    ErrorInfo::new("NOTICE".to_owned(), "00000".to_owned(), message)
 }
 
 async fn send_notice<C>(client: &mut C, notice: ErrorInfo) -> PgWireResult<()>
@@ -276,7 +311,8 @@ impl ExtendedQueryHandler for Backend {
         };
         let statement = substitute(portal, prepared, statement)?;
         let session = session(client);
-        let output = self.engine.execute(&session, statement).await.map_err(|e| pg_error(&e))?;
+        let run = self.engine.execute(&session, statement);
+        let output = with_notices(client, &session, run).await?.map_err(|e| pg_error(&e))?;
         respond(output, &portal.result_column_format)
     }
 }
