@@ -36,6 +36,16 @@ impl CdcOffset {
     }
 }
 
+/// Offsets of one upstream compare by their position in its log; offsets of different kinds of
+/// upstream do not compare.
+impl PartialOrd for CdcOffset {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (CdcOffset::Postgres { lsn: a }, CdcOffset::Postgres { lsn: b }) => Some(a.cmp(b)),
+        }
+    }
+}
+
 impl std::fmt::Display for CdcOffset {
     /// As the upstream prints it: `16/B374D848` for a Postgres LSN.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,5 +67,13 @@ mod tests {
         assert_eq!(offset.to_string(), "16/B374D848");
         assert!(CdcOffset::from_json(r#"{"Postgres":{}}"#).is_err());
         assert!(CdcOffset::Postgres { lsn: 0 }.is_start());
+    }
+
+    #[test]
+    fn offsets_order_by_their_log_position() {
+        let at = |lsn| CdcOffset::Postgres { lsn };
+        assert!(at(0x1_0000_0000) > at(0xFFFF_FFFF));
+        assert!(at(5) >= at(5) && at(4) < at(5));
+        assert!(at(0).is_start() && !at(1).is_start());
     }
 }
