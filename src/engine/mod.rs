@@ -12,7 +12,8 @@
 //! - [`recovery`]: rebuilding every job after an actor failure.
 //!
 //! The streaming jobs themselves (building, spawning, the registry, creating jobs' progress)
-//! live in `stream::graph`; the engine holds one [`StreamGraph`].
+//! live in [`crate::stream::graph`]; the engine holds one
+//! [`StreamGraph`](crate::stream::graph::StreamGraph).
 
 mod alter;
 mod cdc;
