@@ -223,6 +223,16 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     }
     let safe = mode == CastMode::Upstream;
     let options = CastOptions { safe, format_options: FormatOptions::default() };
+    // numeric to an integer rounds half away from zero, as in Postgres (Arrow truncates).
+    let rounded;
+    let array = match rounding_scale(array.data_type(), &target) {
+        Some(to_scale_zero) => {
+            rounded = cast_with_options(array, &to_scale_zero, &options)
+                .map_err(|e| Error::OutOfRange(format!("{to} out of range: {e}")))?;
+            &rounded
+        }
+        None => array,
+    };
     cast_with_options(array, &target, &options).map_err(|e| {
         // A number that does not fit the column is out of range (22003), as in Postgres;
         // text that does not parse is invalid input (22P02).
@@ -232,6 +242,18 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
             Error::InvalidInput(format!("cannot convert {} to {to}: {e}", array.data_type()))
         }
     })
+}
+
+/// The scale-0 decimal type to round a `from` value to before it is cast to the integer type
+/// `to`: Arrow's decimal rescale rounds half away from zero, as Postgres's numeric to integer
+/// cast does, where a direct cast truncates.
+pub fn rounding_scale(from: &ArrowType, to: &ArrowType) -> Option<ArrowType> {
+    match from {
+        ArrowType::Decimal128(p, s) if *s > 0 && to.is_integer() => {
+            Some(ArrowType::Decimal128((*p as i8 - *s + 1).clamp(1, 38) as u8, 0))
+        }
+        _ => None,
+    }
 }
 
 /// Bytea from text (see [`CastMode`] for the formats).

@@ -40,6 +40,7 @@ pub fn session_context(
         .with_config(config)
         .with_default_features()
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))
+        .with_analyzer_rule(Arc::new(crate::sql::analyzer::NumericToIntegerRounds))
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);

@@ -24,6 +24,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::DataFusion(e) => datafusion_sqlstate(e),
         Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
         Error::Arrow(arrow::error::ArrowError::ArithmeticOverflow(_)) => "22003",
+        Error::Arrow(arrow::error::ArrowError::CastError(msg)) if cast_out_of_range(msg) => "22003",
         Error::Arrow(_) => "22P02",
         Error::Upstream { code, .. } => code,
         Error::ObjectState(_) => "55000",
@@ -48,6 +49,7 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::ArrowError(e, _) => match e.as_ref() {
             arrow::error::ArrowError::DivideByZero => "22012",
             arrow::error::ArrowError::ArithmeticOverflow(_) => "22003",
+            arrow::error::ArrowError::CastError(msg) if cast_out_of_range(msg) => "22003",
             _ => "22P02",
         },
         DataFusionError::Plan(msg) if msg.contains("not found") && msg.starts_with("table") => {
@@ -56,6 +58,7 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::Plan(msg) if msg.contains("No field named") => "42703",
         DataFusionError::Plan(msg) if msg.contains("failed to match any signature") => "42883",
         DataFusionError::Plan(_) => "42804",
+        DataFusionError::Execution(msg) if cast_out_of_range(msg) => "22003",
         DataFusionError::Execution(msg) if msg.contains("Cast error") => "22P02",
         DataFusionError::Execution(msg) if msg.contains("Divide by zero") => "22012",
         DataFusionError::Execution(_) => "22000",
@@ -71,6 +74,12 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         },
         _ => "XX000",
     }
+}
+
+/// Whether a cast failed because the number does not fit the target type (22003), rather than
+/// because its input does not parse (22P02).
+fn cast_out_of_range(msg: &str) -> bool {
+    msg.contains("is out of range") || msg.contains("Can't cast value") || msg.contains("Overflow")
 }
 
 /// An `ErrorResponse` for a failed statement; the connection stays usable.
