@@ -5,7 +5,7 @@ use std::sync::Arc;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionState;
 use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, ScalarUDF};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast;
@@ -40,7 +40,7 @@ pub fn session_context(
         .with_config(config)
         .with_default_features()
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))
-        .with_analyzer_rule(Arc::new(crate::sql::analyzer::NumericToIntegerRounds))
+        .with_analyzer_rule(Arc::new(crate::sql::analyzer::PostgresCasts::default()))
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);
@@ -48,6 +48,7 @@ pub fn session_context(
         ctx.register_udaf(udaf);
     }
     ctx.register_udf(crate::sql::functions::version_udf());
+    ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
     ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store, graph)));
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
         .map_err(|e| Error::DataFusion(*e))?;

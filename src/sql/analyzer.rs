@@ -8,21 +8,30 @@
 //! is made a `TRY_CAST`, which gives the same values (an integer always converts to a
 //! duration) and which the analysis skips.
 //!
-//! [`NumericToIntegerRounds`]: Postgres rounds a `numeric` cast to an integer type half away
-//! from zero (`2.5::int` is 3, `-2.5::int` is -3); DataFusion truncates. Such a cast first
-//! casts to a `numeric` of scale 0, which rounds (see [`crate::types::rounding_scale`]). It runs
-//! before the optimizer folds constant casts, so literals round too.
+//! [`PostgresCasts`]: casts DataFusion plans differently from Postgres, rewritten before the
+//! optimizer folds constant casts (so literals are covered too):
+//! - a `numeric` cast to an integer type rounds half away from zero (`2.5::int` is 3,
+//!   `-2.5::int` is -3) where DataFusion truncates: it first casts to a `numeric` of scale 0,
+//!   which rounds (see [`crate::types::rounding_scale`]);
+//! - text cast to `bytea` reads `\x` hex as Postgres does (`'\x00ff'::bytea` is two bytes)
+//!   instead of taking the text's bytes: it is a call of `sql::functions::bytea_in_udf`;
+//! - `length(bytea)` counts bytes (type coercion had cast the bytes to text, which fails on
+//!   anything but UTF-8): it is `octet_length`.
 
-use arrow::datatypes::DataType;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, FieldRef};
+use datafusion::common::DFSchema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::error::Result;
-use datafusion::logical_expr::expr::{Cast, TryCast};
+use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 
+use crate::sql::functions::{OctetLength, bytea_in_udf};
 use crate::types::rounding_scale;
 
 /// The analyzer rule described in the module docs; runs after DataFusion's type coercion.
@@ -55,10 +64,52 @@ impl AnalyzerRule for OpaqueDayDurations {
 }
 
 /// The analyzer rule described in the module docs; runs after DataFusion's type coercion.
-#[derive(Debug, Default)]
-pub struct NumericToIntegerRounds;
+#[derive(Debug)]
+pub struct PostgresCasts {
+    bytea_in: Arc<ScalarUDF>,
+    octet_length: Arc<ScalarUDF>,
+}
 
-impl AnalyzerRule for NumericToIntegerRounds {
+impl Default for PostgresCasts {
+    fn default() -> Self {
+        Self {
+            bytea_in: Arc::new(bytea_in_udf()),
+            octet_length: Arc::new(ScalarUDF::from(OctetLength::default())),
+        }
+    }
+}
+
+impl PostgresCasts {
+    /// `expr` cast as described by `field`, the Postgres way where that differs.
+    fn cast(&self, expr: Box<Expr>, field: FieldRef, schema: &DFSchema) -> Transformed<Expr> {
+        let from = expr.get_type(schema).ok();
+        if let Some(scale_zero) = from.as_ref().and_then(|f| rounding_scale(f, field.data_type())) {
+            let rounded = Expr::Cast(Cast::new(expr, scale_zero));
+            return Transformed::yes(Expr::Cast(Cast::new_from_field(Box::new(rounded), field)));
+        }
+        if from == Some(DataType::Utf8) && field.data_type() == &DataType::Binary {
+            let call = ScalarFunction::new_udf(Arc::clone(&self.bytea_in), vec![*expr]);
+            return Transformed::yes(Expr::ScalarFunction(call));
+        }
+        Transformed::no(Expr::Cast(Cast { expr, field }))
+    }
+
+    /// `length(x)` of a `bytea` `x`, which type coercion made `length(CAST(x AS text))`, as
+    /// `octet_length(x)`.
+    fn length(&self, call: ScalarFunction, schema: &DFSchema) -> Transformed<Expr> {
+        let is_length = matches!(call.name(), "length" | "char_length" | "character_length");
+        if let (true, [Expr::Cast(Cast { expr, .. })]) = (is_length, call.args.as_slice())
+            && matches!(expr.get_type(schema), Ok(DataType::Binary))
+        {
+            let octets =
+                ScalarFunction::new_udf(Arc::clone(&self.octet_length), vec![*expr.clone()]);
+            return Transformed::yes(Expr::ScalarFunction(octets));
+        }
+        Transformed::no(Expr::ScalarFunction(call))
+    }
+}
+
+impl AnalyzerRule for PostgresCasts {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         plan.transform_up_with_subqueries(|plan| {
             let schema = merge_schema(&plan.inputs());
@@ -66,17 +117,8 @@ impl AnalyzerRule for NumericToIntegerRounds {
             plan.map_expressions(|expr| {
                 let name = names.save(&expr);
                 let rewritten = expr.transform_up(|e| match e {
-                    Expr::Cast(Cast { expr, field }) => {
-                        let from = expr.get_type(&schema).ok();
-                        match from.and_then(|f| rounding_scale(&f, field.data_type())) {
-                            Some(scale_zero) => {
-                                let rounded = Expr::Cast(Cast::new(expr, scale_zero));
-                                let cast = Cast::new_from_field(Box::new(rounded), field);
-                                Ok(Transformed::yes(Expr::Cast(cast)))
-                            }
-                            None => Ok(Transformed::no(Expr::Cast(Cast { expr, field }))),
-                        }
-                    }
+                    Expr::Cast(Cast { expr, field }) => Ok(self.cast(expr, field, &schema)),
+                    Expr::ScalarFunction(call) => Ok(self.length(call, &schema)),
                     other => Ok(Transformed::no(other)),
                 })?;
                 Ok(rewritten.update_data(|e| name.restore(e)))
@@ -86,6 +128,6 @@ impl AnalyzerRule for NumericToIntegerRounds {
     }
 
     fn name(&self) -> &str {
-        "numeric_to_integer_rounds"
+        "postgres_casts"
     }
 }

@@ -3,12 +3,26 @@
 //! [`version_udf`]: `version()` answered `Apache DataFusion 55.2.0, ...`; client libraries that
 //! parse `PostgreSQL X.Y` from it refused to connect. It now names the Postgres version whose
 //! protocol and catalog Sluice speaks, and Sluice's own, as RisingWave does.
+//!
+//! [`bytea_in_udf`]: text to `bytea` as Postgres reads it (`'\x00ff'` is two bytes, other text
+//! its own bytes); DataFusion's cast took the bytes of the text, so `'\x00ff'::bytea` was six
+//! bytes and `WHERE b = '\x..'` never matched. Casts of text to `bytea` are planned as calls
+//! of it (see `sql::analyzer`).
+//!
+//! [`OctetLength`]: `octet_length` of text or `bytea` (DataFusion's took text only), which is
+//! also what `length(bytea)` is, as in Postgres.
 
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
-use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Volatility, create_udf};
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility, create_udf,
+};
 use datafusion::scalar::ScalarValue;
+
+use crate::types::{CastMode, cast_to};
 
 /// What `version()` returns.
 pub const VERSION: &str = concat!("PostgreSQL 15.0 (Sluice ", env!("CARGO_PKG_VERSION"), ")");
@@ -22,4 +36,77 @@ pub fn version_udf() -> ScalarUDF {
         Volatility::Immutable,
         Arc::new(|_| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(VERSION.to_owned()))))),
     )
+}
+
+/// The name of [`bytea_in_udf`]; not meant to be called by users.
+pub const BYTEA_IN: &str = "sluice_bytea_in";
+
+/// Text to `bytea`, as Postgres reads it: `\x` and hex digits, or the text's own bytes.
+pub fn bytea_in_udf() -> ScalarUDF {
+    create_udf(
+        BYTEA_IN,
+        vec![DataType::Utf8],
+        DataType::Binary,
+        Volatility::Immutable,
+        Arc::new(|args| {
+            let decode = |array: &arrow::array::ArrayRef| {
+                cast_to(array, crate::types::DataType::Bytea, CastMode::Strict)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+            };
+            match &args[0] {
+                ColumnarValue::Array(array) => Ok(ColumnarValue::Array(decode(array)?)),
+                ColumnarValue::Scalar(scalar) => {
+                    let decoded = decode(&scalar.to_array()?)?;
+                    Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&decoded, 0)?))
+                }
+            }
+        }),
+    )
+}
+
+/// `octet_length(text | bytea)`: the number of bytes.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct OctetLength {
+    signature: Signature,
+}
+
+impl Default for OctetLength {
+    fn default() -> Self {
+        let types = [DataType::Utf8, DataType::LargeUtf8, DataType::Binary, DataType::LargeBinary];
+        let one_of = types.into_iter().map(|t| TypeSignature::Exact(vec![t])).collect();
+        Self { signature: Signature::one_of(one_of, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for OctetLength {
+    fn name(&self) -> &str {
+        "octet_length"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(match args.first() {
+            Some(DataType::LargeUtf8 | DataType::LargeBinary) => DataType::Int64,
+            _ => DataType::Int32,
+        })
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let length = |array: &arrow::array::ArrayRef| {
+            Ok::<_, DataFusionError>(arrow::compute::kernels::length::length(array)?)
+        };
+        match &args.args[0] {
+            ColumnarValue::Array(array) => Ok(ColumnarValue::Array(length(array)?)),
+            ColumnarValue::Scalar(scalar) => {
+                let lengths = length(&scalar.to_array()?)?;
+                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&lengths, 0)?))
+            }
+        }
+    }
 }
