@@ -12,7 +12,9 @@
 //! optimizer folds constant casts (so literals are covered too):
 //! - a `numeric` cast to an integer type rounds half away from zero (`2.5::int` is 3,
 //!   `-2.5::int` is -3) where DataFusion truncates: it first casts to a `numeric` of scale 0,
-//!   which rounds (see [`crate::types::rounding_scale`]);
+//!   which rounds (see [`crate::types::rounding_scale`]); a `real` or `double precision` one
+//!   rounds half to even (`2.5::float8::int` is 2, `3.5::float8::int` is 4), as Postgres's
+//!   `rint` does;
 //! - text cast to `bytea` reads `\x` hex as Postgres does (`'\x00ff'::bytea` is two bytes)
 //!   instead of taking the text's bytes: it is a call of `sql::functions::bytea_in_udf`;
 //! - `length(bytea)` counts bytes (type coercion had cast the bytes to text, which fails on
@@ -87,6 +89,11 @@ impl PostgresCasts {
             let rounded = Expr::Cast(Cast::new(expr, scale_zero));
             return Transformed::yes(Expr::Cast(Cast::new_from_field(Box::new(rounded), field)));
         }
+        if matches!(from, Some(DataType::Float32 | DataType::Float64))
+            && field.data_type().is_integer()
+        {
+            return Transformed::yes(Expr::Cast(Cast::new_from_field(half_even(*expr), field)));
+        }
         if from == Some(DataType::Utf8) && field.data_type() == &DataType::Binary {
             let call = ScalarFunction::new_udf(Arc::clone(&self.bytea_in), vec![*expr]);
             return Transformed::yes(Expr::ScalarFunction(call));
@@ -130,4 +137,15 @@ impl AnalyzerRule for PostgresCasts {
     fn name(&self) -> &str {
         "postgres_casts"
     }
+}
+
+/// A float rounded half to even, as a double: `2.5` is 2, `3.5` is 4, `-2.5` is -2.
+fn half_even(x: Expr) -> Box<Expr> {
+    use datafusion::functions::math::expr_fn::{abs, round, trunc};
+    use datafusion::logical_expr::{cast, lit, when};
+    let x = cast(x, DataType::Float64);
+    let fraction = abs(x.clone() - trunc(vec![x.clone()]));
+    let even = lit(2.0_f64) * round(vec![x.clone() / lit(2.0_f64)]);
+    let rounded = when(fraction.eq(lit(0.5_f64)), even).otherwise(round(vec![x]));
+    Box::new(rounded.expect("a CASE with one branch and an ELSE builds"))
 }
