@@ -33,8 +33,12 @@ pub mod error;
 pub mod failpoint;
 /// The Postgres wire protocol server.
 pub mod frontend;
+/// The HTTP server: Prometheus metrics, the dashboard and its JSON API.
+pub mod http;
 /// Identifiers (tables, actors, epochs, vnodes), shared by the catalog, storage and streaming.
 pub mod ids;
+/// The server's metrics.
+pub mod metrics;
 /// Statement parsing.
 pub mod sql;
 /// RocksDB store, key and row codecs, state tables.

@@ -19,9 +19,27 @@ struct Args {
     /// Directory for all persistent state.
     #[arg(long, default_value = "./sluice-data")]
     data_dir: PathBuf,
+    /// Address of the HTTP server (metrics at /metrics, the dashboard at /), or `off`.
+    #[arg(long, default_value = "127.0.0.1:5691")]
+    http: HttpAddr,
     /// Milliseconds between checkpoints (statements ask for earlier ones when they need them).
     #[arg(long, default_value_t = 1000)]
     barrier_interval_ms: u64,
+}
+
+/// Where the HTTP server listens: an address, or `off` for none.
+#[derive(Debug, Clone, Copy)]
+struct HttpAddr(Option<SocketAddr>);
+
+impl std::str::FromStr for HttpAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("off") {
+            return Ok(HttpAddr(None));
+        }
+        s.parse().map(|a| HttpAddr(Some(a))).map_err(|e| format!("{e}: give host:port or off"))
+    }
 }
 
 /// Stack of every runtime thread. Planning and evaluating recurse over expressions; the
@@ -55,6 +73,18 @@ async fn serve() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    if let HttpAddr(Some(addr)) = args.http {
+        let http = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+            format!("cannot listen on {addr} for HTTP (--http off turns it off)")
+        })?;
+        tracing::info!(http = %addr, "dashboard at http://{addr}/, metrics at /metrics");
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if let Err(e) = sluice::http::serve(engine, http).await {
+                tracing::error!(error = %e, "the HTTP server stopped");
+            }
+        });
+    }
     tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "sluice is ready");
     tokio::select! {
         _ = sluice::frontend::serve(engine, listener, shutdown_signal()) => {

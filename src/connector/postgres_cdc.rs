@@ -40,6 +40,24 @@ pub struct PgSourceConfig {
 }
 
 impl PgSourceConfig {
+    /// Bytes of WAL the source's slot has not confirmed yet; `None` when the upstream does not
+    /// answer within `timeout`.
+    pub async fn slot_lag(&self, timeout: std::time::Duration) -> Option<i64> {
+        let query = async {
+            let client = self.connect().await.ok()?;
+            let row = client
+                .query_opt(
+                    "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 \
+                     FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&self.slot],
+                )
+                .await
+                .ok()??;
+            row.get::<_, Option<i64>>(0)
+        };
+        tokio::time::timeout(timeout, query).await.ok().flatten()
+    }
+
     /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source_name`.
     pub fn from_options(source_name: &str, options: &BTreeMap<String, String>) -> Result<Self> {
         let get = |key: &str| options.get(key).cloned();

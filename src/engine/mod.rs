@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 
 use crate::catalog::{Catalog, RelationKind};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::sql::parser::Statement;
 use crate::storage::store::Store;
 use crate::stream::barrier::{BarrierHandle, BarrierManager};
@@ -123,10 +124,16 @@ impl Engine {
         })?;
         let store = Store::open(&config.data_dir)?;
         let catalog = Arc::new(Catalog::load(store.clone())?);
+        let metrics = Arc::new(Metrics::default());
         let (manager, barrier, recovery_requests) =
             BarrierManager::new(store.clone(), config.barrier_interval);
-        let manager = tokio::spawn(manager.run());
-        let graph = Arc::new(StreamGraph::new(store.clone(), catalog.clone(), barrier.clone()));
+        let manager = tokio::spawn(manager.with_metrics(metrics.clone()).run());
+        let graph = Arc::new(StreamGraph::new(
+            store.clone(),
+            catalog.clone(),
+            barrier.clone(),
+            metrics.clone(),
+        ));
         let ctx = query::session_context(catalog.clone(), store.clone(), graph.clone())?;
         let engine = Arc::new(Engine {
             store,
@@ -152,15 +159,18 @@ impl Engine {
     /// statement with XX000 and is logged; the connection and the server go on.
     pub async fn execute(&self, session: &Session, statement: Statement) -> Result<Output> {
         use futures::FutureExt;
+        let kind = statement_label(&statement);
         let run = std::panic::AssertUnwindSafe(self.execute_statement(session, statement));
-        match run.catch_unwind().await {
+        let result = match run.catch_unwind().await {
             Ok(result) => result,
             Err(panic) => {
                 let message = crate::stream::actor::panic_message(&panic);
                 tracing::error!("a statement failed with an internal error: {message}");
                 Err(Error::Stream(format!("internal error while running the statement: {message}")))
             }
-        }
+        };
+        self.metrics().statement(kind, result.is_ok());
+        result
     }
 
     async fn execute_statement(&self, session: &Session, statement: Statement) -> Result<Output> {
@@ -245,10 +255,53 @@ impl Engine {
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
+
+    /// The running streaming jobs.
+    pub fn graph(&self) -> &Arc<StreamGraph> {
+        &self.graph
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.graph.metrics
+    }
 }
 
 fn is_create_materialized_view(stmt: &ast::Statement) -> bool {
     matches!(stmt, ast::Statement::CreateView(v) if v.materialized)
+}
+
+/// The `kind` label of a statement in `sluice_statements_total`.
+fn statement_label(statement: &Statement) -> &'static str {
+    use ast::Statement as S;
+    match statement {
+        Statement::Flush => "flush",
+        Statement::CreateSource { .. } | Statement::CreateTableFrom { .. } => "create",
+        Statement::DropSource { .. } => "drop",
+        Statement::AlterSet { .. } => "alter",
+        Statement::ShowInternalTables | Statement::ShowSources | Statement::ShowJobs => "show",
+        Statement::ExplainCreateTableFrom(_) => "explain",
+        Statement::Wait | Statement::CancelJobs(_) => "job_control",
+        Statement::Sql(stmt) => match stmt.as_ref() {
+            S::Query(_) => "select",
+            S::Explain { .. } | S::ExplainTable { .. } => "explain",
+            S::Insert(_) => "insert",
+            S::Update(_) => "update",
+            S::Delete(_) => "delete",
+            S::Copy { .. } => "copy",
+            S::CreateTable(_) | S::CreateView(_) => "create",
+            S::Drop { .. } => "drop",
+            S::Set(_) => "set",
+            S::ShowVariable { .. } | S::ShowTables { .. } | S::ShowViews { .. } => "show",
+            S::StartTransaction { .. } | S::Commit { .. } | S::Rollback { .. } => "transaction",
+            _ => "other",
+        },
+    }
 }
 
 /// A short name of a statement kind for "not supported" errors.

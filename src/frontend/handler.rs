@@ -84,7 +84,10 @@ impl SimpleQueryHandler for Backend {
         let statements = match parse(query) {
             Ok(s) if s.is_empty() => return Ok(vec![Response::EmptyQuery]),
             Ok(s) => s,
-            Err(e) => return Ok(vec![Response::Error(Box::new(error_info(&e)))]),
+            Err(e) => {
+                self.engine.metrics().statement("invalid", false);
+                return Ok(vec![Response::Error(Box::new(error_info(&e)))]);
+            }
         };
         let session = session(client);
         let mut responses = Vec::with_capacity(statements.len());

@@ -40,6 +40,7 @@ impl PgWireServerHandlers for Handlers {
 
 /// Serves connections on `listener` until `shutdown` completes.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+    let metrics = engine.metrics().clone();
     let handlers = Arc::new(Handlers(Arc::new(Backend::new(engine))));
     tokio::pin!(shutdown);
     loop {
@@ -48,7 +49,9 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener, shutdown: impl Fu
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     let handlers = handlers.clone();
+                    let open = metrics.connection();
                     tokio::spawn(async move {
+                        let _open = open;
                         if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }

@@ -149,8 +149,8 @@ impl Store {
     }
 
     /// Atomically writes every staged buffer of epochs up to `epoch` and records `epoch` as
-    /// committed.
-    pub fn commit(&self, epoch: Epoch) -> Result<()> {
+    /// committed; returns the size of the write in bytes.
+    pub fn commit(&self, epoch: Epoch) -> Result<u64> {
         let buffers = {
             let mut pending = self.pending.lock();
             let later = pending.split_off(&epoch.next());
@@ -167,10 +167,11 @@ impl Store {
             }
         }
         batch.put_cf(self.meta_cf(), EPOCH_KEY, epoch.0.to_be_bytes());
+        let bytes = batch.size_in_bytes() as u64;
         self.db.write_opt(batch, &write_options())?;
         self.committed.store(epoch.0, Ordering::Release);
         self.committed_tx.send_replace(epoch);
-        Ok(())
+        Ok(bytes)
     }
 
     /// Deletes every stored row of `table`, durably.
@@ -214,6 +215,12 @@ impl Store {
             out.push((k.to_vec(), v.to_vec()));
         }
         Ok(out)
+    }
+
+    /// An integer property of the state column family (`rocksdb.cur-size-all-mem-tables`,
+    /// `rocksdb.total-sst-files-size`, ...), if RocksDB knows it.
+    pub fn state_property(&self, name: &str) -> Option<u64> {
+        self.db.property_int_value_cf(self.state_cf(), name).ok().flatten()
     }
 
     /// A consistent view of the last committed epoch.

@@ -22,6 +22,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::catalog::{ActorId, Epoch, TableId};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::storage::store::Store;
 use crate::stream::dispatch::Output;
 use crate::stream::message::{Barrier, Mutation};
@@ -177,6 +178,8 @@ pub struct BarrierManager {
     collect: mpsc::UnboundedReceiver<Collect>,
     /// Where recoveries are asked for, with the failure that caused each.
     recoveries: mpsc::UnboundedSender<String>,
+    /// Where checkpoint latency and size are counted.
+    metrics: Arc<Metrics>,
 }
 
 impl BarrierManager {
@@ -201,8 +204,15 @@ impl BarrierManager {
             commands,
             collect,
             recoveries,
+            metrics: Arc::default(),
         };
         (manager, BarrierHandle { commands: commands_tx, collect: collect_tx }, recovery_rx)
+    }
+
+    /// Counts checkpoints in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs until every handle is dropped; returns an error if a checkpoint cannot complete.
@@ -335,6 +345,7 @@ impl BarrierManager {
 
     /// Injects one checkpoint barrier, waits for every actor, and commits the epoch it ends.
     async fn checkpoint(&mut self) -> Result<Epoch, Failure> {
+        let injected = std::time::Instant::now();
         let mut barrier = Barrier::checkpoint(self.curr);
         if !self.pending.is_empty() {
             barrier = barrier.with_mutation(std::mem::take(&mut self.pending));
@@ -368,10 +379,11 @@ impl BarrierManager {
             }
         }
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.commit(prev))
+        let bytes = tokio::task::spawn_blocking(move || store.commit(prev))
             .await
             .map_err(|e| Failure::Fatal(Error::Stream(format!("commit task failed: {e}"))))?
             .map_err(Failure::Fatal)?;
+        self.metrics.checkpoint(injected.elapsed(), bytes);
         self.curr = barrier.epoch.curr;
         for actor in self.stopping.drain(..) {
             self.actors.remove(&actor);

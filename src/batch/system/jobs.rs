@@ -186,7 +186,7 @@ impl SystemSchema {
 }
 
 /// Vnodes as ranges: `0-63, 128-191`.
-fn vnode_ranges(vnodes: &[VirtualNode]) -> String {
+pub fn vnode_ranges(vnodes: &[VirtualNode]) -> String {
     let mut ranges: Vec<(u16, u16)> = Vec::new();
     for v in vnodes {
         match ranges.last_mut() {

@@ -41,7 +41,7 @@ mod jobs;
 mod progress;
 mod relations;
 
-pub use jobs::{ActorRow, FragmentRow, RateLimitRow, RecoveryEventRow};
+pub use jobs::{ActorRow, FragmentRow, RateLimitRow, RecoveryEventRow, vnode_ranges};
 pub use progress::{CdcProgressRow, DdlProgressRow, FragmentProgressRow};
 pub use relations::{InternalTableRow, RelationRow, SourceRow};
 

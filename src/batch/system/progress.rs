@@ -217,7 +217,7 @@ impl SystemSchema {
             let Some(source) = sources.iter().find(|s| s.id == cdc.source) else { continue };
             let config = PgSourceConfig::from_options(&source.name, &source.options)?;
             if let std::collections::hash_map::Entry::Vacant(entry) = lags.entry(source.id) {
-                entry.insert(slot_lag(&config).await);
+                entry.insert(config.slot_lag(UPSTREAM_TIMEOUT).await);
             }
             let live = self.graph.creating.get(table.id).and_then(|job| job.fragments().pop());
             let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;
@@ -250,22 +250,4 @@ impl SystemSchema {
         let persisted = persisted_progress(&self.store, &state)?;
         Ok((persisted.rows, persisted.units_finished > 0, persisted.offset))
     }
-}
-
-/// Bytes of WAL the source's slot has not confirmed yet; `None` when the upstream does not
-/// answer in time.
-async fn slot_lag(config: &PgSourceConfig) -> Option<i64> {
-    let query = async {
-        let client = config.connect().await.ok()?;
-        let row = client
-            .query_opt(
-                "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 \
-                 FROM pg_replication_slots WHERE slot_name = $1",
-                &[&config.slot],
-            )
-            .await
-            .ok()??;
-        row.get::<_, Option<i64>>(0)
-    };
-    tokio::time::timeout(UPSTREAM_TIMEOUT, query).await.ok().flatten()
 }

@@ -31,6 +31,7 @@ use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::pg_reader::{RowChange, advance_slot, durable_wal_end, peek_changes};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
@@ -141,6 +142,8 @@ pub struct CdcSourceExecutor {
     store: Arc<Store>,
     state: Arc<TableCatalog>,
     barrier: BarrierHandle,
+    /// The source's name and where its changes are counted.
+    metrics: (String, Arc<Metrics>),
 }
 
 impl CdcSourceExecutor {
@@ -152,15 +155,22 @@ impl CdcSourceExecutor {
         state: Arc<TableCatalog>,
         barrier: BarrierHandle,
     ) -> Self {
-        Self { barriers, config, store, state, barrier }
+        Self { barriers, config, store, state, barrier, metrics: Default::default() }
+    }
+
+    /// Counts the changes read, and when the reader last caught up, as those of `source`.
+    pub fn with_metrics(mut self, source: String, metrics: Arc<Metrics>) -> Self {
+        self.metrics = (source, metrics);
+        self
     }
 }
 
 impl Executor for CdcSourceExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { mut barriers, config, store, state, barrier } = *self;
+        let Self { mut barriers, config, store, state, barrier, metrics } = *self;
         async_stream::try_stream! {
             let mut reader = Reader::load(config, store, &state, barrier)?;
+            reader.metrics = metrics;
             // Nothing is read before the initial barrier says which epoch this is.
             let first = barriers.recv().await.ok_or(Error::Shutdown)?;
             if first.is_checkpoint() {
@@ -218,6 +228,7 @@ struct Reader {
     /// The last offset inside a committed checkpoint: the slot may always be moved up to it.
     durable: u64,
     barrier: BarrierHandle,
+    metrics: (String, Arc<Metrics>),
 }
 
 impl Reader {
@@ -254,6 +265,7 @@ impl Reader {
             advanced: emitted,
             durable: emitted,
             barrier,
+            metrics: Default::default(),
         })
     }
 
@@ -301,6 +313,7 @@ impl Reader {
                 return Ok(None);
             }
         }
+        let started = std::time::Instant::now();
         let wal_end = durable_wal_end(client).await?;
         let (changes, messages) = peek_changes(
             client,
@@ -315,6 +328,7 @@ impl Reader {
             // pass them even when none touched a published table (other tables, views being
             // built upstream), so the slot moves and later polls do not decode them again.
             self.emitted = self.emitted.max(wal_end);
+            self.metrics.1.cdc_caught_up(&self.metrics.0, started);
         }
         if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
             self.barrier.request_checkpoint();
@@ -328,12 +342,22 @@ impl Reader {
             return Ok(None);
         }
         self.emitted = changes.iter().map(|c| c.lsn).fold(self.emitted, u64::max);
+        self.count(&changes);
         self.unrecorded += changes.len();
         if self.unrecorded >= CHECKPOINT_CHANGES {
             self.barrier.request_checkpoint();
         }
         tracing::debug!(slot = %self.config.slot, changes = changes.len(), upto = self.emitted, "read changes");
         Ok(Some(changes_chunk(&changes)?))
+    }
+
+    /// Counts `changes` per upstream table (they come grouped by transaction, so runs of one
+    /// table are long).
+    fn count(&self, changes: &[RowChange]) {
+        let (source, metrics) = &self.metrics;
+        for run in changes.chunk_by(|a, b| a.table == b.table) {
+            metrics.cdc_changes(source, &run[0].table, run.len() as u64);
+        }
     }
 
     /// Records the emitted offset for the checkpoint of `epoch`, and advances the slot once

@@ -38,7 +38,8 @@ impl StreamGraph {
             self.store.clone(),
             state,
             self.barrier.clone(),
-        );
+        )
+        .with_metrics(source.name.clone(), self.metrics.clone());
         Ok(PreparedJob::single(source.id, actor, Box::new(reader), Some(barrier_tx)))
     }
 

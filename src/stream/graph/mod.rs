@@ -34,6 +34,7 @@ use parking_lot::Mutex;
 
 use crate::catalog::{ActorId, Catalog, Epoch, TableId};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::storage::store::Store;
 use crate::stream::actor::Actor;
 use crate::stream::barrier::BarrierHandle;
@@ -57,11 +58,18 @@ pub struct StreamGraph {
     pub creating: Arc<ProgressTracker>,
     /// Recoveries of the streaming jobs since the server started.
     pub recoveries: RecoveryLog,
+    /// The server's metrics, which CDC readers count their changes in.
+    pub metrics: Arc<Metrics>,
 }
 
 impl StreamGraph {
     /// An empty graph whose actors keep their state in `store` and report to `barrier`.
-    pub fn new(store: Arc<Store>, catalog: Arc<Catalog>, barrier: BarrierHandle) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<Catalog>,
+        barrier: BarrierHandle,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             store,
             catalog,
@@ -71,6 +79,7 @@ impl StreamGraph {
             next_fragment: AtomicU32::new(1),
             creating: Arc::new(ProgressTracker::default()),
             recoveries: RecoveryLog::default(),
+            metrics,
         }
     }
 
