@@ -193,6 +193,18 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
         anyhow::bail!("{e:#}\nstate: {state:?}\ncount: {count:?}");
     }
 
+    // The source's changes and lag show in /metrics and /api/sources.
+    let s = crate::observability::scrape(server).await?;
+    let person = [("source", "pg"), ("table", "public.person")];
+    let changes = crate::observability::sample(&s, "sluice_cdc_source_changes_total", &person);
+    ensure!(changes.is_some_and(|n| n >= 200.0), "changes counted: {changes:?}");
+    let pg = [("source", "pg")];
+    ensure!(crate::observability::sample(&s, "sluice_cdc_lag_bytes", &pg).is_some());
+    let lag = crate::observability::sample(&s, "sluice_cdc_lag_seconds", &pg);
+    ensure!(lag.is_some_and(|s| s < 30.0), "lag {lag:?}");
+    let (status, sources) = server.http("GET", "/api/sources").await?;
+    ensure!(status == 200 && sources.contains("\"person\""), "{status} {sources}");
+
     // DML on a CDC table is refused; the upstream is the writer.
     ensure!(sqlstate_of(&client, "DELETE FROM person").await? == "42809");
 

@@ -49,6 +49,8 @@ pub struct Sluice {
     child: Option<Child>,
     /// The port of the current (or last) run.
     port: u16,
+    /// The HTTP port (metrics, dashboard) of the current run.
+    http_port: u16,
     /// How many times a server process has been spawned, for the log headers.
     spawns: u32,
     /// Milliseconds between checkpoints.
@@ -78,7 +80,8 @@ impl Sluice {
         let dir = tempfile::Builder::new().prefix("sluice-e2e-").tempdir()?;
         fs::create_dir_all(dir.path().join("data"))?;
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut sluice = Sluice { dir, child: None, port: 0, spawns: 0, barrier_interval_ms, env };
+        let mut sluice =
+            Sluice { dir, child: None, port: 0, http_port: 0, spawns: 0, barrier_interval_ms, env };
         sluice.launch().await?;
         Ok(sluice)
     }
@@ -131,6 +134,16 @@ impl Sluice {
         self.port
     }
 
+    /// The base URL of the current run's HTTP server (`http://127.0.0.1:port`).
+    pub fn http_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// `method path` on the HTTP server: the status code and the body.
+    pub async fn http(&self, method: &str, path: &str) -> anyhow::Result<(u16, String)> {
+        http_request(self.http_port, method, path).await
+    }
+
     /// The last lines of the server log (all runs), for failure messages.
     pub fn log_tail(&self) -> String {
         let log = fs::read_to_string(self.log_path()).unwrap_or_else(|e| format!("<no log: {e}>"));
@@ -154,6 +167,7 @@ impl Sluice {
     async fn launch(&mut self) -> anyhow::Result<()> {
         for attempt in 1..=START_ATTEMPTS {
             self.port = free_port()?;
+            self.http_port = free_port()?;
             let mut child = self.spawn()?;
             let conn = self.conn_string();
             tokio::select! {
@@ -185,6 +199,8 @@ impl Sluice {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--data-dir")
             .arg(self.dir.path().join("data"))
+            .arg("--http")
+            .arg(format!("127.0.0.1:{}", self.http_port))
             .arg("--barrier-interval-ms")
             .arg(self.barrier_interval_ms.to_string())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -212,6 +228,38 @@ impl Drop for Sluice {
             // Drop cannot await; a SIGKILLed process exits within milliseconds.
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+/// One HTTP/1.1 request to `127.0.0.1:port` (the body read to the end of the connection);
+/// a dozen lines rather than an HTTP client crate in the test build.
+pub async fn http_request(port: u16, method: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let response = String::from_utf8(response)?;
+    let (head, body) = response.split_once("\r\n\r\n").context("no end of the HTTP head")?;
+    let status = head.split(' ').nth(1).context("no HTTP status")?.parse()?;
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    Ok((status, if chunked { dechunk(body)? } else { body.to_owned() }))
+}
+
+/// The body of a `Transfer-Encoding: chunked` response.
+fn dechunk(mut body: &str) -> anyhow::Result<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").context("truncated chunk")?;
+        let size = usize::from_str_radix(size.trim(), 16)?;
+        if size == 0 {
+            return Ok(out);
+        }
+        out.push_str(rest.get(..size).context("truncated chunk")?);
+        body = rest[size..].strip_prefix("\r\n").context("no chunk end")?;
     }
 }
 

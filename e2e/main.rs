@@ -9,6 +9,8 @@
 //! - [`chaos`]: CDC tables and views stay exact through rounds of kills and upstream faults;
 //! - [`fuzz`]: random SQL never crashes the server, fails internally, loses an acknowledged
 //!   write or stalls, and views equal their queries;
+//! - [`observability`]: `/metrics` during a backfill, the JSON API, and the dashboard in a
+//!   real headless Chromium;
 //! - [`recovery`]: an actor failure recovers the jobs in the running server;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
@@ -26,6 +28,7 @@ mod fuzz;
 mod harness;
 mod jobs;
 mod mv;
+mod observability;
 mod psycopg;
 mod recovery;
 mod rescale;
