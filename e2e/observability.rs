@@ -59,7 +59,7 @@ async fn metrics_move_during_a_backfill() -> anyhow::Result<()> {
 
 async fn metrics_scenario(server: &Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
-    slow_view(&client, 20_000, 1000).await?;
+    slow_view(&client, 40_000, 1000).await?;
     let job = [("job", "slow")];
     // The backfill's row counter moves between two scrapes.
     let first = retry_until(Duration::from_secs(30), || async {
@@ -211,7 +211,8 @@ async fn dashboard_in_chromium() -> anyhow::Result<()> {
 
 async fn dashboard_scenario(server: &Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
-    slow_view(&client, 40_000, 1000).await?;
+    // 100 k rows at 1000 rows/s per actor: the backfill outlasts the checks by far.
+    slow_view(&client, 100_000, 1000).await?;
     let profile = tempfile::Builder::new().prefix("sluice-chromium-").tempdir()?;
     let url = format!("{}/?job=slow", server.http_url());
     // The job's progress bar grows between two loads of the page.
