@@ -422,9 +422,10 @@ fn fill_progress(job: &mut JobView, creating: &CreatingJob, rate_limit: Option<u
             "the backfill rate limit is 0: ALTER .. SET BACKFILL_RATE_LIMIT = DEFAULT resumes it"
                 .to_owned(),
         ),
-        "throttled" => {
-            Some(format!("the backfill rate limit is {} rows/s", rate_limit.unwrap_or_default()))
-        }
+        "throttled" => Some(format!(
+            "the backfill rate limit is {} rows/s per actor",
+            rate_limit.unwrap_or_default()
+        )),
         "starved" => Some(format!(
             "no snapshot row read in the last {STARVED_CHECKPOINTS} checkpoints: the upstream \
              job is busy or barriers are slow"
