@@ -324,7 +324,7 @@ async fn probe(conn: String) -> anyhow::Result<()> {
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("bind an ephemeral port")?;
     Ok(listener.local_addr()?.port())
 }

@@ -13,6 +13,8 @@
 //!   real headless Chromium;
 //! - [`recovery`]: an actor failure recovers the jobs in the running server;
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
+//! - [`mysql_upstream`]: a private MariaDB server with a row binlog, the upstream of MySQL CDC
+//!   tests, and [`mysql_cdc`]: the MySQL connector against it;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
 //!   `bench/run` cannot rot.
 
@@ -28,6 +30,8 @@ mod fuzz;
 mod harness;
 mod jobs;
 mod mv;
+mod mysql_cdc;
+mod mysql_upstream;
 mod observability;
 mod psycopg;
 mod recovery;

@@ -1,5 +1,7 @@
 //! Upstream connectors: the systems Sluice ingests changes from.
 
+/// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages.
+pub mod mysql_cdc;
 /// Upstream positions (`CdcOffset`) and how progress tables store them.
 pub mod offset;
 /// Reading an upstream Postgres: table descriptions, snapshot pages, decoded changes.

@@ -16,6 +16,14 @@ pub enum CdcOffset {
         /// The log sequence number.
         lsn: u64,
     },
+    /// A MySQL / MariaDB binlog position: the file's sequence number (`binlog.000003` is 3)
+    /// and the byte position in it.
+    MySql {
+        /// The binlog file's number.
+        file_seq: u32,
+        /// The position in the file.
+        pos: u32,
+    },
 }
 
 impl CdcOffset {
@@ -32,7 +40,41 @@ impl CdcOffset {
 
     /// True for the offset of no position (a backfill that has not read yet).
     pub fn is_start(&self) -> bool {
-        matches!(self, CdcOffset::Postgres { lsn: 0 })
+        self.position() == 0
+    }
+
+    /// The binlog position `pos` in the file called `file` (`binlog.000003`).
+    pub fn mysql(file: &str, pos: u64) -> Result<Self> {
+        let seq = file.rsplit('.').next().and_then(|s| s.parse().ok());
+        match (seq, u32::try_from(pos)) {
+            (Some(file_seq), Ok(pos)) => Ok(CdcOffset::MySql { file_seq, pos }),
+            _ => Err(Error::Upstream {
+                code: "XX000",
+                message: format!(
+                    "the upstream reported an unreadable binlog position {file}:{pos}"
+                ),
+            }),
+        }
+    }
+
+    /// The offset as one number that orders like the upstream's log: the LSN of Postgres; the
+    /// file number and position of a binlog, in the high and low 32 bits. Changes carry it.
+    pub fn position(&self) -> u64 {
+        match *self {
+            CdcOffset::Postgres { lsn } => lsn,
+            CdcOffset::MySql { file_seq, pos } => (u64::from(file_seq) << 32) | u64::from(pos),
+        }
+    }
+
+    /// An offset of the same kind of upstream as `self` at `position` (see
+    /// [`CdcOffset::position`]).
+    pub fn at(&self, position: u64) -> Self {
+        match self {
+            CdcOffset::Postgres { .. } => CdcOffset::Postgres { lsn: position },
+            CdcOffset::MySql { .. } => {
+                CdcOffset::MySql { file_seq: (position >> 32) as u32, pos: position as u32 }
+            }
+        }
     }
 }
 
@@ -41,16 +83,22 @@ impl CdcOffset {
 impl PartialOrd for CdcOffset {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         match (self, other) {
-            (CdcOffset::Postgres { lsn: a }, CdcOffset::Postgres { lsn: b }) => Some(a.cmp(b)),
+            (CdcOffset::Postgres { .. }, CdcOffset::Postgres { .. })
+            | (CdcOffset::MySql { .. }, CdcOffset::MySql { .. }) => {
+                Some(self.position().cmp(&other.position()))
+            }
+            _ => None,
         }
     }
 }
 
 impl std::fmt::Display for CdcOffset {
-    /// As the upstream prints it: `16/B374D848` for a Postgres LSN.
+    /// As the upstream prints it: `16/B374D848` for a Postgres LSN, `000003:1234` (file
+    /// number and position) for a binlog.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CdcOffset::Postgres { lsn } => write!(f, "{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF),
+            CdcOffset::MySql { file_seq, pos } => write!(f, "{file_seq:06}:{pos}"),
         }
     }
 }
@@ -67,6 +115,21 @@ mod tests {
         assert_eq!(offset.to_string(), "16/B374D848");
         assert!(CdcOffset::from_json(r#"{"Postgres":{}}"#).is_err());
         assert!(CdcOffset::Postgres { lsn: 0 }.is_start());
+    }
+
+    #[test]
+    fn binlog_offsets_order_by_file_then_position() {
+        let at = |file: &str, pos| CdcOffset::mysql(file, pos).unwrap();
+        assert_eq!(at("binlog.000003", 1234), CdcOffset::MySql { file_seq: 3, pos: 1234 });
+        assert!(at("binlog.000004", 4) > at("binlog.000003", 900_000));
+        assert_eq!(at("binlog.000003", 1234).to_string(), "000003:1234");
+        let json = at("binlog.000003", 1234).to_json();
+        assert_eq!(json, r#"{"MySql":{"file_seq":3,"pos":1234}}"#);
+        assert_eq!(CdcOffset::from_json(&json).unwrap(), at("binlog.000003", 1234));
+        let position = at("binlog.000003", 1234).position();
+        assert_eq!(at("binlog.000001", 4).at(position), at("binlog.000003", 1234));
+        assert_eq!(at("b.000001", 4).partial_cmp(&CdcOffset::Postgres { lsn: 1 }), None);
+        assert!(CdcOffset::mysql("binlog", 4).is_err());
     }
 
     #[test]

@@ -320,7 +320,7 @@ impl CdcBackfill {
             self.phase = Phase::Done { epoch: Epoch(0) };
         }
         self.rows = progress.rows;
-        let CdcOffset::Postgres { lsn } = progress.offset;
+        let lsn = progress.offset.position();
         self.last_low = lsn;
         if let Some(pk) = progress.cursor {
             let pk: Vec<ArrayRef> = pk.iter().map(|v| v.to_array()).collect::<Result<_, _>>()?;

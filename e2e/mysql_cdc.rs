@@ -1,0 +1,214 @@
+//! MySQL / MariaDB CDC against a private MariaDB: the connector's validation, table
+//! descriptions and snapshot pages.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, ensure};
+use arrow::array::Array;
+use sluice::connector::mysql_cdc::{self, MySqlSourceConfig};
+use sluice::connector::offset::CdcOffset;
+use sluice::error::Error;
+use sluice::types::DataType;
+
+use crate::mysql_upstream::MySqlUpstream;
+
+/// Starts a MariaDB, or says loudly why the test cannot run.
+async fn mariadb() -> anyhow::Result<Option<MySqlUpstream>> {
+    if !MySqlUpstream::available() {
+        eprintln!(
+            "\n!!!!!!!! SKIPPED: mariadbd is missing. Install Debian's mariadb-server package \
+             (.ci/run does) to run the MySQL CDC tests. !!!!!!!!\n"
+        );
+        return Ok(None);
+    }
+    Ok(Some(MySqlUpstream::start().await?))
+}
+
+fn source_config(
+    upstream: &MySqlUpstream,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<MySqlSourceConfig> {
+    let mut options: BTreeMap<String, String> = [
+        ("connector", "mysql-cdc".to_owned()),
+        ("hostname", "127.0.0.1".to_owned()),
+        ("port", upstream.port().to_string()),
+        ("username", "root".to_owned()),
+        ("database.name", "shop".to_owned()),
+        ("server.id", "5401".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    for (k, v) in extra {
+        options.insert(k.to_string(), v.to_string());
+    }
+    Ok(MySqlSourceConfig::from_options("my", &options)?)
+}
+
+/// The SQLSTATE of an upstream error.
+fn code(result: Result<impl std::fmt::Debug, Error>) -> String {
+    match result {
+        Err(Error::Upstream { code, .. }) => code.to_owned(),
+        other => format!("not an upstream error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn mysql_connector_validates_describes_and_pages() -> anyhow::Result<()> {
+    let Some(mut upstream) = mariadb().await? else { return Ok(()) };
+    let outcome = connector_scenario(&mut upstream).await;
+    outcome.with_context(|| upstream.log_tail())
+}
+
+async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> {
+    upstream
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.kinds (
+               id int PRIMARY KEY, ti tinyint, si smallint unsigned, bi bigint unsigned,
+               d decimal(10,2), f float, db double, vc varchar(20), bin varbinary(8),
+               dt date, dtm datetime(6), ts timestamp(3) NULL, tm time, yr year, js json,
+               en enum('red','green'), st set('a','b','c'), bt bit(10));
+             INSERT INTO shop.kinds VALUES
+               (1, -5, 65535, 18446744073709551615, 12.50, 3.14159274, 0.1, 'héllo', x'00ff',
+                '2024-02-29', '2024-02-29 10:11:12.123456', '2024-03-01 00:00:01.500',
+                '-838:59:59', 2024, '{\"a\": [1, 2]}', 'green', 'a,c', b'1000000001'),
+               (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                NULL, NULL, NULL, NULL),
+               (3, 1, 2, 3, -0.01, -1.5, 1e300, '', x'', '1970-01-01', '1970-01-01 00:00:00',
+                '1970-01-02 00:00:00', '00:00:00', 1901, '[]', 'red', '', b'0');
+             CREATE TABLE shop.no_key (v int);
+             CREATE TABLE shop.`Names` (`Key` varchar(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, n int);
+             INSERT INTO shop.`Names` VALUES ('b', 1), ('B', 2), ('a', 3), ('é', 4), ('A', 5);",
+        )
+        .await?;
+    let config = source_config(upstream, &[])?;
+    let mut conn = config.connect().await?;
+    config.validate(&mut conn).await?;
+
+    // Types.
+    let table = mysql_cdc::describe_table(&mut conn, "shop", "kinds").await?;
+    let types: Vec<DataType> = table.columns.iter().map(|c| c.data_type).collect();
+    use DataType::*;
+    let decimal = |precision, scale| Decimal { precision, scale };
+    ensure!(
+        types
+            == [
+                Int32,
+                Int16,
+                Int32,
+                decimal(20, 0),
+                decimal(10, 2),
+                Float32,
+                Float64,
+                Varchar,
+                Bytea,
+                Date,
+                Timestamp,
+                Timestamptz,
+                Varchar,
+                Int32,
+                Varchar,
+                Varchar,
+                Varchar,
+                decimal(20, 0)
+            ],
+        "{types:?}"
+    );
+    // MariaDB's json is longtext with a check: it reads as text.
+    ensure!(table.pk == [0]);
+
+    // Pages of two rows, in key order, each with the binlog position of its snapshot.
+    let (first, offset) = mysql_cdc::snapshot_page(&mut conn, &table, None, 2).await?;
+    ensure!(matches!(offset, CdcOffset::MySql { file_seq: 1, .. }), "{offset:?}");
+    ensure!(offset > CdcOffset::mysql("binlog.000001", 4)?, "{offset:?}");
+    ensure!(first[0].len() == 2);
+    let row: Vec<Option<&str>> = first.iter().map(|c| c.is_valid(0).then(|| c.value(0))).collect();
+    let expected = [
+        "1",
+        "-5",
+        "65535",
+        "18446744073709551615",
+        "12.50",
+        "3.1415927410125732",
+        "0.1",
+        "héllo",
+        "\\x00ff",
+        "2024-02-29",
+        "2024-02-29 10:11:12.123456",
+        "2024-03-01 00:00:01.500+00",
+        "-838:59:59",
+        "2024",
+        "{\"a\": [1, 2]}",
+        "green",
+        "a,c",
+        "513",
+    ];
+    ensure!(row == expected.map(Some), "row 1 reads {row:?}");
+    ensure!((1..first.len()).all(|c| first[c].is_null(1)), "row 2 is not all NULL");
+    let cursor: Vec<Option<String>> = vec![Some(first[0].value(1).to_owned())];
+    let (rest, later) = mysql_cdc::snapshot_page(&mut conn, &table, Some(&cursor), 2).await?;
+    ensure!(rest[0].len() == 1 && rest[0].value(0) == "3", "after the cursor: {:?}", rest[0]);
+    ensure!(later >= offset);
+
+    // String keys page by their bytes, as Sluice orders them, whatever the collation says.
+    let names = mysql_cdc::describe_table(&mut conn, "shop", "Names").await?;
+    let mut keys = Vec::new();
+    let mut cursor: Option<Vec<Option<String>>> = None;
+    loop {
+        let (page, _) = mysql_cdc::snapshot_page(&mut conn, &names, cursor.as_deref(), 2).await?;
+        if page[0].is_empty() {
+            break;
+        }
+        keys.extend((0..page[0].len()).map(|i| page[0].value(i).to_owned()));
+        cursor = Some(vec![Some(page[0].value(page[0].len() - 1).to_owned())]);
+    }
+    ensure!(keys == ["A", "B", "a", "b", "é"], "keys read {keys:?}");
+
+    // Bad input: each says what to fix.
+    let described = mysql_cdc::describe_table(&mut conn, "shop", "no_key").await;
+    ensure!(format!("{described:?}").contains("has no primary key"), "{described:?}");
+    let described = mysql_cdc::describe_table(&mut conn, "shop", "nowhere").await;
+    ensure!(matches!(described, Err(Error::UnknownRelation { .. })), "{described:?}");
+    let wrong = source_config(upstream, &[("password", "nope")])?;
+    ensure!(code(wrong.connect().await) == "28P01");
+    let unknown_db = source_config(upstream, &[("database.name", "nope")])?;
+    ensure!(code(unknown_db.connect().await) == "3D000");
+    let closed = source_config(upstream, &[("port", &crate::harness::free_port()?.to_string())])?;
+    ensure!(code(closed.connect().await) == "08001");
+
+    for (setting, value, wrong) in
+        [("binlog_format", "ROW", "MIXED"), ("binlog_row_image", "FULL", "MINIMAL")]
+    {
+        upstream.execute(&format!("SET GLOBAL {setting} = '{wrong}'")).await?;
+        let mut conn = config.connect().await?;
+        let refused = config.validate(&mut conn).await;
+        upstream.execute(&format!("SET GLOBAL {setting} = '{value}'")).await?;
+        let message = format!("{refused:?}");
+        ensure!(code(refused) == "55000" && message.contains(setting), "{message}");
+    }
+    let same_id = source_config(upstream, &[("server.id", "1")])?;
+    let refused = same_id.validate(&mut same_id.connect().await?).await;
+    ensure!(format!("{refused:?}").contains("server.id 1"), "{refused:?}");
+    upstream
+        .execute("CREATE USER weak@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON shop.* TO weak@'%';")
+        .await?;
+    let weak = source_config(upstream, &[("username", "weak"), ("password", "pw")])?;
+    let refused = weak.validate(&mut weak.connect().await?).await;
+    let message = format!("{refused:?}");
+    ensure!(
+        code(refused) == "42501" && message.contains("REPLICATION SLAVE"),
+        "weak user: {message}"
+    );
+
+    // A restart starts a new binlog file: positions keep their order across files.
+    let before = mysql_cdc::current_offset(&mut conn).await?;
+    drop(conn);
+    upstream.restart().await?;
+    let mut conn = config.connect().await?;
+    let after = mysql_cdc::current_offset(&mut conn).await?;
+    ensure!(after > before, "{after} is not after {before}");
+    let count = upstream.rows("SELECT count(*) FROM shop.kinds").await?;
+    ensure!(count == [[Some("3".to_owned())]], "{count:?}");
+    Ok(())
+}

@@ -1,0 +1,597 @@
+//! A MySQL / MariaDB CDC source: its options, connection, validation, table descriptions and
+//! snapshot pages.
+//!
+//! The source reads the upstream's binlog as a replica (`server.id`), so the upstream must log
+//! rows: `log_bin` on, `binlog_format = ROW`, `binlog_row_image = FULL`. [`MySqlSourceConfig::
+//! validate`] checks that and the user's privileges before a source is created, and says what
+//! to change.
+//!
+//! Snapshot pages are read in primary-key order, each inside `START TRANSACTION WITH
+//! CONSISTENT SNAPSHOT`: MariaDB reports the binlog position that snapshot corresponds to
+//! (`binlog_snapshot_file` / `binlog_snapshot_position`), which is the page's exact low offset.
+//! Values travel as text in the forms Postgres prints (`\x..` for bytes, `+00` on timestamps
+//! read in UTC), so the same casts read them as read a Postgres upstream's; string keys compare
+//! and sort by their bytes, as Sluice's keys do.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arrow::array::{StringArray, StringBuilder};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder, Row, Value};
+
+use crate::catalog::ColumnCatalog;
+use crate::connector::offset::CdcOffset;
+use crate::connector::pg_reader::UpstreamTable;
+use crate::error::{Error, Result};
+use crate::types::DataType;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The options a mysql-cdc source takes.
+const KNOWN: &[&str] =
+    &["connector", "hostname", "port", "username", "password", "database.name", "server.id"];
+
+/// `@@log_bin`, `@@binlog_format`, `@@binlog_row_image`, `@@server_id`.
+type BinlogSettings = (Option<String>, Option<String>, Option<String>, Option<u64>);
+
+/// A mysql-cdc source's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MySqlSourceConfig {
+    /// Upstream host.
+    pub hostname: String,
+    /// Upstream port.
+    pub port: u16,
+    /// User to connect as.
+    pub username: String,
+    /// Its password (may be empty).
+    pub password: String,
+    /// The upstream database (MySQL's schema) tables are read from by default.
+    pub database: String,
+    /// The replica id Sluice reads the binlog as: unique among the upstream's replicas.
+    pub server_id: u32,
+}
+
+impl MySqlSourceConfig {
+    /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source_name`.
+    pub fn from_options(source_name: &str, options: &BTreeMap<String, String>) -> Result<Self> {
+        let get = |key: &str| options.get(key).cloned();
+        let required = |key: &str| {
+            get(key).ok_or_else(|| {
+                Error::InvalidStatement(format!(
+                    "the mysql-cdc source needs the option {key} = '..'"
+                ))
+            })
+        };
+        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(Error::InvalidStatement(format!(
+                "unknown mysql-cdc option {unknown}; known options: {}",
+                KNOWN.join(", ")
+            )));
+        }
+        let port = match get("port") {
+            Some(p) => p.parse().map_err(|_| {
+                Error::InvalidStatement(format!("port must be a number, not '{p}'"))
+            })?,
+            None => 3306,
+        };
+        let server_id = match get("server.id") {
+            Some(id) => match id.parse::<u32>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(Error::InvalidStatement(format!(
+                        "server.id must be a number from 1 to 4294967295, not '{id}'"
+                    )));
+                }
+            },
+            None => default_server_id(source_name),
+        };
+        Ok(Self {
+            hostname: required("hostname")?,
+            port,
+            username: required("username")?,
+            password: get("password").unwrap_or_default(),
+            database: required("database.name")?,
+            server_id,
+        })
+    }
+
+    fn opts(&self, database: Option<&str>) -> OptsBuilder {
+        OptsBuilder::default()
+            .ip_or_hostname(self.hostname.clone())
+            .tcp_port(self.port)
+            .user(Some(self.username.clone()))
+            .pass(Some(self.password.clone()))
+            .db_name(database.map(str::to_owned))
+            .prefer_socket(false)
+            // Timestamps print in UTC, and reads see committed rows only.
+            .init(vec![
+                "SET time_zone = '+00:00'".to_owned(),
+                "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ".to_owned(),
+            ])
+    }
+
+    /// Connects to the upstream database; failures say what to fix.
+    pub async fn connect(&self) -> Result<Conn> {
+        self.connect_to(Some(&self.database)).await
+    }
+
+    /// Connects without choosing a database.
+    pub async fn connect_to(&self, database: Option<&str>) -> Result<Conn> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Conn::new(self.opts(database))).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(self.connect_error(e)),
+            Err(_) => Err(self.unreachable(&"timed out")),
+        }
+    }
+
+    fn connect_error(&self, e: mysql_async::Error) -> Error {
+        match e {
+            mysql_async::Error::Server(s) if s.code == 1045 => Error::Upstream {
+                code: "28P01",
+                message: format!(
+                    "upstream rejected user \"{}\": {}; check username and password",
+                    self.username, s.message
+                ),
+            },
+            mysql_async::Error::Server(s) if s.code == 1049 => Error::Upstream {
+                code: "3D000",
+                message: format!(
+                    "upstream database \"{}\" does not exist; check database.name",
+                    self.database
+                ),
+            },
+            mysql_async::Error::Server(s) => Error::Upstream {
+                code: "08001",
+                message: format!("upstream refused the connection: {}", s.message),
+            },
+            other => self.unreachable(&other),
+        }
+    }
+
+    fn unreachable(&self, cause: &dyn std::fmt::Display) -> Error {
+        Error::Upstream {
+            code: "08001",
+            message: format!(
+                "cannot reach the upstream at {}:{} ({cause}); check hostname and port and that MySQL accepts TCP connections",
+                self.hostname, self.port
+            ),
+        }
+    }
+
+    /// Checks the upstream can serve a source: a row-based binlog with full row images, a
+    /// server id other than Sluice's, and the privileges to read the binlog and the tables.
+    pub async fn validate(&self, conn: &mut Conn) -> Result<()> {
+        let row: Option<BinlogSettings> = conn
+            .query_first(
+                "SELECT CAST(@@log_bin AS CHAR), @@binlog_format, @@binlog_row_image, @@server_id",
+            )
+            .await
+            .map_err(upstream_error)?;
+        let (log_bin, format, image, server_id) = row.unwrap_or_default();
+        let setting = |what: &str, fix: &str| Error::Upstream {
+            code: "55000",
+            message: format!("the upstream {what}; {fix}"),
+        };
+        if !matches!(log_bin.as_deref(), Some("1" | "ON")) {
+            return Err(setting(
+                "does not write a binlog (log_bin is off)",
+                "start it with --log-bin (and --binlog-format=ROW --binlog-row-image=FULL)",
+            ));
+        }
+        if format.as_deref() != Some("ROW") {
+            return Err(setting(
+                &format!("binlog_format is {}", format.unwrap_or_default()),
+                "set binlog_format = ROW (SET GLOBAL binlog_format = 'ROW', and in the server's configuration)",
+            ));
+        }
+        if image.as_deref() != Some("FULL") {
+            return Err(setting(
+                &format!("binlog_row_image is {}", image.unwrap_or_default()),
+                "set binlog_row_image = FULL",
+            ));
+        }
+        if server_id == Some(u64::from(self.server_id)) {
+            return Err(Error::InvalidStatement(format!(
+                "server.id {} is the upstream's own server_id; choose another",
+                self.server_id
+            )));
+        }
+        let grants: Vec<String> =
+            conn.query("SHOW GRANTS FOR CURRENT_USER()").await.map_err(upstream_error)?;
+        let missing = missing_privileges(&grants, &self.database);
+        if !missing.is_empty() {
+            return Err(Error::Upstream {
+                code: "42501",
+                message: format!(
+                    "user \"{}\" lacks {} on the upstream; GRANT {} ON *.* TO '{}'",
+                    self.username,
+                    missing.join(", "),
+                    missing.join(", "),
+                    self.username
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The privileges a source needs that `grants` (`SHOW GRANTS` lines) do not give.
+fn missing_privileges(grants: &[String], database: &str) -> Vec<&'static str> {
+    let global: Vec<String> =
+        grants.iter().filter(|g| g.contains(" ON *.* ")).map(|g| g.to_ascii_uppercase()).collect();
+    if global.iter().any(|g| g.contains("ALL PRIVILEGES")) {
+        return Vec::new();
+    }
+    let has = |names: &[&str]| global.iter().any(|g| names.iter().any(|n| g.contains(n)));
+    let mut missing = Vec::new();
+    if !has(&["REPLICATION SLAVE", "REPLICATION REPLICA"]) {
+        missing.push("REPLICATION SLAVE");
+    }
+    if !has(&["REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"]) {
+        missing.push("REPLICATION CLIENT");
+    }
+    let on_database = format!(" ON `{database}`.* ");
+    let select = has(&["SELECT"])
+        || grants.iter().any(|g| {
+            g.contains(&on_database)
+                && (g.contains("SELECT") || g.to_ascii_uppercase().contains("ALL PRIVILEGES"))
+        });
+    if !select {
+        missing.push("SELECT");
+    }
+    missing
+}
+
+/// The default replica id of a source: stable per source name, away from small ids people
+/// give their servers.
+fn default_server_id(source: &str) -> u32 {
+    let hash =
+        source.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    5400 + hash % 1_000_000
+}
+
+/// An upstream error, keeping what the user can act on.
+pub fn upstream_error(e: mysql_async::Error) -> Error {
+    match e {
+        mysql_async::Error::Server(s) => {
+            let code = match s.code {
+                1146 => "42P01",
+                1142 | 1143 | 1227 | 1044 => "42501",
+                1236 => "55000",
+                _ => "XX000",
+            };
+            Error::Upstream { code, message: format!("upstream: {}", s.message) }
+        }
+        other => Error::Upstream {
+            code: "08006",
+            message: format!("upstream connection failed: {other}"),
+        },
+    }
+}
+
+/// A MySQL identifier, quoted.
+pub fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// A string literal.
+fn quote_literal(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// Splits `database.table` (each part optionally back-quoted; names keep their case, as MySQL's
+/// do on Linux) into its parts.
+pub fn split_qualified(name: &str) -> Result<(String, String)> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' if quoted && chars.peek() == Some(&'`') => {
+                current.push('`');
+                chars.next();
+            }
+            '`' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    parts.push(current);
+    match parts.as_slice() {
+        [db, table] if !db.is_empty() && !table.is_empty() => Ok((db.clone(), table.clone())),
+        _ => Err(Error::InvalidStatement(format!(
+            "the upstream table must be database-qualified, like 'shop.{name}'; got '{name}'"
+        ))),
+    }
+}
+
+/// Reads the columns and primary key of an upstream table.
+pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Result<UpstreamTable> {
+    let columns: Vec<(String, String, String)> = conn
+        .exec(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (database, table),
+        )
+        .await
+        .map_err(upstream_error)?;
+    if columns.is_empty() {
+        return Err(Error::UnknownRelation {
+            kind: "upstream table",
+            name: format!("{database}.{table}"),
+        });
+    }
+    let pk_names: Vec<String> = conn
+        .exec(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' \
+             ORDER BY ORDINAL_POSITION",
+            (database, table),
+        )
+        .await
+        .map_err(upstream_error)?;
+    let mut out = UpstreamTable {
+        schema: database.to_owned(),
+        name: table.to_owned(),
+        columns: Vec::new(),
+        upstream_types: Vec::new(),
+        pk: Vec::new(),
+    };
+    for (name, data_type, column_type) in columns {
+        let data_type = map_type(&data_type, &column_type);
+        out.columns.push(ColumnCatalog { name, data_type, hidden: false });
+        out.upstream_types.push(column_type);
+    }
+    for name in &pk_names {
+        let index =
+            out.columns.iter().position(|c| &c.name == name).expect("key columns are columns");
+        out.pk.push(index);
+    }
+    if out.pk.is_empty() {
+        return Err(Error::InvalidStatement(format!(
+            "upstream table {database}.{table} has no primary key; CDC needs one: ALTER TABLE {database}.{table} ADD PRIMARY KEY (..)"
+        )));
+    }
+    Ok(out)
+}
+
+/// The Sluice type that holds values of a MySQL column (`data_type` as information_schema
+/// names it, `column_type` its full type: `int(10) unsigned`, `decimal(10,2)`).
+pub fn map_type(data_type: &str, column_type: &str) -> DataType {
+    let unsigned = column_type.contains("unsigned");
+    match (data_type, unsigned) {
+        ("tinyint", _) | ("smallint", false) => DataType::Int16,
+        ("smallint", true) | ("mediumint", _) | ("year", _) | ("int", false) => DataType::Int32,
+        ("int", true) | ("bigint", false) => DataType::Int64,
+        ("bigint", true) | ("bit", _) => DataType::Decimal { precision: 20, scale: 0 },
+        ("float", _) => DataType::Float32,
+        ("double" | "real", _) => DataType::Float64,
+        ("decimal" | "numeric", _) => decimal(column_type),
+        ("date", _) => DataType::Date,
+        ("datetime", _) => DataType::Timestamp,
+        ("timestamp", _) => DataType::Timestamptz,
+        ("json", _) => DataType::Jsonb,
+        ("binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob", _) => {
+            DataType::Bytea
+        }
+        _ => DataType::Varchar,
+    }
+}
+
+fn decimal(column_type: &str) -> DataType {
+    let inner = column_type
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map_or("", |(inner, _)| inner);
+    let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(p)), Some(Ok(s))) if p <= 38 => DataType::Decimal { precision: p, scale: s as i8 },
+        (Some(Ok(p)), None) if p <= 38 => DataType::Decimal { precision: p, scale: 0 },
+        _ => DataType::Varchar,
+    }
+}
+
+/// The select-list expression giving a column's value as the text Sluice's upstream cast reads.
+fn column_text(table: &UpstreamTable, index: usize) -> String {
+    let column = format!("t.{}", quote_ident(&table.columns[index].name));
+    let ty = table.upstream_types[index].as_str();
+    let base = ty.split(['(', ' ']).next().unwrap_or(ty);
+    match base {
+        "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+            format!("CONCAT('\\\\x', LOWER(HEX({column})))")
+        }
+        "timestamp" => format!("CONCAT({column}, '+00')"),
+        "bit" => format!("CAST({column} AS UNSIGNED)"),
+        // FLOAT prints 6 digits; the double it widens to exactly reads back as the same value.
+        "float" => format!("CAST({column} AS DOUBLE)"),
+        _ => column,
+    }
+}
+
+/// A key column for comparisons and ordering: strings compare by their bytes, as Sluice's
+/// keys do (a collation would order `a` and `B` otherwise).
+fn key_column(table: &UpstreamTable, index: usize) -> String {
+    let column = format!("t.{}", quote_ident(&table.columns[index].name));
+    match table.columns[index].data_type {
+        DataType::Varchar => format!("CAST({column} AS BINARY)"),
+        _ => column,
+    }
+}
+
+/// A key value (as text) for comparing against [`key_column`].
+fn key_literal(table: &UpstreamTable, index: usize, value: &Option<String>) -> String {
+    match value {
+        None => "NULL".to_owned(),
+        Some(v) => match table.columns[index].data_type {
+            DataType::Varchar => format!("CAST({} AS BINARY)", quote_literal(v)),
+            DataType::Bytea => format!("UNHEX({})", quote_literal(v.trim_start_matches("\\x"))),
+            DataType::Timestamptz => quote_literal(v.trim_end_matches("+00")),
+            _ => quote_literal(v),
+        },
+    }
+}
+
+/// One page of the snapshot, read in a consistent snapshot: rows after `cursor` (a key, as
+/// text values) in key order, as one text column per upstream column, and the binlog position
+/// the snapshot corresponds to.
+pub async fn snapshot_page(
+    conn: &mut Conn,
+    table: &UpstreamTable,
+    cursor: Option<&[Option<String>]>,
+    limit: usize,
+) -> Result<(Vec<StringArray>, CdcOffset)> {
+    let columns: Vec<String> = (0..table.columns.len()).map(|i| column_text(table, i)).collect();
+    let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
+    let mut sql = format!(
+        "SELECT {} FROM {}.{} AS t",
+        columns.join(", "),
+        quote_ident(&table.schema),
+        quote_ident(&table.name)
+    );
+    if let Some(cursor) = cursor {
+        let values: Vec<String> =
+            table.pk.iter().zip(cursor).map(|(&i, v)| key_literal(table, i, v)).collect();
+        sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
+    }
+    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT").await.map_err(upstream_error)?;
+    let offset = snapshot_offset(conn).await?;
+    let rows: Vec<Row> = conn.query(&sql).await.map_err(upstream_error)?;
+    conn.query_drop("COMMIT").await.map_err(upstream_error)?;
+    let mut builders: Vec<StringBuilder> = table
+        .columns
+        .iter()
+        .map(|_| StringBuilder::with_capacity(rows.len(), rows.len() * 16))
+        .collect();
+    for row in rows {
+        for (builder, value) in builders.iter_mut().zip(row.unwrap()) {
+            match value {
+                Value::NULL => builder.append_null(),
+                Value::Bytes(bytes) => builder.append_value(String::from_utf8_lossy(&bytes)),
+                other => builder.append_value(other.as_sql(true).trim_matches('\'')),
+            }
+        }
+    }
+    Ok((builders.iter_mut().map(StringBuilder::finish).collect(), offset))
+}
+
+/// The binlog position of the consistent snapshot the session's transaction reads.
+async fn snapshot_offset(conn: &mut Conn) -> Result<CdcOffset> {
+    let status: Vec<(String, String)> =
+        conn.query("SHOW STATUS LIKE 'binlog_snapshot_%'").await.map_err(upstream_error)?;
+    let get = |name: &str| status.iter().find(|(n, _)| n.eq_ignore_ascii_case(name));
+    match (get("binlog_snapshot_file"), get("binlog_snapshot_position")) {
+        (Some((_, file)), Some((_, pos))) if !file.is_empty() => {
+            Ok(CdcOffset::mysql(file, pos.parse().unwrap_or_default())?)
+        }
+        _ => current_offset(conn).await,
+    }
+}
+
+/// The end of the upstream's binlog.
+pub async fn current_offset(conn: &mut Conn) -> Result<CdcOffset> {
+    let row: Option<Row> = conn.query_first("SHOW MASTER STATUS").await.map_err(upstream_error)?;
+    let row = row.ok_or_else(|| Error::Upstream {
+        code: "55000",
+        message: "the upstream does not write a binlog; start it with --log-bin".to_owned(),
+    })?;
+    let file: String = row.get(0).unwrap_or_default();
+    let pos: u64 = row.get(1).unwrap_or_default();
+    CdcOffset::mysql(&file, pos)
+}
+
+/// The number of rows of an upstream table, as the server estimates it (exact for small tables
+/// is not needed: it only scales the progress bar).
+pub async fn estimate_rows(conn: &mut Conn, table: &UpstreamTable) -> Result<u64> {
+    let rows: Option<Option<u64>> = conn
+        .exec_first(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (&table.schema, &table.name),
+        )
+        .await
+        .map_err(upstream_error)?;
+    Ok(rows.flatten().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn options_have_defaults_and_are_checked() {
+        let base = [
+            ("connector", "mysql-cdc"),
+            ("hostname", "h"),
+            ("username", "u"),
+            ("database.name", "shop"),
+        ];
+        let config = MySqlSourceConfig::from_options("my", &options(&base)).unwrap();
+        assert_eq!((config.port, config.password.as_str()), (3306, ""));
+        assert_eq!(config.server_id, default_server_id("my"));
+        assert!(config.server_id > 5400);
+        let with = |extra: (&str, &str)| {
+            let mut o = options(&base);
+            o.insert(extra.0.to_owned(), extra.1.to_owned());
+            MySqlSourceConfig::from_options("my", &o)
+        };
+        assert_eq!(with(("server.id", "5401")).unwrap().server_id, 5401);
+        assert!(with(("server.id", "0")).is_err());
+        assert!(with(("port", "x")).is_err());
+        let unknown = with(("slot.name", "s")).unwrap_err().to_string();
+        assert!(unknown.contains("unknown mysql-cdc option slot.name"), "{unknown}");
+        let mut missing = options(&base);
+        missing.remove("hostname");
+        assert!(MySqlSourceConfig::from_options("my", &missing).is_err());
+    }
+
+    #[test]
+    fn types_map_to_sluice_types() {
+        assert_eq!(map_type("tinyint", "tinyint(4)"), DataType::Int16);
+        assert_eq!(map_type("smallint", "smallint(5) unsigned"), DataType::Int32);
+        assert_eq!(map_type("int", "int(11)"), DataType::Int32);
+        assert_eq!(map_type("int", "int(10) unsigned"), DataType::Int64);
+        assert_eq!(map_type("bigint", "bigint(20)"), DataType::Int64);
+        assert_eq!(
+            map_type("bigint", "bigint(20) unsigned"),
+            DataType::Decimal { precision: 20, scale: 0 }
+        );
+        assert_eq!(
+            map_type("decimal", "decimal(10,2)"),
+            DataType::Decimal { precision: 10, scale: 2 }
+        );
+        assert_eq!(map_type("decimal", "decimal(65,2)"), DataType::Varchar);
+        assert_eq!(map_type("datetime", "datetime(6)"), DataType::Timestamp);
+        assert_eq!(map_type("timestamp", "timestamp"), DataType::Timestamptz);
+        assert_eq!(map_type("varbinary", "varbinary(10)"), DataType::Bytea);
+        assert_eq!(map_type("enum", "enum('a','b')"), DataType::Varchar);
+        assert_eq!(map_type("time", "time(3)"), DataType::Varchar);
+        assert_eq!(map_type("year", "year(4)"), DataType::Int32);
+    }
+
+    #[test]
+    fn qualified_names_keep_their_case() {
+        assert_eq!(split_qualified("shop.Orders").unwrap(), ("shop".into(), "Orders".into()));
+        assert_eq!(split_qualified("`my.db`.`t``x`").unwrap(), ("my.db".into(), "t`x".into()));
+        assert!(split_qualified("orders").is_err());
+    }
+
+    #[test]
+    fn privileges_are_read_from_grants() {
+        let all =
+            ["GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION".to_owned()];
+        assert!(missing_privileges(&all, "shop").is_empty());
+        let partial = [
+            "GRANT REPLICATION SLAVE ON *.* TO `cdc`@`%`".to_owned(),
+            "GRANT SELECT ON `shop`.* TO `cdc`@`%`".to_owned(),
+        ];
+        assert_eq!(missing_privileges(&partial, "shop"), ["REPLICATION CLIENT"]);
+        assert_eq!(missing_privileges(&partial, "other"), ["REPLICATION CLIENT", "SELECT"]);
+    }
+}
