@@ -8,3 +8,5 @@ pub mod offset;
 pub mod pg_reader;
 /// A Postgres CDC source's options, connection, slot and publication.
 pub mod postgres_cdc;
+/// The interface both upstreams implement: `SourceConfig` and `UpstreamSession`.
+pub mod upstream;

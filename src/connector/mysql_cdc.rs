@@ -468,14 +468,44 @@ pub async fn snapshot_page(
         .collect();
     for row in rows {
         for (builder, value) in builders.iter_mut().zip(row.unwrap()) {
-            match value {
-                Value::NULL => builder.append_null(),
-                Value::Bytes(bytes) => builder.append_value(String::from_utf8_lossy(&bytes)),
-                other => builder.append_value(other.as_sql(true).trim_matches('\'')),
-            }
+            builder.append_option(value_text(value));
         }
     }
     Ok((builders.iter_mut().map(StringBuilder::finish).collect(), offset))
+}
+
+/// The current row with `key` (text of the key columns), as text in upstream column order.
+pub async fn fetch_row(
+    conn: &mut Conn,
+    table: &UpstreamTable,
+    key: &[Option<String>],
+) -> Result<Option<Vec<Option<String>>>> {
+    let columns: Vec<String> = (0..table.columns.len()).map(|i| column_text(table, i)).collect();
+    let key_columns: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
+    let values: Vec<String> =
+        table.pk.iter().zip(key).map(|(&i, v)| key_literal(table, i, v)).collect();
+    let sql = format!(
+        "SELECT {} FROM {}.{} AS t WHERE ({}) = ({})",
+        columns.join(", "),
+        quote_ident(&table.schema),
+        quote_ident(&table.name),
+        key_columns.join(", "),
+        values.join(", ")
+    );
+    let row: Option<Row> = conn.query_first(&sql).await.map_err(upstream_error)?;
+    Ok(row.map(|row| row.unwrap().into_iter().map(value_text).collect()))
+}
+
+/// A text-protocol value as text.
+fn value_text(value: Value) -> Option<String> {
+    match value {
+        Value::NULL => None,
+        Value::Bytes(bytes) => Some(
+            String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        ),
+        other => Some(other.as_sql(true).trim_matches('\'').to_owned()),
+    }
 }
 
 /// The binlog position of the consistent snapshot the session's transaction reads.
@@ -503,17 +533,25 @@ pub async fn current_offset(conn: &mut Conn) -> Result<CdcOffset> {
     CdcOffset::mysql(&file, pos)
 }
 
-/// The number of rows of an upstream table, as the server estimates it (exact for small tables
-/// is not needed: it only scales the progress bar).
-pub async fn estimate_rows(conn: &mut Conn, table: &UpstreamTable) -> Result<u64> {
-    let rows: Option<Option<u64>> = conn
+/// The rows of an upstream table as the server estimates them (`TABLE_ROWS`), or counted when
+/// it has no estimate yet (a table never analyzed says 0).
+pub async fn estimate_rows(conn: &mut Conn, database: &str, table: &str) -> Result<u64> {
+    let estimate: Option<Option<u64>> = conn
         .exec_first(
             "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-            (&table.schema, &table.name),
+            (database, table),
         )
         .await
         .map_err(upstream_error)?;
-    Ok(rows.flatten().unwrap_or_default())
+    match estimate.flatten() {
+        Some(n) if n > 0 => Ok(n),
+        _ => {
+            let sql =
+                format!("SELECT count(*) FROM {}.{}", quote_ident(database), quote_ident(table));
+            let count: Option<u64> = conn.query_first(sql).await.map_err(upstream_error)?;
+            Ok(count.unwrap_or_default())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -168,6 +168,28 @@ fn numeric(ty: &str) -> DataType {
     }
 }
 
+/// The row estimate of an upstream table: `reltuples`, or `count(*)` when the table was
+/// never analyzed.
+pub async fn estimate_rows(client: &Client, schema: &str, table: &str) -> Result<u64> {
+    let qualified = format!("{}.{}", quote_ident(schema), quote_ident(table));
+    let row = client
+        .query_one(
+            "SELECT reltuples::float8 FROM pg_class WHERE oid = $1::text::regclass",
+            &[&qualified],
+        )
+        .await
+        .map_err(upstream_error)?;
+    let estimate: f64 = row.get(0);
+    if estimate >= 0.0 {
+        return Ok(estimate as u64);
+    }
+    let row = client
+        .query_one(&format!("SELECT count(*) FROM {qualified}"), &[])
+        .await
+        .map_err(upstream_error)?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
 /// The upstream's current WAL position.
 pub async fn current_lsn(client: &Client) -> Result<u64> {
     let rows =

@@ -7,8 +7,8 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, StatePurpose,
     TableCatalog,
 };
-use crate::connector::pg_reader::{UpstreamTable, describe_table, publish_table, split_qualified};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::pg_reader::{UpstreamTable, publish_table};
+use crate::connector::upstream::SourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -40,13 +40,17 @@ impl Engine {
             .catalog
             .source_by_name(&source_name)
             .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
-        let (schema, table) = split_qualified(external)?;
+        let config = SourceConfig::from_options(&source.name, &source.options)?;
+        let (schema, table) = config.split_qualified(external)?;
         let options = table_options(&create.table_options)?;
-        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
-        let client = config.connect().await?;
-        let upstream = describe_table(&client, &schema, &table).await?;
+        let mut reader = config.session().await?;
+        let upstream = reader.describe_table(&schema, &table).await?;
         let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
-        publish_table(&client, &config.publication, source.created.publication, &upstream).await?;
+        if let (Some(pg), crate::connector::upstream::UpstreamSession::Postgres(client)) =
+            (config.postgres(), &reader)
+        {
+            publish_table(client, &pg.publication, source.created.publication, &upstream).await?;
+        }
 
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
@@ -160,7 +164,7 @@ impl Engine {
             .catalog
             .source_by_name(&source_name)
             .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
-        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+        let config = SourceConfig::from_options(&source.name, &source.options)?;
         let (batch, snapshot) = table_options(&table.table_options)?;
         let lines = [
             format!(
@@ -170,10 +174,7 @@ impl Engine {
             format!(
                 "└─StreamCdcScan {{ upstream: {external}, snapshot: {snapshot}, batch_size: {batch} }}"
             ),
-            format!(
-                "  └─StreamSource {{ source: {source_name}, slot: {}, publication: {} }}",
-                config.slot, config.publication
-            ),
+            format!("  └─StreamSource {{ source: {source_name}, {} }}", config.describe()),
         ];
         Ok(crate::engine::session::text_rows(
             &["QUERY PLAN"],

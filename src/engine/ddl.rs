@@ -11,7 +11,7 @@ use crate::catalog::{
     TableCatalog,
 };
 use crate::connector::pg_reader::unpublish_table;
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -131,9 +131,10 @@ impl Engine {
             return;
         }
         let removal = async {
-            let config = PgSourceConfig::from_options(&source.name, &source.options)?;
-            let client = config.connect().await?;
-            unpublish_table(&client, &config.publication, &cdc.schema, &cdc.table).await
+            let config = SourceConfig::from_options(&source.name, &source.options)?;
+            let Some(pg) = config.postgres() else { return Ok(()) };
+            let client = pg.connect().await?;
+            unpublish_table(&client, &pg.publication, &cdc.schema, &cdc.table).await
         };
         let result = tokio::time::timeout(UNPUBLISH_TIMEOUT, removal).await;
         let error = match result {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, StatePurpose, TableCatalog};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
@@ -18,7 +18,7 @@ use crate::invalid;
 use crate::types::DataType;
 
 impl Engine {
-    /// `CREATE SOURCE [IF NOT EXISTS] name WITH (connector = 'postgres-cdc', ..)`.
+    /// `CREATE SOURCE [IF NOT EXISTS] name WITH (connector = 'postgres-cdc' | 'mysql-cdc', ..)`.
     pub(crate) async fn create_source(
         &self,
         name: &ast::ObjectName,
@@ -36,15 +36,14 @@ impl Engine {
                 return Err(invalid!("option {key} is given twice"));
             }
         }
-        let config = PgSourceConfig::from_options(&name, &map)?;
-        let client = config.connect().await?;
-        let created = config.prepare(&client).await?;
+        let config = SourceConfig::from_options(&name, &map)?;
+        let created = config.prepare().await?;
         let registered = self.register_source(&name, map, created).await;
         if let Err(e) = registered {
-            let _ = config.cleanup(&client, created).await;
+            let _ = config.cleanup(created).await;
             return Err(e);
         }
-        tracing::info!(source = %name, slot = %config.slot, publication = %config.publication, "created source");
+        tracing::info!(source = %name, connector = config.connector(), reads = %config.describe(), "created source");
         Ok(Output::Command(CommandTag::new("CREATE SOURCE")))
     }
 
@@ -124,13 +123,13 @@ impl Engine {
             )));
         }
         self.graph.stop_job(source.id).await?;
-        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
-        match config.connect().await {
-            Ok(client) => config.cleanup(&client, source.created).await?,
-            Err(e) => {
-                // The source goes anyway; what it created upstream must then be dropped by hand.
-                tracing::warn!(source = %name, error = %e, slot = %config.slot, "cannot reach the upstream to drop the slot");
+        let config = SourceConfig::from_options(&source.name, &source.options)?;
+        if let Err(e) = config.cleanup(source.created).await {
+            if !matches!(e, Error::Upstream { code: "08001", .. }) {
+                return Err(e);
             }
+            // The source goes anyway; what it created upstream must then be dropped by hand.
+            tracing::warn!(source = %name, error = %e, reads = %config.describe(), "cannot reach the upstream to drop what the source created there");
         }
         self.catalog.drop_source(source.id)?;
         self.catalog.drop_table(source.state_table)?;

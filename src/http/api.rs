@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::batch::system::vnode_ranges;
 use crate::catalog::{RelationKind, TableId, VirtualNode};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::engine::Engine;
 use crate::metrics::{BACKFILL_STATUSES, BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;
@@ -315,8 +315,14 @@ impl Observer {
         let tables = catalog.tables();
         let mut views = Vec::new();
         for source in catalog.sources() {
-            let Ok(config) = PgSourceConfig::from_options(&source.name, &source.options) else {
+            let Ok(config) = SourceConfig::from_options(&source.name, &source.options) else {
                 continue;
+            };
+            let (host, port, database, slot) = match &config {
+                SourceConfig::Postgres(c) => (&c.hostname, c.port, &c.database, c.slot.clone()),
+                SourceConfig::MySql(c) => {
+                    (&c.hostname, c.port, &c.database, format!("server_id {}", c.server_id))
+                }
             };
             let readers: Vec<String> = tables
                 .iter()
@@ -326,10 +332,10 @@ impl Observer {
             views.push(SourceView {
                 name: source.name.clone(),
                 connector: source.options.get("connector").cloned().unwrap_or_default(),
-                upstream: format!("{}:{}/{}", config.hostname, config.port, config.database),
-                slot: config.slot.clone(),
+                upstream: format!("{host}:{port}/{database}"),
+                slot,
                 tables: readers,
-                lag_bytes: config.slot_lag(UPSTREAM_TIMEOUT).await,
+                lag_bytes: config.lag_bytes(UPSTREAM_TIMEOUT).await,
                 lag_seconds: self.engine.metrics().cdc_lag_seconds(&source.name),
             });
         }

@@ -9,7 +9,7 @@ use super::{
     timestamptz,
 };
 use crate::catalog::{StatePurpose, TableCatalog};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::error::Result;
 use crate::stream::executor::backfill::state::persisted_progress;
 use crate::stream::graph::creating::create_type;
@@ -215,9 +215,9 @@ impl SystemSchema {
         for table in self.catalog.tables() {
             let Some(cdc) = &table.cdc else { continue };
             let Some(source) = sources.iter().find(|s| s.id == cdc.source) else { continue };
-            let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+            let config = SourceConfig::from_options(&source.name, &source.options)?;
             if let std::collections::hash_map::Entry::Vacant(entry) = lags.entry(source.id) {
-                entry.insert(config.slot_lag(UPSTREAM_TIMEOUT).await);
+                entry.insert(config.lag_bytes(UPSTREAM_TIMEOUT).await);
             }
             let live = self.graph.creating.get(table.id).and_then(|job| job.fragments().pop());
             let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;
@@ -230,7 +230,7 @@ impl SystemSchema {
                 rows_done: live.as_ref().map_or(rows_done, |l| l.rows_done.max(rows_done)),
                 backfill_finished: finished || table.creating.is_none(),
                 upstream_offset: live.and_then(|l| l.upstream_offset).or(offset),
-                slot_name: config.slot.clone(),
+                slot_name: config.postgres().map(|pg| pg.slot.clone()).unwrap_or_default(),
                 slot_lag_bytes: lags[&source.id],
             });
         }

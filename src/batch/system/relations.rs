@@ -6,7 +6,7 @@ use arrow::datatypes::DataType;
 
 use super::{BIGINT, INT, SystemRow, SystemSchema, VARCHAR, Value, text};
 use crate::catalog::{RelationKind, SourceCatalog, StatePurpose};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 
 /// `rw_tables` and `rw_materialized_views`.
 pub struct RelationRow {
@@ -178,13 +178,19 @@ impl SystemSchema {
 
 fn source_row(source: &Arc<SourceCatalog>) -> SourceRow {
     let option = |key: &str| source.options.get(key).cloned().unwrap_or_default();
-    let config = PgSourceConfig::from_options(&source.name, &source.options).ok();
+    let config = SourceConfig::from_options(&source.name, &source.options).ok();
+    let port = match &config {
+        Some(SourceConfig::Postgres(c)) => c.port,
+        Some(SourceConfig::MySql(c)) => c.port,
+        None => 0,
+    };
+    let config = config.as_ref().and_then(SourceConfig::postgres);
     SourceRow {
         id: source.id.0 as i64,
         name: source.name.clone(),
         connector: option("connector"),
         hostname: option("hostname"),
-        port: config.as_ref().map_or(5432, |c| c.port as i32),
+        port: i32::from(port),
         database_name: option("database.name"),
         slot_name: config.as_ref().map(|c| c.slot.clone()).unwrap_or_default(),
         publication_name: config.as_ref().map(|c| c.publication.clone()).unwrap_or_default(),

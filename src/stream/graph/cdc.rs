@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{ActorId, ColumnCatalog, SourceCatalog, TableCatalog};
 use crate::connector::pg_reader::UpstreamTable;
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::dispatch::Output;
 use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
@@ -26,7 +26,16 @@ use crate::types::DataType;
 impl StreamGraph {
     /// Builds the slot-reader job of a source.
     pub fn prepare_source_job(&self, source: &SourceCatalog) -> Result<PreparedJob> {
-        let config = PgSourceConfig::from_options(&source.name, &source.options)?;
+        let config = match SourceConfig::from_options(&source.name, &source.options)? {
+            SourceConfig::Postgres(config) => config,
+            SourceConfig::MySql(_) => {
+                return Err(Error::Unsupported(
+                    "reading the binlog of a mysql-cdc source (being built; only the snapshot \
+                     side exists yet)"
+                        .into(),
+                ));
+            }
+        };
         let state = self.catalog.table_by_id(source.state_table).ok_or_else(|| {
             Error::Storage(format!("the state table of source {} is missing", source.name))
         })?;
@@ -80,7 +89,7 @@ impl StreamGraph {
             status: watcher,
         };
         let config = CdcBackfillConfig {
-            source: PgSourceConfig::from_options(&source.name, &source.options)?,
+            source: SourceConfig::from_options(&source.name, &source.options)?,
             upstream,
             table: table.clone(),
             upstream_columns: cdc.upstream_columns.clone(),

@@ -9,7 +9,7 @@
 //! foreground `CREATE`, `WAIT`).
 //!
 //! Progress is rows read by the backfills over the upstream's row count: the key count of a
-//! Sluice upstream, `pg_class.reltuples` (or `count(*)` when never analyzed) of a Postgres one.
+//! Sluice upstream, the estimate of a CDC upstream ([`crate::connector::upstream::UpstreamSession::estimate_rows`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::executor::backfill::state::persisted_progress;
@@ -416,7 +416,7 @@ async fn count_upstreams(
             continue;
         }
         let count = match &relation.cdc {
-            Some(cdc) => count_postgres(&catalog, cdc).await,
+            Some(cdc) => count_upstream(&catalog, cdc).await,
             None => match catalog.table_by_name(&backfill.upstream) {
                 Some(upstream) => {
                     let store = store.clone();
@@ -448,41 +448,15 @@ fn count_keys(store: &Arc<Store>, table: &TableCatalog) -> Result<u64> {
     Ok(n)
 }
 
-/// The row estimate of a Postgres upstream table: `reltuples`, or `count(*)` when the table was
-/// never analyzed.
-async fn count_postgres(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -> Result<u64> {
+/// The row estimate of a CDC table's upstream table (see [`crate::connector::upstream::UpstreamSession::estimate_rows`]).
+async fn count_upstream(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -> Result<u64> {
     let source = catalog
         .sources()
         .into_iter()
         .find(|s| s.id == cdc.source)
         .ok_or_else(|| Error::Stream("the source is gone".into()))?;
-    let config = PgSourceConfig::from_options(&source.name, &source.options)?;
-    let client = config.connect().await?;
-    let qualified = format!(
-        "{}.{}",
-        crate::connector::postgres_cdc::quote_ident(&cdc.schema),
-        crate::connector::postgres_cdc::quote_ident(&cdc.table)
-    );
-    let upstream = |e: tokio_postgres::Error| Error::Upstream {
-        code: "08006",
-        message: format!("counting the rows of {qualified}: {e}"),
-    };
-    let row = client
-        .query_one(
-            "SELECT reltuples::float8 FROM pg_class WHERE oid = $1::text::regclass",
-            &[&qualified],
-        )
-        .await
-        .map_err(upstream)?;
-    let estimate: f64 = row.get(0);
-    if estimate >= 0.0 {
-        return Ok(estimate as u64);
-    }
-    let row = client
-        .query_one(&format!("SELECT count(*) FROM {qualified}"), &[])
-        .await
-        .map_err(upstream)?;
-    Ok(row.get::<_, i64>(0) as u64)
+    let config = SourceConfig::from_options(&source.name, &source.options)?;
+    config.session().await?.estimate_rows(&cdc.schema, &cdc.table).await
 }
 
 #[cfg(test)]

@@ -43,12 +43,11 @@ use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::watch;
-use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::{UpstreamTable, current_lsn, fetch_row, snapshot_page};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::pg_reader::UpstreamTable;
+use crate::connector::upstream::{SourceConfig, UpstreamSession};
 use crate::error::{Error, Result};
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_keys};
 use crate::storage::state_table::StateTable;
@@ -69,8 +68,8 @@ const EPOCH_ROWS: usize = 64 * 1024;
 
 /// How the executor is set up.
 pub struct CdcBackfillConfig {
-    /// The source's connection.
-    pub source: PgSourceConfig,
+    /// The source's upstream.
+    pub source: SourceConfig,
     /// The upstream table.
     pub upstream: UpstreamTable,
     /// The Sluice table fed.
@@ -209,7 +208,7 @@ struct CdcBackfill {
     config: CdcBackfillConfig,
     state: StateTable,
     split_id: String,
-    client: Option<Client>,
+    session: Option<UpstreamSession>,
     /// The key of the last row read, as text (for the next page) and as a storage key.
     cursor: Option<(Vec<Option<String>>, Vec<u8>)>,
     phase: Phase,
@@ -242,7 +241,7 @@ impl CdcBackfill {
         let mut backfill = Self {
             state,
             split_id,
-            client: None,
+            session: None,
             cursor: None,
             phase: if config.snapshot { Phase::Reading } else { Phase::Finishing },
             rows: 0,
@@ -334,11 +333,11 @@ impl CdcBackfill {
         Ok(())
     }
 
-    async fn client(&mut self) -> Result<&Client> {
-        if self.client.is_none() {
-            self.client = Some(self.config.source.connect().await?);
+    async fn session(&mut self) -> Result<&mut UpstreamSession> {
+        if self.session.is_none() {
+            self.session = Some(self.config.source.session().await?);
         }
-        Ok(self.client.as_ref().expect("connected above"))
+        Ok(self.session.as_mut().expect("connected above"))
     }
 
     /// Reads the next page; a short page ends the snapshot. Upstream errors are retried on the
@@ -349,7 +348,7 @@ impl CdcBackfill {
             Err(e @ Error::Upstream { .. }) => {
                 // Retried after the next barrier; changes keep flowing meanwhile.
                 tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
-                self.client = None;
+                self.session = None;
                 self.phase = Phase::Retrying;
                 self.last_error = Some(e.to_string());
                 Ok((None, 0))
@@ -360,10 +359,11 @@ impl CdcBackfill {
 
     async fn try_read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
         let batch = self.page_budget().max(1);
-        let low = current_lsn(self.client().await?).await?;
         let cursor = self.cursor.as_ref().map(|(text, _)| text.clone());
         let upstream = self.config.upstream.clone();
-        let page = snapshot_page(self.client().await?, &upstream, cursor.as_deref(), batch).await?;
+        let session = self.session().await?;
+        let (page, low) = session.snapshot_page(&upstream, cursor.as_deref(), batch).await?;
+        let low = low.position();
         let n = page.first().map_or(0, |c| c.len());
         tracing::debug!(table = %self.split_id, rows = n, low, after = ?cursor, "read a snapshot page");
         self.dirty = true;
@@ -479,7 +479,7 @@ impl CdcBackfill {
                 .map(|&u| Ok(changes.text(row, u)?.map(str::to_owned)))
                 .collect::<Result<_>>()?;
             let upstream = self.config.upstream.clone();
-            let Some(current) = fetch_row(self.client().await?, &upstream, &key).await? else {
+            let Some(current) = self.session().await?.fetch_row(&upstream, &key).await? else {
                 continue;
             };
             for &u in unchanged {
@@ -547,7 +547,7 @@ impl CdcBackfill {
 
     /// The upstream position of the last page read.
     fn offset(&self) -> CdcOffset {
-        CdcOffset::Postgres { lsn: self.last_low }
+        self.config.source.offset_at(self.last_low)
     }
 
     /// Writes the progress row and commits the state table.
@@ -686,7 +686,10 @@ mod tests {
         state.kind = RelationKind::Internal;
         let (_manager, barrier, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
         CdcBackfillConfig {
-            source: crate::stream::test_utils::pg_source_config("upstream.invalid", 5432),
+            source: SourceConfig::Postgres(crate::stream::test_utils::pg_source_config(
+                "upstream.invalid",
+                5432,
+            )),
             upstream: UpstreamTable {
                 schema: "public".into(),
                 name: "t".into(),

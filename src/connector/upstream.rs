@@ -1,0 +1,192 @@
+//! The one interface every CDC upstream implements, so the engine, the CDC backfill and the
+//! progress views are written once for Postgres and MySQL / MariaDB.
+//!
+//! - [`SourceConfig`]: a source's settings by connector; validates the upstream and creates
+//!   what it needs there (Postgres: a publication and a replication slot), names its tables;
+//! - [`UpstreamSession`]: a connection for snapshot reads: describe a table (columns, key,
+//!   types), read a page by primary key with the page's low offset, read one row, estimate a
+//!   table's rows, report the current position.
+//!
+//! Offsets are [`CdcOffset`]s (an LSN, or a binlog file and position), which order like the
+//! upstream's log; changes carry [`CdcOffset::position`], one number with the same order.
+//! Values travel as text in the forms Postgres prints, so one cast reads both upstreams.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arrow::array::StringArray;
+
+use crate::catalog::Created;
+use crate::connector::mysql_cdc::{self, MySqlSourceConfig};
+use crate::connector::offset::CdcOffset;
+use crate::connector::pg_reader::{self, UpstreamTable};
+use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::error::{Error, Result};
+
+/// The connectors a source may name.
+pub const CONNECTORS: [&str; 2] = ["postgres-cdc", "mysql-cdc"];
+
+/// A CDC source's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConfig {
+    /// `connector = 'postgres-cdc'`.
+    Postgres(PgSourceConfig),
+    /// `connector = 'mysql-cdc'` (MySQL or MariaDB).
+    MySql(MySqlSourceConfig),
+}
+
+impl SourceConfig {
+    /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source`.
+    pub fn from_options(source: &str, options: &BTreeMap<String, String>) -> Result<Self> {
+        match options.get("connector").map(String::as_str) {
+            Some("postgres-cdc") => {
+                Ok(Self::Postgres(PgSourceConfig::from_options(source, options)?))
+            }
+            Some("mysql-cdc") => Ok(Self::MySql(MySqlSourceConfig::from_options(source, options)?)),
+            Some(other) => Err(Error::Unsupported(format!(
+                "connector '{other}'; the supported connectors are {}",
+                CONNECTORS.map(|c| format!("'{c}'")).join(" and ")
+            ))),
+            None => Err(Error::InvalidStatement(
+                "a source needs connector = 'postgres-cdc' or 'mysql-cdc'".into(),
+            )),
+        }
+    }
+
+    /// The connector's name.
+    pub fn connector(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres-cdc",
+            Self::MySql(_) => "mysql-cdc",
+        }
+    }
+
+    /// The Postgres settings, for what only Postgres has (slots, publications).
+    pub fn postgres(&self) -> Option<&PgSourceConfig> {
+        match self {
+            Self::Postgres(config) => Some(config),
+            Self::MySql(_) => None,
+        }
+    }
+
+    /// A connection for snapshot reads.
+    pub async fn session(&self) -> Result<UpstreamSession> {
+        Ok(match self {
+            Self::Postgres(config) => UpstreamSession::Postgres(config.connect().await?),
+            Self::MySql(config) => UpstreamSession::MySql(config.connect().await?),
+        })
+    }
+
+    /// Checks the upstream can serve the source and creates what it needs there; returns what
+    /// was created (and so belongs to the source).
+    pub async fn prepare(&self) -> Result<Created> {
+        match self {
+            Self::Postgres(config) => config.prepare(&config.connect().await?).await,
+            Self::MySql(config) => {
+                config.validate(&mut config.connect().await?).await?;
+                Ok(Created::default())
+            }
+        }
+    }
+
+    /// Drops what [`SourceConfig::prepare`] created.
+    pub async fn cleanup(&self, created: Created) -> Result<()> {
+        match self {
+            Self::Postgres(config) => config.cleanup(&config.connect().await?, created).await,
+            Self::MySql(_) => Ok(()),
+        }
+    }
+
+    /// Splits the upstream table name of `CREATE TABLE .. FROM source TABLE 'name'`.
+    pub fn split_qualified(&self, name: &str) -> Result<(String, String)> {
+        match self {
+            Self::Postgres(_) => pg_reader::split_qualified(name),
+            Self::MySql(_) => mysql_cdc::split_qualified(name),
+        }
+    }
+
+    /// The offset at `position` (see [`CdcOffset::position`]) of this kind of upstream.
+    pub fn offset_at(&self, position: u64) -> CdcOffset {
+        match self {
+            Self::Postgres(_) => CdcOffset::Postgres { lsn: position },
+            Self::MySql(_) => CdcOffset::MySql { file_seq: 0, pos: 0 }.at(position),
+        }
+    }
+
+    /// Bytes of upstream log the source has not confirmed yet; `None` when the upstream does
+    /// not answer within `timeout`, or cannot tell.
+    pub async fn lag_bytes(&self, timeout: Duration) -> Option<i64> {
+        match self {
+            Self::Postgres(config) => config.slot_lag(timeout).await,
+            Self::MySql(_) => None,
+        }
+    }
+
+    /// `key = value` pairs describing where the source reads, for EXPLAIN.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Postgres(config) => {
+                format!("slot: {}, publication: {}", config.slot, config.publication)
+            }
+            Self::MySql(config) => format!("server_id: {}", config.server_id),
+        }
+    }
+}
+
+/// A connection to the upstream for snapshot reads.
+pub enum UpstreamSession {
+    /// A Postgres session.
+    Postgres(tokio_postgres::Client),
+    /// A MySQL / MariaDB session.
+    MySql(mysql_async::Conn),
+}
+
+impl UpstreamSession {
+    /// The columns, types and primary key of `schema.table` (a MySQL database is its schema).
+    pub async fn describe_table(&mut self, schema: &str, table: &str) -> Result<UpstreamTable> {
+        match self {
+            Self::Postgres(client) => pg_reader::describe_table(client, schema, table).await,
+            Self::MySql(conn) => mysql_cdc::describe_table(conn, schema, table).await,
+        }
+    }
+
+    /// Up to `limit` rows after `cursor` (a key, as text) in key order, one text column per
+    /// upstream column, and the page's low offset: every change committed at or below it is in
+    /// the page's rows.
+    pub async fn snapshot_page(
+        &mut self,
+        table: &UpstreamTable,
+        cursor: Option<&[Option<String>]>,
+        limit: usize,
+    ) -> Result<(Vec<StringArray>, CdcOffset)> {
+        match self {
+            Self::Postgres(client) => {
+                let low = pg_reader::current_lsn(client).await?;
+                let page = pg_reader::snapshot_page(client, table, cursor, limit).await?;
+                Ok((page, CdcOffset::Postgres { lsn: low }))
+            }
+            Self::MySql(conn) => mysql_cdc::snapshot_page(conn, table, cursor, limit).await,
+        }
+    }
+
+    /// The rows of `schema.table`, as the upstream estimates them (Postgres: `reltuples`;
+    /// MySQL: `TABLE_ROWS`), or counted when it has no estimate; it scales progress bars.
+    pub async fn estimate_rows(&mut self, schema: &str, table: &str) -> Result<u64> {
+        match self {
+            Self::Postgres(client) => pg_reader::estimate_rows(client, schema, table).await,
+            Self::MySql(conn) => mysql_cdc::estimate_rows(conn, schema, table).await,
+        }
+    }
+
+    /// The current row with `key` (text of the key columns), as text in upstream column order.
+    pub async fn fetch_row(
+        &mut self,
+        table: &UpstreamTable,
+        key: &[Option<String>],
+    ) -> Result<Option<Vec<Option<String>>>> {
+        match self {
+            Self::Postgres(client) => pg_reader::fetch_row(client, table, key).await,
+            Self::MySql(conn) => mysql_cdc::fetch_row(conn, table, key).await,
+        }
+    }
+}
