@@ -67,6 +67,16 @@ impl MySqlUpstream {
         self.port
     }
 
+    /// `CREATE SOURCE name` over database `shop` of this server, with `extra` options
+    /// (`", server.id = '..'"`) appended.
+    pub fn source_sql(&self, name: &str, extra: &str) -> String {
+        format!(
+            "CREATE SOURCE {name} WITH (connector = 'mysql-cdc', hostname = '127.0.0.1', \
+             port = '{}', username = 'root', password = '', database.name = 'shop'{extra})",
+            self.port
+        )
+    }
+
     /// A session as root (on no database: statements name theirs).
     pub async fn connect(&self) -> anyhow::Result<mysql_async::Conn> {
         let opts = mysql_async::OptsBuilder::default()
@@ -87,12 +97,12 @@ impl MySqlUpstream {
         Ok(())
     }
 
-    /// Every row of `sql` as text (NULL as `None`), in the order the server returns them.
+    /// Every row of `sql` as text (NULL as `None`), sorted.
     pub async fn rows(&self, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
         let mut conn = self.connect().await?;
         let rows: Vec<mysql_async::Row> = conn.query(sql).await.with_context(|| sql.to_owned())?;
         conn.disconnect().await?;
-        Ok(rows
+        let mut rows: Vec<Vec<Option<String>>> = rows
             .into_iter()
             .map(|row| {
                 row.unwrap()
@@ -104,7 +114,9 @@ impl MySqlUpstream {
                     })
                     .collect()
             })
-            .collect())
+            .collect();
+        rows.sort();
+        Ok(rows)
     }
 
     /// Stops the server cleanly and starts it again on the same data and port.

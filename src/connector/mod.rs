@@ -1,5 +1,7 @@
 //! Upstream connectors: the systems Sluice ingests changes from.
 
+/// Reading a MySQL / MariaDB binlog: committed transactions as row changes.
+pub mod mysql_binlog;
 /// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages.
 pub mod mysql_cdc;
 /// Upstream positions (`CdcOffset`) and how progress tables store them.

@@ -523,14 +523,18 @@ async fn snapshot_offset(conn: &mut Conn) -> Result<CdcOffset> {
 
 /// The end of the upstream's binlog.
 pub async fn current_offset(conn: &mut Conn) -> Result<CdcOffset> {
+    let (file, pos) = master_status(conn).await?;
+    CdcOffset::mysql(&file, pos)
+}
+
+/// The upstream's current binlog file (`binlog.000003`) and the position of its end.
+pub async fn master_status(conn: &mut Conn) -> Result<(String, u64)> {
     let row: Option<Row> = conn.query_first("SHOW MASTER STATUS").await.map_err(upstream_error)?;
     let row = row.ok_or_else(|| Error::Upstream {
         code: "55000",
         message: "the upstream does not write a binlog; start it with --log-bin".to_owned(),
     })?;
-    let file: String = row.get(0).unwrap_or_default();
-    let pos: u64 = row.get(1).unwrap_or_default();
-    CdcOffset::mysql(&file, pos)
+    Ok((row.get(0).unwrap_or_default(), row.get(1).unwrap_or_default()))
 }
 
 /// The rows of an upstream table as the server estimates them (`TABLE_ROWS`), or counted when

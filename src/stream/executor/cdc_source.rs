@@ -379,7 +379,8 @@ impl Reader {
     }
 }
 
-fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
+/// A chunk of [`change_schema`] rows, one per change.
+pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
     let mut values = ListBuilder::new(StringBuilder::new());
     let mut unchanged = ListBuilder::new(UInt32Builder::new());
     for change in changes {

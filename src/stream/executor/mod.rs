@@ -13,7 +13,9 @@
 
 /// The backfills (a view's stream scan, a CDC table's snapshot) and their progress state.
 pub mod backfill;
-/// A CDC source's shared change stream, polled from the upstream's slot.
+/// A mysql-cdc source's shared change stream, read from the upstream's binlog.
+pub mod binlog_source;
+/// A postgres-cdc source's shared change stream, polled from the upstream's slot.
 pub mod cdc_source;
 /// A table's input: DML statements' chunks, each in the epoch it is sent in.
 pub mod dml;

@@ -14,8 +14,10 @@ use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::dispatch::Output;
+use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
+use crate::stream::executor::binlog_source::BinlogSourceExecutor;
 use crate::stream::executor::cdc_source::CdcSourceExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::graph::StreamGraph;
@@ -26,30 +28,34 @@ use crate::types::DataType;
 impl StreamGraph {
     /// Builds the slot-reader job of a source.
     pub fn prepare_source_job(&self, source: &SourceCatalog) -> Result<PreparedJob> {
-        let config = match SourceConfig::from_options(&source.name, &source.options)? {
-            SourceConfig::Postgres(config) => config,
-            SourceConfig::MySql(_) => {
-                return Err(Error::Unsupported(
-                    "reading the binlog of a mysql-cdc source (being built; only the snapshot \
-                     side exists yet)"
-                        .into(),
-                ));
-            }
-        };
         let state = self.catalog.table_by_id(source.state_table).ok_or_else(|| {
             Error::Storage(format!("the state table of source {} is missing", source.name))
         })?;
         let actor = self.new_actor_id();
         let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
-        let reader = CdcSourceExecutor::new(
-            barrier_rx,
-            config,
-            self.store.clone(),
-            state,
-            self.barrier.clone(),
-        )
-        .with_metrics(source.name.clone(), self.metrics.clone());
-        Ok(PreparedJob::single(source.id, actor, Box::new(reader), Some(barrier_tx)))
+        let metrics = (source.name.clone(), self.metrics.clone());
+        let reader: BoxedExecutor = match SourceConfig::from_options(&source.name, &source.options)?
+        {
+            SourceConfig::Postgres(config) => Box::new(
+                CdcSourceExecutor::new(
+                    barrier_rx,
+                    config,
+                    self.store.clone(),
+                    state,
+                    self.barrier.clone(),
+                )
+                .with_metrics(metrics.0, metrics.1),
+            ),
+            SourceConfig::MySql(config) => Box::new(BinlogSourceExecutor::new(
+                barrier_rx,
+                config,
+                self.store.clone(),
+                state,
+                self.barrier.clone(),
+                metrics,
+            )),
+        };
+        Ok(PreparedJob::single(source.id, actor, reader, Some(barrier_tx)))
     }
 
     /// Builds the job of a CDC table, reading from `source_actor`.

@@ -1,0 +1,728 @@
+//! Reading a MySQL / MariaDB binlog as a replica: committed transactions as [`RowChange`]s.
+//!
+//! [`BinlogReader`] registers with the source's `server.id` and streams the binlog from a
+//! position (a transaction boundary). Each transaction (`BEGIN` .. `XID`, or `COMMIT` for
+//! non-transactional engines) comes back whole, its changes tagged with the position of its
+//! end ([`CdcOffset::position`] of file and offset), so a reader that restarts from the last
+//! recorded position sees the next transaction whole again.
+//!
+//! Values are rendered as the text a snapshot page reads for the same stored value (see
+//! [`mysql_cdc`](super::mysql_cdc)), so a row read by the snapshot and the same row from the
+//! binlog are identical after the cast. Column types, signedness, names, charsets and the
+//! members of ENUM and SET come from each event's table map (`binlog_row_metadata = FULL`), not
+//! from a description taken earlier: a row follows the schema it was written with.
+//!
+//! Workarounds for the binlog decoder (mysql_common 0.37): signed MEDIUMINT arrives without
+//! sign extension; negative TIME(1) / TIME(2) values with a fraction make it overflow, so such
+//! columns are decoded through a copy of the table map that reads their four bytes raw
+//! ([`table_map_for_rows`]); the first rotate event of a stream (before the format description)
+//! carries checksum bytes in its name and is ignored.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use mysql_async::binlog::BinlogVersion;
+use mysql_async::binlog::events::{Event, EventData, OptionalMetadataField, TableMapEvent};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::consts::ColumnType;
+use mysql_async::{BinlogStream, BinlogStreamRequest, Value};
+
+use crate::connector::mysql_cdc::{MySqlSourceConfig, master_status, upstream_error};
+use crate::connector::offset::CdcOffset;
+use crate::connector::pg_reader::RowChange;
+use crate::error::{Error, Result};
+
+/// The collation id of binary strings (BINARY, VARBINARY, BLOB).
+const BINARY_CHARSET: u16 = 63;
+
+/// A column as one table map describes it.
+#[derive(Debug, Clone)]
+struct BinlogColumn {
+    /// The real type (ENUM and SET resolved from the metadata).
+    ty: ColumnType,
+    /// The type's metadata bytes from the table map.
+    meta: Vec<u8>,
+    /// UNSIGNED (numeric columns).
+    unsigned: bool,
+    /// The collation id (character, ENUM and SET columns); 63 is binary.
+    charset: u16,
+    /// The members of an ENUM or SET, in definition order.
+    members: Vec<String>,
+}
+
+/// What the reader knows of a table id of the source's database.
+struct TableInfo {
+    /// `database.table`, as CDC tables name it.
+    name: String,
+    columns: Vec<BinlogColumn>,
+    /// Primary-key column indices, when the table map lists them.
+    pk: Option<Vec<usize>>,
+    /// The table map to decode rows with, when the real one trips the decoder.
+    patched: Option<TableMapEvent<'static>>,
+}
+
+/// A committed transaction read from the binlog.
+#[derive(Debug)]
+pub struct Transaction {
+    /// Its changes to the source's tables.
+    pub changes: Vec<RowChange>,
+    /// The position of its end (see [`CdcOffset::position`]).
+    pub position: u64,
+    /// When it committed upstream, in seconds since the Unix epoch.
+    pub committed_at: u32,
+}
+
+/// A replica's view of the binlog, from a position on.
+pub struct BinlogReader {
+    config: MySqlSourceConfig,
+    stream: Option<BinlogStream>,
+    /// The binlog files' base name (`binlog` of `binlog.000003`).
+    base: Option<String>,
+    /// Where the next transaction starts: the end of the last one returned.
+    at: CdcOffset,
+    /// A format description was seen on this stream (rotates before it are artificial).
+    seen_format: bool,
+    tables: HashMap<u64, TableInfo>,
+    /// Changes of the transaction being read.
+    pending: Vec<RowChange>,
+}
+
+impl BinlogReader {
+    /// A reader that starts at `at`, or at the end of the binlog when `None`.
+    pub fn new(config: MySqlSourceConfig, at: Option<CdcOffset>) -> Self {
+        Self {
+            config,
+            stream: None,
+            base: None,
+            at: at.unwrap_or(CdcOffset::MySql { file_seq: 0, pos: 0 }),
+            seen_format: false,
+            tables: HashMap::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Where the next transaction starts.
+    pub fn position(&self) -> CdcOffset {
+        self.at
+    }
+
+    /// Drops the connection (after an error); the next read reconnects at [`Self::position`].
+    pub fn reset(&mut self) {
+        self.stream = None;
+        self.pending.clear();
+        self.tables.clear();
+        self.seen_format = false;
+    }
+
+    async fn connect(&mut self) -> Result<&mut BinlogStream> {
+        if self.stream.is_none() {
+            let mut conn = self.config.connect_to(None).await?;
+            let (file, pos) = master_status(&mut conn).await?;
+            let base = match file.rsplit_once('.') {
+                Some((base, _)) => base.to_owned(),
+                None => file.clone(),
+            };
+            if self.at.is_start() {
+                self.at = CdcOffset::mysql(&file, pos)?;
+            }
+            let CdcOffset::MySql { file_seq, pos } = self.at else {
+                return Err(Error::Storage(format!(
+                    "a mysql-cdc source holds a non-binlog offset {}",
+                    self.at
+                )));
+            };
+            let file = format!("{base}.{file_seq:06}");
+            let request = BinlogStreamRequest::new(self.config.server_id)
+                .with_filename(file.as_bytes())
+                .with_pos(u64::from(pos.max(4)));
+            let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+                let error = upstream_error(e);
+                match error {
+                    Error::Upstream { code: "55000", message } => Error::Upstream {
+                        code: "55000",
+                        message: format!(
+                            "{message}; the binlog at {file}:{pos} is gone (purged while Sluice was away?): the source cannot go on without losing changes, recreate it"
+                        ),
+                    },
+                    other => other,
+                }
+            })?;
+            self.base = Some(base);
+            self.seen_format = false;
+            self.stream = Some(stream);
+        }
+        Ok(self.stream.as_mut().expect("connected above"))
+    }
+
+    /// The next committed transaction: its changes to tables of the source's database (none
+    /// for a transaction on other tables, or a DDL statement), the position of its end (which
+    /// [`Self::position`] then returns) and when it committed (seconds since the Unix epoch).
+    pub async fn next_transaction(&mut self) -> Result<Transaction> {
+        loop {
+            let stream = self.connect().await?;
+            let event = match stream.next().await {
+                Some(event) => event.map_err(upstream_error)?,
+                None => {
+                    return Err(Error::Upstream {
+                        code: "08006",
+                        message: "the upstream closed the binlog stream".into(),
+                    });
+                }
+            };
+            if let Some((changes, position)) = self.on_event(&event)? {
+                let committed_at = event.header().timestamp();
+                return Ok(Transaction { changes, position, committed_at });
+            }
+        }
+    }
+
+    /// Handles one event; returns a finished transaction.
+    fn on_event(&mut self, event: &Event) -> Result<Option<(Vec<RowChange>, u64)>> {
+        let log_pos = event.header().log_pos();
+        let data = event.read_data().map_err(decode_error)?;
+        match data {
+            Some(EventData::FormatDescriptionEvent(_)) => self.seen_format = true,
+            Some(EventData::RotateEvent(rotate)) if self.seen_format => {
+                let name = rotate.name();
+                let at = CdcOffset::mysql(&name, rotate.position())?;
+                if self.pending.is_empty() {
+                    self.at = at;
+                }
+            }
+            Some(EventData::TableMapEvent(map)) => self.on_table_map(event, &map),
+            Some(EventData::QueryEvent(query)) => {
+                let text = query.query();
+                match text.as_ref() {
+                    "BEGIN" => self.pending.clear(),
+                    "COMMIT" => return Ok(Some(self.commit(log_pos))),
+                    q if q.starts_with('#') => {}
+                    // A statement outside a transaction (DDL): nothing for the tables, but the
+                    // position moves past it.
+                    _ if log_pos > 0 && self.pending.is_empty() => {
+                        return Ok(Some(self.commit(log_pos)));
+                    }
+                    _ => {}
+                }
+            }
+            Some(EventData::RowsEvent(rows)) => {
+                let table_id = rows.table_id();
+                let Some(table) = self.tables.get(&table_id) else { return Ok(None) };
+                let stream = self.stream.as_ref().expect("an event came from it");
+                let map = match (&table.patched, stream.get_tme(table_id)) {
+                    (Some(patched), _) => patched,
+                    (None, Some(map)) => map,
+                    (None, None) => {
+                        return Err(Error::Upstream {
+                            code: "XX000",
+                            message: format!(
+                                "rows of table id {table_id} came without a table map"
+                            ),
+                        });
+                    }
+                };
+                let mut changes = Vec::new();
+                for row in rows.rows(map) {
+                    let (before, after) = row.map_err(decode_error)?;
+                    let before = before.map(|r| row_text(&r, &table.columns));
+                    let after = after.map(|r| row_text(&r, &table.columns));
+                    changes.extend(row_changes(&table.name, table.pk.as_deref(), before, after));
+                }
+                self.pending.extend(changes);
+            }
+            Some(EventData::XidEvent(_)) => return Ok(Some(self.commit(log_pos))),
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Ends the transaction read at `log_pos` (the end of its last event).
+    fn commit(&mut self, log_pos: u32) -> (Vec<RowChange>, u64) {
+        if let CdcOffset::MySql { file_seq, .. } = self.at
+            && log_pos > 0
+        {
+            self.at = CdcOffset::MySql { file_seq, pos: log_pos };
+        }
+        let position = self.at.position();
+        let mut changes = std::mem::take(&mut self.pending);
+        for change in &mut changes {
+            change.lsn = position;
+        }
+        (changes, position)
+    }
+
+    fn on_table_map(&mut self, event: &Event, map: &TableMapEvent<'_>) {
+        if map.database_name() != self.config.database.as_str() {
+            return;
+        }
+        if self.tables.contains_key(&map.table_id()) {
+            return; // Ids are not reused for another layout: a DDL gives the table a new id.
+        }
+        let (columns, pk) = table_columns(map);
+        let info = TableInfo {
+            name: format!("{}.{}", map.database_name(), map.table_name()),
+            columns,
+            pk,
+            patched: table_map_for_rows(event),
+        };
+        self.tables.insert(map.table_id(), info);
+    }
+}
+
+/// The changes of one binlog row: an insert, a delete, or an update (an upsert of the new row,
+/// after a delete of the old one when its key changed or is unknown).
+fn row_changes(
+    table: &str,
+    pk: Option<&[usize]>,
+    before: Option<Vec<Option<String>>>,
+    after: Option<Vec<Option<String>>>,
+) -> Vec<RowChange> {
+    let change = |delete, values| RowChange {
+        table: table.to_owned(),
+        delete,
+        values,
+        unchanged: Vec::new(),
+        replaces: false,
+        lsn: 0,
+    };
+    match (before, after) {
+        (None, Some(after)) => vec![change(false, after)],
+        (Some(before), None) => vec![change(true, before)],
+        (Some(before), Some(after)) => {
+            let same_key = pk.is_some_and(|pk| pk.iter().all(|&i| before.get(i) == after.get(i)));
+            if same_key {
+                vec![change(false, after)]
+            } else {
+                vec![change(true, before), change(false, after)]
+            }
+        }
+        (None, None) => Vec::new(),
+    }
+}
+
+fn decode_error(e: std::io::Error) -> Error {
+    Error::Upstream { code: "XX000", message: format!("cannot decode a binlog event: {e}") }
+}
+
+/// Every value of a binlog row as text.
+fn row_text(row: &BinlogRow, columns: &[BinlogColumn]) -> Vec<Option<String>> {
+    (0..row.len())
+        .map(|i| match (row.as_ref(i), columns.get(i)) {
+            (Some(value), Some(column)) => value_text(value, column),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The columns of a table map (types, signedness, charsets, ENUM and SET members) and its
+/// primary key. The optional metadata lists are per class of column, in table order.
+fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usize>>) {
+    let n = map.columns_count() as usize;
+    let mut columns: Vec<BinlogColumn> = (0..n)
+        .map(|i| BinlogColumn {
+            ty: map.get_column_type(i).ok().flatten().unwrap_or(ColumnType::MYSQL_TYPE_NULL),
+            meta: map.get_column_metadata(i).unwrap_or(&[]).to_vec(),
+            unsigned: false,
+            charset: 0,
+            members: Vec::new(),
+        })
+        .collect();
+    let class = |f: fn(&ColumnType) -> bool| -> Vec<usize> {
+        (0..n).filter(|&i| f(&columns[i].ty)).collect()
+    };
+    let numeric = class(ColumnType::is_numeric_type);
+    let character = class(ColumnType::is_character_type);
+    let enum_or_set = class(ColumnType::is_enum_or_set_type);
+    let enums = class(ColumnType::is_enum_type);
+    let sets = class(ColumnType::is_set_type);
+    let mut pk = None;
+    for field in map.iter_optional_meta() {
+        let Ok(field) = field else { break };
+        match field {
+            OptionalMetadataField::Signedness(bits) => {
+                for (k, &i) in numeric.iter().enumerate() {
+                    columns[i].unsigned = bits.get(k).is_some_and(|b| *b);
+                }
+            }
+            OptionalMetadataField::DefaultCharset(charsets) => {
+                for &i in &character {
+                    columns[i].charset = charsets.default_charset();
+                }
+                for other in charsets.iter_non_default().flatten() {
+                    if let Some(&i) = character.get(other.column_index() as usize) {
+                        columns[i].charset = other.charset();
+                    }
+                }
+            }
+            OptionalMetadataField::ColumnCharset(charsets) => {
+                for (k, charset) in charsets.iter_charsets().enumerate() {
+                    if let (Some(&i), Ok(charset)) = (character.get(k), charset) {
+                        columns[i].charset = charset;
+                    }
+                }
+            }
+            OptionalMetadataField::EnumAndSetDefaultCharset(charsets) => {
+                for &i in &enum_or_set {
+                    columns[i].charset = charsets.default_charset();
+                }
+            }
+            OptionalMetadataField::EnumStrValue(values) => {
+                for (k, members) in values.iter_values().enumerate() {
+                    if let (Some(&i), Ok(members)) = (enums.get(k), members) {
+                        columns[i].members =
+                            members.values().iter().map(|m| m.value().into_owned()).collect();
+                    }
+                }
+            }
+            OptionalMetadataField::SetStrValue(values) => {
+                for (k, members) in values.iter_values().enumerate() {
+                    if let (Some(&i), Ok(members)) = (sets.get(k), members) {
+                        columns[i].members =
+                            members.values().iter().map(|m| m.value().into_owned()).collect();
+                    }
+                }
+            }
+            OptionalMetadataField::SimplePrimaryKey(key) => {
+                pk = Some(key.iter_indexes().flatten().map(|i| i as usize).collect());
+            }
+            OptionalMetadataField::PrimaryKeyWithPrefix(key) => {
+                let columns =
+                    key.iter_keys().flatten().map(|k| k.column_index() as usize).collect();
+                pk = Some(columns);
+            }
+            _ => {}
+        }
+    }
+    (columns, pk)
+}
+
+/// One binlog value as the text a snapshot page reads for it; `None` is NULL.
+fn value_text(value: &BinlogValue<'_>, column: &BinlogColumn) -> Option<String> {
+    use ColumnType::*;
+    let value = match value {
+        BinlogValue::Value(value) => value,
+        // MySQL's binary JSON (MariaDB's JSON is text and arrives as bytes).
+        BinlogValue::Jsonb(json) => {
+            return match Value::try_from(BinlogValue::Jsonb(json.clone())) {
+                Ok(Value::Bytes(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                _ => None,
+            };
+        }
+        BinlogValue::JsonDiff(_) => return None,
+    };
+    let fsp = |temporal2: ColumnType| {
+        if column.ty == temporal2 { column.meta.first().copied().unwrap_or(0) } else { 0 }
+    };
+    Some(match (column.ty, value) {
+        (_, Value::NULL) => return None,
+        // Signed MEDIUMINT arrives without its sign extended.
+        (MYSQL_TYPE_INT24, Value::Int(i)) if !column.unsigned && *i >= 0x80_0000 => {
+            (i - 0x100_0000).to_string()
+        }
+        (
+            MYSQL_TYPE_TINY | MYSQL_TYPE_SHORT | MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG
+            | MYSQL_TYPE_LONGLONG,
+            Value::Int(i),
+        ) => i.to_string(),
+        (
+            MYSQL_TYPE_TINY | MYSQL_TYPE_SHORT | MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG
+            | MYSQL_TYPE_LONGLONG,
+            Value::UInt(u),
+        ) => u.to_string(),
+        // The snapshot reads FLOAT as the DOUBLE it widens to.
+        (MYSQL_TYPE_FLOAT, Value::Float(f)) => double_text(f64::from(*f)),
+        (MYSQL_TYPE_DOUBLE, Value::Double(d)) => double_text(*d),
+        // The decoder prints YEAR as 1900 + its byte; byte 0 is year 0000.
+        (MYSQL_TYPE_YEAR, Value::Bytes(b)) if b == b"1900" => "0000".to_owned(),
+        (MYSQL_TYPE_YEAR | MYSQL_TYPE_NEWDECIMAL | MYSQL_TYPE_DECIMAL, Value::Bytes(b)) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        (MYSQL_TYPE_NEWDATE | MYSQL_TYPE_DATE, Value::Date(y, m, d, ..)) => {
+            format!("{y:04}-{m:02}-{d:02}")
+        }
+        (MYSQL_TYPE_DATETIME2 | MYSQL_TYPE_DATETIME, Value::Date(y, mo, d, h, mi, s, us)) => {
+            let fraction = frac(*us, fsp(MYSQL_TYPE_DATETIME2));
+            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}{fraction}")
+        }
+        (MYSQL_TYPE_TIMESTAMP2 | MYSQL_TYPE_TIMESTAMP, value) => {
+            timestamp_text(value, fsp(MYSQL_TYPE_TIMESTAMP2))?
+        }
+        // A TIME(1) / TIME(2) read raw through the patched table map.
+        (MYSQL_TYPE_TIME2, Value::Bytes(b)) => time12_text(b, column.meta.first().copied()?)?,
+        (MYSQL_TYPE_TIME2 | MYSQL_TYPE_TIME, Value::Time(neg, days, h, m, s, us)) => {
+            let hours = days * 24 + u32::from(*h);
+            let sign = if *neg { "-" } else { "" };
+            format!("{sign}{hours:02}:{m:02}:{s:02}{}", frac(*us, fsp(MYSQL_TYPE_TIME2)))
+        }
+        (MYSQL_TYPE_BIT, Value::Bytes(b)) => {
+            b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)).to_string()
+        }
+        (MYSQL_TYPE_ENUM, Value::Int(index)) => match *index {
+            0 => String::new(),
+            i => column.members.get(i as usize - 1)?.clone(),
+        },
+        (MYSQL_TYPE_SET, Value::Bytes(b)) => {
+            let mask = b.iter().rev().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+            let members: Vec<&str> = column
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1u64 << i) != 0)
+                .map(|(_, m)| m.as_str())
+                .collect();
+            members.join(",")
+        }
+        // BINARY(n): the binlog drops trailing zero bytes, the snapshot reads all n.
+        (MYSQL_TYPE_STRING, Value::Bytes(b)) if column.charset == BINARY_CHARSET => {
+            let (hi, lo) = (column.meta.first().copied()?, column.meta.get(1).copied()?);
+            let n = usize::from(lo) | (((usize::from(hi) & 0x30) ^ 0x30) << 4);
+            let mut bytes = b.clone();
+            if bytes.len() < n {
+                bytes.resize(n, 0);
+            }
+            hex(&bytes)
+        }
+        (
+            MYSQL_TYPE_VARCHAR
+            | MYSQL_TYPE_VAR_STRING
+            | MYSQL_TYPE_BLOB
+            | MYSQL_TYPE_TINY_BLOB
+            | MYSQL_TYPE_MEDIUM_BLOB
+            | MYSQL_TYPE_LONG_BLOB,
+            Value::Bytes(b),
+        ) if column.charset == BINARY_CHARSET => hex(b),
+        (
+            MYSQL_TYPE_STRING
+            | MYSQL_TYPE_VARCHAR
+            | MYSQL_TYPE_VAR_STRING
+            | MYSQL_TYPE_BLOB
+            | MYSQL_TYPE_TINY_BLOB
+            | MYSQL_TYPE_MEDIUM_BLOB
+            | MYSQL_TYPE_LONG_BLOB,
+            Value::Bytes(b),
+        ) => decode_text(b, column.charset),
+        // A type this reader does not know: NULL, and said loudly.
+        (ty, other) => {
+            tracing::error!(?ty, ?other, "a binlog value of an unknown type is read as NULL");
+            return None;
+        }
+    })
+}
+
+/// A TIMESTAMP (seconds since the epoch, UTC) as the snapshot reads it in UTC, with `+00`.
+fn timestamp_text(value: &Value, fsp: u8) -> Option<String> {
+    let (secs, usec): (i64, u32) = match value {
+        Value::Int(i) => (*i, 0),
+        Value::Bytes(b) => {
+            let s = std::str::from_utf8(b).ok()?;
+            match s.split_once('.') {
+                Some((secs, fraction)) => (secs.parse().ok()?, fraction.parse().ok()?),
+                None => (s.parse().ok()?, 0),
+            }
+        }
+        _ => return None,
+    };
+    if secs == 0 && usec == 0 {
+        return Some(format!("0000-00-00 00:00:00{}+00", frac(0, fsp)));
+    }
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let day = secs.rem_euclid(86_400);
+    let (h, mi, s) = (day / 3600, day % 3600 / 60, day % 60);
+    Some(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}{}+00", frac(usec, fsp)))
+}
+
+/// A DOUBLE as MySQL and MariaDB print it: the shortest digits that read back as the same
+/// value, positional when the decimal exponent is from -14 to 15, else `1.5e16` (no `+`).
+pub fn double_text(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_owned();
+    }
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let scientific = format!("{v:e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} has an exponent");
+    let exponent: i32 = exponent.parse().expect("an integer exponent");
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let point = exponent + 1;
+    let body = if !(-14..=15).contains(&point) {
+        format!("{mantissa}e{exponent}")
+    } else if point <= 0 {
+        format!("0.{}{digits}", "0".repeat((-point) as usize))
+    } else if digits.len() as i32 <= point {
+        format!("{digits}{}", "0".repeat((point - digits.len() as i32) as usize))
+    } else {
+        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+    };
+    format!("{sign}{body}")
+}
+
+/// The first `fsp` digits of the microseconds, after a point; nothing for `fsp` 0.
+fn frac(usec: u32, fsp: u8) -> String {
+    if fsp == 0 {
+        return String::new();
+    }
+    let digits = format!("{usec:06}");
+    format!(".{}", &digits[..usize::from(fsp.min(6))])
+}
+
+/// Bytes as Postgres prints `bytea`: `\x` and lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(2 + bytes.len() * 2);
+    text.push_str("\\x");
+    for b in bytes {
+        let _ = write!(text, "{b:02x}");
+    }
+    text
+}
+
+/// The civil date of a day number since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = (z - era * 146_097) as u64;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe as i64 + era * 400;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// A column's bytes in its character set: latin1 (MySQL's is cp1252) or UTF-8.
+fn decode_text(bytes: &[u8], charset: u16) -> String {
+    match charset {
+        5 | 8 | 15 | 31 | 47 | 48 | 49 | 94 => bytes.iter().map(|&b| cp1252(b)).collect(),
+        _ => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+fn cp1252(b: u8) -> char {
+    const HIGH: [u16; 32] = [
+        0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
+        0x2039, 0x0152, 0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013,
+        0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
+    ];
+    match b {
+        0x80..=0x9F => char::from_u32(u32::from(HIGH[usize::from(b - 0x80)])).unwrap_or('?'),
+        _ => char::from(b),
+    }
+}
+
+/// A copy of the table map of `event` in which TIME(1) and TIME(2) columns read as
+/// TIMESTAMP(0): the same four bytes, taken raw (the decoder overflows on negative values with
+/// a fraction); [`time12_text`] decodes them. `None` when the table has no such column.
+fn table_map_for_rows(event: &Event) -> Option<TableMapEvent<'static>> {
+    const HEADER_LEN: usize = 19;
+    let map: TableMapEvent<'_> = event.read_event().ok()?;
+    let data = event.data();
+    let base = data.as_ptr() as usize;
+    let n = map.columns_count() as usize;
+    let count_len = match n {
+        0..251 => 1,
+        251..65_536 => 3,
+        65_536..16_777_216 => 4,
+        _ => 9,
+    };
+    let name = map.table_name_raw();
+    let types_at = name.as_ptr() as usize - base + name.len() + 1 + count_len;
+    let mut patches = Vec::new();
+    for i in 0..n {
+        if map.get_column_type(i).ok().flatten() == Some(ColumnType::MYSQL_TYPE_TIME2) {
+            let meta = map.get_column_metadata(i)?;
+            if matches!(meta.first(), Some(1 | 2)) {
+                patches.push((types_at + i, meta.as_ptr() as usize - base));
+            }
+        }
+    }
+    if patches.is_empty() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    event.write(BinlogVersion::Version4, &mut bytes).ok()?;
+    for (type_at, meta_at) in patches {
+        bytes[HEADER_LEN + type_at] = ColumnType::MYSQL_TYPE_TIMESTAMP2 as u8;
+        bytes[HEADER_LEN + meta_at] = 0;
+    }
+    let patched = Event::read(event.fde(), &bytes[..]).ok()?;
+    Some(patched.read_event::<TableMapEvent<'_>>().ok()?.into_owned())
+}
+
+/// A TIME(1) / TIME(2) value from its four raw bytes (as [`table_map_for_rows`] reads them).
+fn time12_text(b: &[u8], fsp: u8) -> Option<String> {
+    let raw = std::str::from_utf8(b).ok()?.parse::<i32>().ok()? as u32;
+    let bytes = raw.to_be_bytes();
+    let mut int_part = i64::from(u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]])) - 0x80_0000;
+    let mut fraction = i64::from(bytes[3]);
+    if int_part < 0 && fraction > 0 {
+        int_part += 1;
+        fraction -= 0x100;
+    }
+    let packed = (int_part << 24) + fraction * 10_000;
+    let (negative, magnitude) = (packed < 0, packed.abs());
+    let hms = magnitude >> 24;
+    let usec = (magnitude % (1 << 24)) as u32;
+    let (h, m, s) = ((hms >> 12) % (1 << 10), (hms >> 6) % (1 << 6), hms % (1 << 6));
+    let sign = if negative { "-" } else { "" };
+    Some(format!("{sign}{h:02}:{m:02}:{s:02}{}", frac(usec, fsp)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_as_mysql_prints_them() {
+        let cases = [
+            (0.1, "0.1"),
+            (1e14, "100000000000000"),
+            (1e15, "1e15"),
+            (1e-15, "0.000000000000001"),
+            (1e-16, "1e-16"),
+            (-2.5, "-2.5"),
+            (1e300, "1e300"),
+            (f64::from(std::f32::consts::PI), "3.1415927410125732"),
+            (-0.0, "0"),
+            (123.456, "123.456"),
+        ];
+        for (value, text) in cases {
+            assert_eq!(double_text(value), text, "{value}");
+        }
+    }
+
+    #[test]
+    fn temporal_values_print_as_the_snapshot_reads_them() {
+        assert_eq!(
+            timestamp_text(&Value::Bytes(b"1709251201.500000".to_vec()), 3).unwrap(),
+            "2024-03-01 00:00:01.500+00"
+        );
+        assert_eq!(timestamp_text(&Value::Int(86_400), 0).unwrap(), "1970-01-02 00:00:00+00");
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(frac(123_456, 3), ".123");
+        assert_eq!(frac(5, 6), ".000005");
+        assert_eq!(hex(&[0, 255]), "\\x00ff");
+        assert_eq!(decode_text(&[0x63, 0x61, 0x66, 0xe9, 0x80], 8), "café€");
+    }
+
+    #[test]
+    fn updates_delete_the_old_row_only_when_the_key_changes() {
+        let row = |k: &str, v: &str| Some(vec![Some(k.to_owned()), Some(v.to_owned())]);
+        let kinds = |changes: Vec<RowChange>| -> Vec<(bool, String)> {
+            changes.iter().map(|c| (c.delete, c.values[0].clone().unwrap())).collect()
+        };
+        let same = row_changes("d.t", Some(&[0]), row("1", "a"), row("1", "b"));
+        assert_eq!(kinds(same), [(false, "1".to_owned())]);
+        let moved = row_changes("d.t", Some(&[0]), row("1", "a"), row("2", "a"));
+        assert_eq!(kinds(moved), [(true, "1".to_owned()), (false, "2".to_owned())]);
+        let unknown = row_changes("d.t", None, row("1", "a"), row("1", "b"));
+        assert_eq!(kinds(unknown), [(true, "1".to_owned()), (false, "1".to_owned())]);
+        assert_eq!(kinds(row_changes("d.t", None, None, row("3", "c"))), [(false, "3".to_owned())]);
+        assert_eq!(kinds(row_changes("d.t", None, row("3", "c"), None)), [(true, "3".to_owned())]);
+    }
+}

@@ -1,0 +1,258 @@
+//! `BinlogSourceExecutor`: the one reader of a mysql-cdc source's binlog.
+//!
+//! It streams the binlog from the position its state table records (the end of the last
+//! transaction it emitted), and emits the changes of every table of the source's database as
+//! rows of [`change_schema`](super::cdc_source::change_schema), whole transactions at a time,
+//! in commit order: the same stream a Postgres source emits, so the CDC backfill and the table
+//! downstream do not know which upstream they read. Changes are gathered for a few milliseconds
+//! (or 4096 of them) into one chunk. On a checkpoint barrier it records the position of the last
+//! transaction emitted; after a restart it streams again from there, so every change reaches the
+//! tables exactly once. Nothing needs to be acknowledged upstream: a binlog is not consumed.
+//! Upstream failures are logged and retried with backoff; a position the upstream has purged
+//! is said in the log at every retry, never skipped.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow::array::{Int32Array, Int64Array, RecordBatch};
+use datafusion::scalar::ScalarValue;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::mysql_binlog::BinlogReader;
+use crate::connector::mysql_cdc::MySqlSourceConfig;
+use crate::connector::offset::CdcOffset;
+use crate::connector::pg_reader::RowChange;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::storage::row_codec::RowDecoder;
+use crate::storage::state_table::StateTable;
+use crate::storage::store::Store;
+use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::cdc_source::changes_chunk;
+use crate::stream::executor::{BoxedMessageStream, Executor};
+use crate::stream::message::{Barrier, Message, StreamChunk};
+
+/// How long changes gather before they are emitted as one chunk.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(10);
+/// Changes gathered after which they are emitted at once.
+const FLUSH_CHANGES: usize = 4096;
+/// Changes emitted since the last checkpoint after which the reader asks for the next one.
+const CHECKPOINT_CHANGES: usize = 16 * 1024;
+
+/// Reads a mysql-cdc source's binlog and emits its changes.
+pub struct BinlogSourceExecutor {
+    barriers: mpsc::UnboundedReceiver<Barrier>,
+    config: MySqlSourceConfig,
+    store: Arc<Store>,
+    state: Arc<TableCatalog>,
+    barrier: BarrierHandle,
+    /// The source's name and where its changes are counted.
+    metrics: (String, Arc<Metrics>),
+}
+
+impl BinlogSourceExecutor {
+    /// A reader for the source `config`, keeping its position in `state`.
+    pub fn new(
+        barriers: mpsc::UnboundedReceiver<Barrier>,
+        config: MySqlSourceConfig,
+        store: Arc<Store>,
+        state: Arc<TableCatalog>,
+        barrier: BarrierHandle,
+        metrics: (String, Arc<Metrics>),
+    ) -> Self {
+        Self { barriers, config, store, state, barrier, metrics }
+    }
+}
+
+impl Executor for BinlogSourceExecutor {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { mut barriers, config, store, state, barrier, metrics } = *self;
+        async_stream::try_stream! {
+            let mut source = Source::load(config, store, &state, barrier, metrics)?;
+            // Nothing is read before the initial barrier says which epoch this is.
+            let first = barriers.recv().await.ok_or(Error::Shutdown)?;
+            if first.is_checkpoint() {
+                source.commit(first.epoch.prev)?;
+            }
+            yield Message::Barrier(first);
+            let mut flush = tokio::time::interval(FLUSH_INTERVAL);
+            flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let retry_at = source.retry_at;
+                let step = tokio::select! {
+                    biased;
+                    barrier = barriers.recv() => Step::Barrier(barrier),
+                    _ = flush.tick(), if !source.ready.is_empty() => Step::Flush,
+                    _ = sleep_until(retry_at), if retry_at.is_some() => Step::Retry,
+                    transaction = source.reader.next_transaction(), if retry_at.is_none() => {
+                        Step::Transaction(transaction)
+                    }
+                };
+                match step {
+                    Step::Barrier(None) => break,
+                    Step::Barrier(Some(barrier)) => {
+                        if barrier.is_checkpoint() {
+                            source.commit(barrier.epoch.prev)?;
+                        }
+                        yield Message::Barrier(barrier);
+                    }
+                    Step::Flush => yield Message::Chunk(source.flush()?),
+                    Step::Retry => source.retry_at = None,
+                    Step::Transaction(transaction) => {
+                        if let Some(chunk) = source.on_transaction(transaction)? {
+                            yield Message::Chunk(chunk);
+                        }
+                    }
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "BinlogSourceExecutor"
+    }
+}
+
+/// What woke the reader.
+enum Step {
+    Barrier(Option<Barrier>),
+    Flush,
+    Retry,
+    Transaction(Result<crate::connector::mysql_binlog::Transaction>),
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
+/// The reader's state between barriers.
+struct Source {
+    reader: BinlogReader,
+    table: StateTable,
+    state: Arc<TableCatalog>,
+    /// Changes of whole transactions not emitted yet, and the position they end at.
+    ready: Vec<RowChange>,
+    ready_at: u64,
+    /// The end of the last transaction emitted (or skipped, having no changes).
+    emitted: u64,
+    /// The position recorded at the last checkpoint.
+    recorded: u64,
+    /// Changes emitted since the last checkpoint.
+    unrecorded: usize,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    barrier: BarrierHandle,
+    metrics: (String, Arc<Metrics>),
+}
+
+impl Source {
+    fn load(
+        config: MySqlSourceConfig,
+        store: Arc<Store>,
+        state: &Arc<TableCatalog>,
+        barrier: BarrierHandle,
+        metrics: (String, Arc<Metrics>),
+    ) -> Result<Self> {
+        let table = state.state_table(store);
+        let (start, end) = table.full_range();
+        let mut recorded = 0;
+        if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
+            let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
+            decoder.push(&row)?;
+            if let ScalarValue::Int64(Some(position)) =
+                ScalarValue::try_from_array(&decoder.finish()[0], 0)?
+            {
+                recorded = position as u64;
+            }
+        }
+        let start = (recorded > 0).then(|| CdcOffset::MySql { file_seq: 0, pos: 0 }.at(recorded));
+        tracing::info!(source = %metrics.0, from = ?start.map(|s| s.to_string()), "reading the binlog");
+        Ok(Self {
+            reader: BinlogReader::new(config, start),
+            table,
+            state: state.clone(),
+            ready: Vec::new(),
+            ready_at: recorded,
+            emitted: recorded,
+            recorded,
+            unrecorded: 0,
+            retry_at: None,
+            backoff: Duration::from_millis(100),
+            barrier,
+            metrics,
+        })
+    }
+
+    /// Takes a transaction (or a failure to read one); returns a chunk to emit when enough
+    /// changes have gathered.
+    fn on_transaction(
+        &mut self,
+        transaction: Result<crate::connector::mysql_binlog::Transaction>,
+    ) -> Result<Option<StreamChunk>> {
+        let transaction = match transaction {
+            Ok(transaction) => transaction,
+            Err(e @ (Error::Upstream { .. } | Error::Shutdown)) => {
+                tracing::warn!(source = %self.metrics.0, error = %e, at = %self.reader.position(),
+                    retry_in = ?self.backoff, "reading the upstream binlog failed");
+                self.reader.reset();
+                self.retry_at = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        self.backoff = Duration::from_millis(100);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let behind = Duration::from_secs(now.saturating_sub(u64::from(transaction.committed_at)));
+        let (source, metrics) = &self.metrics;
+        metrics
+            .cdc_caught_up(source, Instant::now().checked_sub(behind).unwrap_or_else(Instant::now));
+        for run in transaction.changes.chunk_by(|a, b| a.table == b.table) {
+            metrics.cdc_changes(source, &run[0].table, run.len() as u64);
+        }
+        if transaction.changes.is_empty() && self.ready.is_empty() {
+            // Nothing to emit: the position moves past it at once.
+            self.emitted = transaction.position;
+            return Ok(None);
+        }
+        self.ready.extend(transaction.changes);
+        self.ready_at = transaction.position;
+        if self.ready.len() >= FLUSH_CHANGES {
+            return self.flush().map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The gathered changes as one chunk.
+    fn flush(&mut self) -> Result<StreamChunk> {
+        let chunk = changes_chunk(&self.ready)?;
+        self.unrecorded += self.ready.len();
+        self.ready.clear();
+        self.emitted = self.ready_at;
+        if self.unrecorded >= CHECKPOINT_CHANGES {
+            self.barrier.request_checkpoint();
+        }
+        Ok(chunk)
+    }
+
+    /// Records the position of the last transaction emitted for the checkpoint of `epoch`.
+    fn commit(&mut self, epoch: Epoch) -> Result<()> {
+        if self.emitted != self.recorded {
+            let columns = vec![
+                Arc::new(Int32Array::from(vec![0])) as _,
+                Arc::new(Int64Array::from(vec![self.emitted as i64])) as _,
+            ];
+            let batch = RecordBatch::try_new(self.state.full_schema(), columns)?;
+            self.table.write_chunk(&StreamChunk::inserts(batch))?;
+            self.recorded = self.emitted;
+        }
+        self.unrecorded = 0;
+        self.table.commit(epoch);
+        Ok(())
+    }
+}
