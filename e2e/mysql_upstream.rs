@@ -197,6 +197,8 @@ impl MySqlUpstream {
                 "--user=root",
                 "--innodb-flush-log-at-trx-commit=2",
                 "--skip-name-resolve",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_general_ci",
             ])
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -104,6 +104,8 @@ pub struct Metrics {
     cdc_changes: Family<CdcTableLabels, Counter>,
     /// When each source's reader last had read everything its upstream had committed.
     cdc_caught_up: Mutex<HashMap<String, Instant>>,
+    /// The last error of each source's reader, until it reads again.
+    cdc_errors: Mutex<HashMap<String, String>>,
     recent: Mutex<std::collections::VecDeque<CheckpointSample>>,
 }
 
@@ -124,6 +126,7 @@ impl Default for Metrics {
             checkpoints: Counter::default(),
             cdc_changes: Family::default(),
             cdc_caught_up: Mutex::new(HashMap::new()),
+            cdc_errors: Mutex::new(HashMap::new()),
             recent: Mutex::new(std::collections::VecDeque::new()),
         }
     }
@@ -199,6 +202,20 @@ impl Metrics {
     /// A CDC source has read everything its upstream committed before `at`.
     pub fn cdc_caught_up(&self, source: &str, at: Instant) {
         self.cdc_caught_up.lock().insert(source.to_owned(), at);
+    }
+
+    /// The source's reader failed with `error` (`None`: it reads again).
+    pub fn cdc_error(&self, source: &str, error: Option<String>) {
+        let mut errors = self.cdc_errors.lock();
+        match error {
+            Some(error) => errors.insert(source.to_owned(), error),
+            None => errors.remove(source),
+        };
+    }
+
+    /// The source reader's last error, while it cannot read.
+    pub fn cdc_last_error(&self, source: &str) -> Option<String> {
+        self.cdc_errors.lock().get(source).cloned()
     }
 
     /// Seconds since the source last read everything its upstream had committed; `None`

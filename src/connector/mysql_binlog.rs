@@ -136,18 +136,8 @@ impl BinlogReader {
             let request = BinlogStreamRequest::new(self.config.server_id)
                 .with_filename(file.as_bytes())
                 .with_pos(u64::from(pos.max(4)));
-            let stream = conn.get_binlog_stream(request).await.map_err(|e| {
-                let error = upstream_error(e);
-                match error {
-                    Error::Upstream { code: "55000", message } => Error::Upstream {
-                        code: "55000",
-                        message: format!(
-                            "{message}; the binlog at {file}:{pos} is gone (purged while Sluice was away?): the source cannot go on without losing changes, recreate it"
-                        ),
-                    },
-                    other => other,
-                }
-            })?;
+            let stream =
+                conn.get_binlog_stream(request).await.map_err(|e| binlog_error(e, self.at))?;
             self.base = Some(base);
             self.seen_format = false;
             self.stream = Some(stream);
@@ -160,9 +150,10 @@ impl BinlogReader {
     /// [`Self::position`] then returns) and when it committed (seconds since the Unix epoch).
     pub async fn next_transaction(&mut self) -> Result<Transaction> {
         loop {
+            let at = self.at;
             let stream = self.connect().await?;
             let event = match stream.next().await {
-                Some(event) => event.map_err(upstream_error)?,
+                Some(event) => event.map_err(|e| binlog_error(e, at))?,
                 None => {
                     return Err(Error::Upstream {
                         code: "08006",
@@ -297,6 +288,22 @@ fn row_changes(
             }
         }
         (None, None) => Vec::new(),
+    }
+}
+
+/// An error of the binlog stream; a position the upstream no longer has says so plainly.
+fn binlog_error(e: mysql_async::Error, at: CdcOffset) -> Error {
+    match e {
+        mysql_async::Error::Server(s) if s.code == 1236 => Error::Upstream {
+            code: "55000",
+            message: format!(
+                "the upstream no longer has the binlog at {at} where this source stopped (purged \
+                 while Sluice was away?): {}; the changes since are lost to the source, so \
+                 recreate it and the tables reading it",
+                s.message
+            ),
+        },
+        other => upstream_error(other),
     }
 }
 

@@ -2,7 +2,8 @@
 //! snapshot pages.
 //!
 //! The source reads the upstream's binlog as a replica (`server.id`), so the upstream must log
-//! rows: `log_bin` on, `binlog_format = ROW`, `binlog_row_image = FULL`. [`MySqlSourceConfig::
+//! rows: `log_bin` on, `binlog_format = ROW`, `binlog_row_image = FULL` and
+//! `binlog_row_metadata = FULL`. [`MySqlSourceConfig::
 //! validate`] checks that and the user's privileges before a source is created, and says what
 //! to change.
 //!
@@ -190,6 +191,16 @@ impl MySqlSourceConfig {
             return Err(setting(
                 &format!("binlog_row_image is {}", image.unwrap_or_default()),
                 "set binlog_row_image = FULL",
+            ));
+        }
+        let metadata: Option<Option<String>> =
+            conn.query_first("SELECT @@binlog_row_metadata").await.map_err(upstream_error)?;
+        let metadata = metadata.flatten().unwrap_or_default();
+        if metadata != "FULL" {
+            return Err(setting(
+                &format!("binlog_row_metadata is {metadata}"),
+                "set binlog_row_metadata = FULL (the binlog then carries each column's \
+                 signedness, character set and ENUM / SET members)",
             ));
         }
         if server_id == Some(u64::from(self.server_id)) {

@@ -97,10 +97,14 @@ impl SourceConfig {
         }
     }
 
-    /// Splits the upstream table name of `CREATE TABLE .. FROM source TABLE 'name'`.
+    /// Splits the upstream table name of `CREATE TABLE .. FROM source TABLE 'name'`; a MySQL
+    /// name without its database is in the source's `database.name`.
     pub fn split_qualified(&self, name: &str) -> Result<(String, String)> {
         match self {
             Self::Postgres(_) => pg_reader::split_qualified(name),
+            Self::MySql(config) if !name.contains('.') => {
+                mysql_cdc::split_qualified(&format!("{}.{name}", config.database))
+            }
             Self::MySql(_) => mysql_cdc::split_qualified(name),
         }
     }

@@ -133,6 +133,8 @@ pub struct SourceView {
     pub lag_bytes: Option<i64>,
     /// Seconds since it last had read everything the upstream committed.
     pub lag_seconds: Option<f64>,
+    /// Why its reader cannot read, while it cannot.
+    pub error: Option<String>,
 }
 
 /// Read access to the engine's state for the HTTP server.
@@ -337,6 +339,7 @@ impl Observer {
                 tables: readers,
                 lag_bytes: config.lag_bytes(UPSTREAM_TIMEOUT).await,
                 lag_seconds: self.engine.metrics().cdc_lag_seconds(&source.name),
+                error: self.engine.metrics().cdc_last_error(&source.name),
             });
         }
         views

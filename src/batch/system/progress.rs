@@ -124,6 +124,7 @@ pub struct CdcProgressRow {
     upstream_offset: Option<String>,
     slot_name: String,
     slot_lag_bytes: Option<i64>,
+    source_error: Option<String>,
 }
 
 impl SystemRow for CdcProgressRow {
@@ -139,6 +140,7 @@ impl SystemRow for CdcProgressRow {
             ("upstream_offset", VARCHAR),
             ("slot_name", VARCHAR),
             ("slot_lag_bytes", BIGINT),
+            ("source_error", VARCHAR),
         ]
     }
 
@@ -154,6 +156,7 @@ impl SystemRow for CdcProgressRow {
             Value::Text(self.upstream_offset),
             text(self.slot_name),
             Value::Int(self.slot_lag_bytes),
+            Value::Text(self.source_error),
         ]
     }
 }
@@ -232,6 +235,7 @@ impl SystemSchema {
                 upstream_offset: live.and_then(|l| l.upstream_offset).or(offset),
                 slot_name: config.postgres().map(|pg| pg.slot.clone()).unwrap_or_default(),
                 slot_lag_bytes: lags[&source.id],
+                source_error: self.graph.metrics.cdc_last_error(&source.name),
             });
         }
         Ok(rows)

@@ -199,6 +199,7 @@ impl Source {
             Err(e @ (Error::Upstream { .. } | Error::Shutdown)) => {
                 tracing::warn!(source = %self.metrics.0, error = %e, at = %self.reader.position(),
                     retry_in = ?self.backoff, "reading the upstream binlog failed");
+                self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
                 self.reader.reset();
                 self.retry_at = Some(Instant::now() + self.backoff);
                 self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
@@ -206,6 +207,9 @@ impl Source {
             }
             Err(e) => return Err(e),
         };
+        if self.backoff > Duration::from_millis(100) {
+            self.metrics.1.cdc_error(&self.metrics.0, None);
+        }
         self.backoff = Duration::from_millis(100);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let behind = Duration::from_secs(now.saturating_sub(u64::from(transaction.committed_at)));

@@ -276,12 +276,15 @@ impl Reader {
         }
         match self.try_poll().await {
             Ok(chunk) => {
-                self.retry_at = None;
+                if self.retry_at.take().is_some() {
+                    self.metrics.1.cdc_error(&self.metrics.0, None);
+                }
                 self.backoff = Duration::from_millis(100);
                 chunk
             }
             Err(e) => {
                 tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
+                self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
                 self.client = None;
                 self.retry_at = Some(std::time::Instant::now() + self.backoff);
                 self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
