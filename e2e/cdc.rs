@@ -447,7 +447,7 @@ async fn cdc_survives_a_crash_mid_snapshot_and_an_upstream_restart() -> anyhow::
 }
 
 /// Rows read so far by the CDC backfill, from its state table.
-async fn cdc_rows_read(client: &Client) -> anyhow::Result<i64> {
+pub async fn cdc_rows_read(client: &Client) -> anyhow::Result<i64> {
     let tables = text_rows(client, "SHOW INTERNAL TABLES").await?;
     let Some(table) =
         tables.iter().filter_map(|r| r[0].clone()).find(|n| n.contains("streamcdcscan"))

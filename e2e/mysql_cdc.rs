@@ -255,36 +255,42 @@ async fn table_scenario(
              CREATE TABLE shop.orders (id int PRIMARY KEY, customer int NOT NULL,
                amount decimal(10,2), note varchar(40));
              INSERT INTO shop.orders SELECT seq, seq % 97, seq / 100, CONCAT('n', seq)
-               FROM shop.seq_1_to_30000;",
+               FROM shop.seq_1_to_100000;",
         )
         .await?;
     let client = server.connect().await?;
     client.batch_execute(&upstream.source_sql("my", ", server.id = '5402'")).await?;
-    // Small pages, so the writes below overlap the snapshot.
+    // Small pages, so the writes below overlap the snapshot and the kill lands in it.
     client
         .batch_execute(
-            "CREATE TABLE orders (*) WITH (snapshot.batch_size = '500') FROM my TABLE 'shop.orders'",
+            "SET background_ddl = true;
+             CREATE TABLE orders (*) WITH (snapshot.batch_size = '100') FROM my TABLE 'shop.orders'",
         )
         .await?;
     let mut conn = upstream.connect().await?;
     for i in 0..300u32 {
-        let id = 1 + (i * 7919) % 30_000;
+        let id = 1 + (i * 7919) % 100_000;
         let sql = match i % 4 {
             0 => {
                 format!("UPDATE shop.orders SET amount = amount + 1, note = 'u{i}' WHERE id = {id}")
             }
             1 => format!("DELETE FROM shop.orders WHERE id = {id}"),
-            2 => format!("INSERT IGNORE INTO shop.orders VALUES ({}, 7, 1.50, 'new')", 40_000 + i),
+            2 => format!("INSERT IGNORE INTO shop.orders VALUES ({}, 7, 1.50, 'new')", 200_000 + i),
             // A key change: the old row goes, the new one comes.
-            _ => format!("UPDATE IGNORE shop.orders SET id = id + 100000 WHERE id = {id}"),
+            _ => format!("UPDATE IGNORE shop.orders SET id = id + 300000 WHERE id = {id}"),
         };
         mysql_async::prelude::Queryable::query_drop(&mut conn, sql).await?;
     }
-    let query = "SELECT id, customer, amount, note FROM orders";
-    let upstream_query = "SELECT id, customer, amount, note FROM shop.orders";
-    assert_converges(&client, upstream, query, upstream_query).await?;
 
-    // Changes made while Sluice is down arrive after the restart, exactly once.
+    // SIGKILL mid-snapshot: the snapshot resumes after its persisted cursor, and changes made
+    // while Sluice is down arrive after the restart, exactly once.
+    let before = crate::harness::retry_until(std::time::Duration::from_secs(60), || async {
+        let read = crate::cdc::cdc_rows_read(&client).await?;
+        ensure!(read >= 2000, "only {read} rows read");
+        Ok(read)
+    })
+    .await?;
+    ensure!(before < 100_000, "the snapshot finished before the kill; use smaller pages");
     server.kill9().await?;
     upstream
         .execute(
@@ -295,7 +301,13 @@ async fn table_scenario(
         .await?;
     server.restart().await?;
     let client = server.connect().await?;
+    let after = crate::cdc::cdc_rows_read(&client).await?;
+    ensure!(after >= before, "the snapshot went back from {before} to {after} rows");
+    let query = "SELECT id, customer, amount, note FROM orders";
+    let upstream_query = "SELECT id, customer, amount, note FROM shop.orders";
     assert_converges(&client, upstream, query, upstream_query).await?;
+    let total = crate::cdc::cdc_rows_read(&client).await?;
+    ensure!(total < 150_000, "the snapshot read {total} rows for a 100 k-row table");
 
     // An upstream restart while streaming: the reader reconnects where it stopped.
     upstream.restart().await?;
@@ -319,10 +331,11 @@ async fn table_scenario(
     .await?;
     let progress = crate::harness::text_rows(
         &client,
-        "SELECT backfill_finished, upstream_offset FROM rw_catalog.rw_cdc_progress",
+        "SELECT backfill_finished, upstream_offset, source_error FROM rw_catalog.rw_cdc_progress",
     )
     .await?;
     ensure!(progress.len() == 1 && progress[0][0].as_deref() == Some("t"), "{progress:?}");
+    ensure!(progress[0][2].is_none(), "{progress:?}");
     Ok(())
 }
 
@@ -492,6 +505,25 @@ async fn types_scenario(
     )
     .await?;
 
+    // A table with a source of its own, which goes with it.
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE pairs2 (a int, b varchar, v int, PRIMARY KEY (a, b)) WITH (
+               connector = 'mysql-cdc', hostname = '127.0.0.1', port = '{port}', username = 'root',
+               password = '', database.name = 'shop', table.name = 'pairs')"
+        ))
+        .await?;
+    assert_converges(
+        &client,
+        upstream,
+        "SELECT a, b, v FROM pairs2",
+        "SELECT a, b, v FROM shop.pairs",
+    )
+    .await?;
+    client.batch_execute("DROP TABLE pairs2").await?;
+    let sources = crate::harness::text_rows(&client, "SHOW SOURCES").await?;
+    ensure!(sources == [[Some("my".to_owned())]], "{sources:?}");
+
     // A binlog position purged while Sluice was down: a clear error, never a silent skip.
     server.kill9().await?;
     upstream.execute("INSERT INTO shop.pairs VALUES (9, 'z', 9)").await?;
@@ -532,4 +564,73 @@ async fn types_scenario(
     let rows = crate::harness::text_rows(&client, "SELECT count(*) FROM pairs WHERE a = 9").await?;
     ensure!(rows == [[Some("0".to_owned())]], "a change past a purged position arrived: {rows:?}");
     Ok(())
+}
+
+#[tokio::test]
+async fn a_view_joins_a_mysql_and_a_postgres_table() -> anyhow::Result<()> {
+    let Some(mysql) = mariadb().await? else { return Ok(()) };
+    let postgres = crate::upstream::Upstream::start().await?;
+    let server = crate::harness::Sluice::start().await?;
+    let outcome = join_scenario(&mysql, &postgres, &server).await;
+    outcome.with_context(|| {
+        format!("{}\n{}\n{}", server.log_tail(), mysql.log_tail(), postgres.log_tail())
+    })
+}
+
+async fn join_scenario(
+    mysql: &MySqlUpstream,
+    postgres: &crate::upstream::Upstream,
+    server: &crate::harness::Sluice,
+) -> anyhow::Result<()> {
+    mysql
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.orders (id int PRIMARY KEY, customer int, amount decimal(10,2));
+             INSERT INTO shop.orders SELECT seq, seq % 50, seq / 10 FROM shop.seq_1_to_5000;",
+        )
+        .await?;
+    postgres.create_database("shop").await?;
+    let pg = postgres.connect("shop").await?;
+    pg.batch_execute(
+        "CREATE TABLE customers (id int PRIMARY KEY, name text);
+         INSERT INTO customers SELECT i, 'c' || i FROM generate_series(0, 49) AS i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&mysql.source_sql("my", "")).await?;
+    client.batch_execute(&postgres.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE orders (*) FROM my TABLE 'shop.orders';
+             CREATE TABLE customers (*) FROM pg TABLE 'public.customers';
+             CREATE MATERIALIZED VIEW spend AS
+               SELECT c.name, count(*) AS n, sum(o.amount) AS total
+               FROM orders o JOIN customers c ON o.customer = c.id GROUP BY c.name;",
+        )
+        .await?;
+    mysql
+        .execute(
+            "UPDATE shop.orders SET customer = 1 WHERE id % 7 = 0;
+             DELETE FROM shop.orders WHERE id % 11 = 0;
+             INSERT INTO shop.orders VALUES (9001, 2, 99.99);",
+        )
+        .await?;
+    pg.batch_execute(
+        "UPDATE customers SET name = 'renamed' WHERE id = 2; DELETE FROM customers WHERE id = 3",
+    )
+    .await?;
+    let query = "SELECT c.name, count(*) AS n, sum(o.amount) AS total \
+                 FROM orders o JOIN customers c ON o.customer = c.id GROUP BY c.name";
+    crate::harness::retry_until(std::time::Duration::from_secs(60), || async {
+        // Both tables equal their upstreams, and the view equals its query over them.
+        let ours =
+            crate::harness::sorted(&client, "SELECT id, customer, amount FROM orders").await?;
+        let theirs = mysql.rows("SELECT id, customer, amount FROM shop.orders").await?;
+        ensure!(ours == theirs, "orders: {} rows, {} upstream", ours.len(), theirs.len());
+        let ours = crate::harness::sorted(&client, "SELECT id, name FROM customers").await?;
+        let theirs = crate::harness::sorted(&pg, "SELECT id, name FROM customers").await?;
+        ensure!(ours == theirs, "customers differ");
+        crate::harness::assert_view_matches(&client, "spend", query).await
+    })
+    .await
 }
