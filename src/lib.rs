@@ -23,7 +23,7 @@ pub mod batch;
 pub mod catalog;
 /// Chunks of row changes (`StreamChunk`, `Op`), shared by streaming and storage.
 pub mod chunk;
-/// Upstream connectors (Postgres CDC).
+/// Upstream connectors (Postgres and MySQL / MariaDB CDC).
 pub mod connector;
 /// Runs statements: DDL, DML, queries, session variables.
 pub mod engine;
