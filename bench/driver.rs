@@ -14,7 +14,9 @@
 //!    time; the lag until a Sluice view shows it, p50 and p99;
 //! 6. Sluice's peak resident memory during 2 and 3;
 //! 7. recovery: SIGKILL in the middle of a CDC backfill, restart: rows read again, and time
-//!    until the backfill moves again.
+//!    until the backfill moves again;
+//! 8. the same `t` in a private MariaDB (row binlog): a plain `SELECT *` through mysql_async
+//!    (rows decoded), and the MySQL CDC backfill of it into Sluice.
 //!
 //! The same code runs as `bench/run` (release build, 10 M rows by default) and as a smoke test
 //! of the e2e suite with a few thousand rows.
@@ -30,6 +32,7 @@ use futures::TryStreamExt;
 use tokio_postgres::Client;
 
 use crate::harness::{Sluice, text_rows};
+use crate::mysql_upstream::MySqlUpstream;
 use crate::upstream::Upstream;
 
 /// What to run.
@@ -321,7 +324,69 @@ async fn scenarios(
             "",
         )),
     }
+
+    // 8. MySQL CDC backfill, beside a plain SELECT * of the same table.
+    lines.extend(mysql_backfill(&sluice.connect().await?, n).await?);
     Ok(lines)
+}
+
+/// Scenario 8: `t` in a private MariaDB, read by a plain `SELECT *` and by a CDC backfill.
+async fn mysql_backfill(client: &Client, n: u64) -> anyhow::Result<Vec<Line>> {
+    use mysql_async::prelude::Queryable;
+    if !MySqlUpstream::available() {
+        let skipped = line("8 MySQL CDC", "skipped: no mariadbd", "n/a".into(), "", "", "");
+        return Ok(vec![skipped]);
+    }
+    let mysql = MySqlUpstream::start().await?;
+    mysql
+        .execute(&format!(
+            "CREATE DATABASE bench;
+             CREATE TABLE bench.t (id bigint PRIMARY KEY, a int, b int, c text, d text);
+             INSERT INTO bench.t SELECT seq, seq % 1000, seq % {DIM_ROWS},
+                 SUBSTR(MD5(seq), 1, 24), SUBSTR(MD5(seq + 1), 1, 9)
+               FROM bench.seq_1_to_{n};"
+        ))
+        .await?;
+    let mut conn = mysql.connect().await?;
+    let started = Instant::now();
+    let mut rows = 0u64;
+    let mut result = conn.query_iter("SELECT * FROM bench.t").await?;
+    let mut stream = result.stream::<(i64, i32, i32, String, String)>().await?.context("rows")?;
+    while let Some(row) = futures::StreamExt::next(&mut stream).await {
+        row?;
+        rows += 1;
+    }
+    drop(stream);
+    drop(result);
+    ensure!(rows == n, "SELECT * returned {rows} rows of {n}");
+    let select_rate = rate(n, started.elapsed());
+    client
+        .batch_execute(&format!(
+            "CREATE SOURCE my WITH (connector = 'mysql-cdc', hostname = '127.0.0.1', \
+             port = '{}', username = 'root', password = '', database.name = 'bench')",
+            mysql.port()
+        ))
+        .await?;
+    let started = Instant::now();
+    client
+        .batch_execute("SET background_ddl = true; CREATE TABLE mt (*) FROM my TABLE 'bench.t'")
+        .await?;
+    wait_created(client, "CREATE TABLE mt ").await?;
+    let cdc_time = started.elapsed();
+    let count = text_rows(client, "SELECT count(*) FROM mt").await?;
+    ensure!(count[0][0] == Some(n.to_string()), "the MySQL CDC table holds {count:?} rows");
+    let cdc_rate = rate(n, cdc_time);
+    Ok(vec![
+        line("8 MySQL CDC", "mysql_async SELECT * (rows/s)", fmt_rate(select_rate), "", "", ""),
+        line(
+            "8 MySQL CDC",
+            &format!("CREATE TABLE mt FROM my ({:.1} s)", cdc_time.as_secs_f64()),
+            fmt_rate(cdc_rate),
+            fmt_rate(select_rate),
+            format!("{:.2}x", cdc_rate / select_rate),
+            ">= 0.5x",
+        ),
+    ])
 }
 
 /// Creates and fills `t` and `dim` upstream.

@@ -2,13 +2,16 @@
 //!
 //! Usage: `bench/run [--rows N] [--freshness-secs S] [--no-write]`. Runs as a Cargo bench
 //! target, so Cargo builds Sluice with the release profile first and the driver can use the
-//! e2e harness (a real `sluice` process, a private Postgres).
+//! e2e harness (a real `sluice` process, a private Postgres and MariaDB).
 
 #[path = "driver.rs"]
 mod driver;
 #[allow(dead_code)]
 #[path = "../e2e/harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "../e2e/mysql_upstream.rs"]
+mod mysql_upstream;
 #[allow(dead_code)]
 #[path = "../e2e/upstream.rs"]
 mod upstream;

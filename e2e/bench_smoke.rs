@@ -21,6 +21,7 @@ async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
         "5 freshness",
         "6 memory",
         "7 recovery",
+        "8 MySQL CDC",
     ] {
         ensure!(report.contains(&format!("| {scenario} |")), "no {scenario} in\n{report}");
     }
