@@ -434,6 +434,10 @@ async fn types_scenario(
         .unwrap_err();
     ensure!(format!("{no_key:?}").contains("has no primary key"), "{no_key:?}");
     ensure!(sqlstate(&client, "CREATE TABLE nope (*) FROM my TABLE 'shop.nope'").await == "42P01");
+    // The source reads one database's changes: a table of another is refused, not left stale.
+    upstream.execute("CREATE DATABASE other; CREATE TABLE other.t (id int PRIMARY KEY)").await?;
+    let other = client.batch_execute("CREATE TABLE o (*) FROM my TABLE 'other.t'").await;
+    ensure!(format!("{other:?}").contains("in another database"), "{other:?}");
 
     // Every type reads the same from the snapshot (rows 1-3) as from the binlog (rows 101-103).
     client.batch_execute("CREATE TABLE kinds (*) FROM my TABLE 'kinds'").await?;

@@ -86,6 +86,8 @@ pub struct BinlogReader {
     tables: HashMap<u64, TableInfo>,
     /// Changes of the transaction being read.
     pending: Vec<RowChange>,
+    /// Inside `BEGIN` .. commit.
+    in_transaction: bool,
 }
 
 impl BinlogReader {
@@ -99,6 +101,7 @@ impl BinlogReader {
             seen_format: false,
             tables: HashMap::new(),
             pending: Vec::new(),
+            in_transaction: false,
         }
     }
 
@@ -111,6 +114,7 @@ impl BinlogReader {
     pub fn reset(&mut self) {
         self.stream = None;
         self.pending.clear();
+        self.in_transaction = false;
         self.tables.clear();
         self.seen_format = false;
     }
@@ -185,12 +189,17 @@ impl BinlogReader {
             Some(EventData::QueryEvent(query)) => {
                 let text = query.query();
                 match text.as_ref() {
-                    "BEGIN" => self.pending.clear(),
-                    "COMMIT" => return Ok(Some(self.commit(log_pos))),
+                    "BEGIN" => {
+                        self.pending.clear();
+                        self.in_transaction = true;
+                    }
+                    // A rolled-back transaction logged only what could not be rolled back
+                    // (non-transactional tables): that happened.
+                    "COMMIT" | "ROLLBACK" => return Ok(Some(self.commit(log_pos))),
                     q if q.starts_with('#') => {}
                     // A statement outside a transaction (DDL): nothing for the tables, but the
-                    // position moves past it.
-                    _ if log_pos > 0 && self.pending.is_empty() => {
+                    // position moves past it. Inside one (SAVEPOINT, ..) it moves nothing.
+                    _ if log_pos > 0 && !self.in_transaction => {
                         return Ok(Some(self.commit(log_pos)));
                     }
                     _ => {}
@@ -229,6 +238,7 @@ impl BinlogReader {
 
     /// Ends the transaction read at `log_pos` (the end of its last event).
     fn commit(&mut self, log_pos: u32) -> (Vec<RowChange>, u64) {
+        self.in_transaction = false;
         if let CdcOffset::MySql { file_seq, .. } = self.at
             && log_pos > 0
         {

@@ -9,7 +9,8 @@
 //!
 //! Snapshot pages are read in primary-key order, each inside `START TRANSACTION WITH
 //! CONSISTENT SNAPSHOT`: MariaDB reports the binlog position that snapshot corresponds to
-//! (`binlog_snapshot_file` / `binlog_snapshot_position`), which is the page's exact low offset.
+//! (`binlog_snapshot_file` / `binlog_snapshot_position`), which is the page's exact low offset;
+//! elsewhere the end of the binlog read just before the snapshot starts is.
 //! Values travel as text in the forms Postgres prints (`\x..` for bytes, `+00` on timestamps
 //! read in UTC), so the same casts read them as read a Postgres upstream's; string keys compare
 //! and sort by their bytes, as Sluice's keys do.
@@ -468,8 +469,12 @@ pub async fn snapshot_page(
         sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
+    // The end of the binlog before the snapshot starts is a safe low offset anywhere (a change
+    // between it and the snapshot is applied twice, harmlessly); MariaDB then tells the
+    // snapshot's exact position.
+    let before = current_offset(conn).await?;
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT").await.map_err(upstream_error)?;
-    let offset = snapshot_offset(conn).await?;
+    let offset = snapshot_offset(conn).await?.unwrap_or(before);
     let rows: Vec<Row> = conn.query(&sql).await.map_err(upstream_error)?;
     conn.query_drop("COMMIT").await.map_err(upstream_error)?;
     let mut builders: Vec<StringBuilder> = table
@@ -519,16 +524,17 @@ fn value_text(value: Value) -> Option<String> {
     }
 }
 
-/// The binlog position of the consistent snapshot the session's transaction reads.
-async fn snapshot_offset(conn: &mut Conn) -> Result<CdcOffset> {
+/// The binlog position of the consistent snapshot the session's transaction reads, where the
+/// server tells it (MariaDB).
+async fn snapshot_offset(conn: &mut Conn) -> Result<Option<CdcOffset>> {
     let status: Vec<(String, String)> =
         conn.query("SHOW STATUS LIKE 'binlog_snapshot_%'").await.map_err(upstream_error)?;
     let get = |name: &str| status.iter().find(|(n, _)| n.eq_ignore_ascii_case(name));
     match (get("binlog_snapshot_file"), get("binlog_snapshot_position")) {
         (Some((_, file)), Some((_, pos))) if !file.is_empty() => {
-            Ok(CdcOffset::mysql(file, pos.parse().unwrap_or_default())?)
+            Ok(Some(CdcOffset::mysql(file, pos.parse().unwrap_or_default())?))
         }
-        _ => current_offset(conn).await,
+        _ => Ok(None),
     }
 }
 

@@ -102,10 +102,20 @@ impl SourceConfig {
     pub fn split_qualified(&self, name: &str) -> Result<(String, String)> {
         match self {
             Self::Postgres(_) => pg_reader::split_qualified(name),
-            Self::MySql(config) if !name.contains('.') => {
-                mysql_cdc::split_qualified(&format!("{}.{name}", config.database))
+            Self::MySql(config) => {
+                let (database, table) = match name.contains('.') {
+                    true => mysql_cdc::split_qualified(name)?,
+                    false => (config.database.clone(), name.to_owned()),
+                };
+                if database != config.database {
+                    return Err(Error::InvalidStatement(format!(
+                        "the source reads the binlog of database.name = '{}', and {database}.{table} \
+                         is in another database: create a source with database.name = '{database}'",
+                        config.database
+                    )));
+                }
+                Ok((database, table))
             }
-            Self::MySql(_) => mysql_cdc::split_qualified(name),
         }
     }
 
