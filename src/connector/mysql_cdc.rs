@@ -32,8 +32,16 @@ use crate::types::DataType;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The options a mysql-cdc source takes.
-const KNOWN: &[&str] =
-    &["connector", "hostname", "port", "username", "password", "database.name", "server.id"];
+const KNOWN: &[&str] = &[
+    "connector",
+    "hostname",
+    "port",
+    "username",
+    "password",
+    "database.name",
+    "server.id",
+    "ssl.mode",
+];
 
 /// `@@log_bin`, `@@binlog_format`, `@@binlog_row_image`, `@@server_id`.
 type BinlogSettings = (Option<String>, Option<String>, Option<String>, Option<u64>);
@@ -78,6 +86,15 @@ impl MySqlSourceConfig {
             })?,
             None => 3306,
         };
+        match get("ssl.mode").as_deref() {
+            None | Some("disabled") => {}
+            Some(other) => {
+                return Err(Error::Unsupported(format!(
+                    "ssl.mode '{other}' for mysql-cdc; Sluice connects to MySQL without TLS, so \
+                     only 'disabled' is accepted"
+                )));
+            }
+        }
         let server_id = match get("server.id") {
             Some(id) => match id.parse::<u32>() {
                 Ok(n) if n > 0 => n,
@@ -603,6 +620,9 @@ mod tests {
         assert_eq!(with(("server.id", "5401")).unwrap().server_id, 5401);
         assert!(with(("server.id", "0")).is_err());
         assert!(with(("port", "x")).is_err());
+        assert!(with(("ssl.mode", "disabled")).is_ok());
+        let tls = with(("ssl.mode", "required")).unwrap_err();
+        assert!(matches!(tls, Error::Unsupported(_)), "{tls}");
         let unknown = with(("slot.name", "s")).unwrap_err().to_string();
         assert!(unknown.contains("unknown mysql-cdc option slot.name"), "{unknown}");
         let mut missing = options(&base);
