@@ -638,3 +638,90 @@ async fn join_scenario(
     })
     .await
 }
+
+#[tokio::test]
+async fn mysql_cdc_follows_a_failover_to_a_replica() -> anyhow::Result<()> {
+    let Some(mut primary) = mariadb().await? else { return Ok(()) };
+    let mut replica = MySqlUpstream::start_with_server_id(2).await?;
+    let mut server = crate::harness::Sluice::start().await?;
+    let outcome = failover_scenario(&mut primary, &mut replica, &mut server).await;
+    outcome.with_context(|| {
+        format!("{}\n{}\n{}", server.log_tail(), primary.log_tail(), replica.log_tail())
+    })
+}
+
+/// Sluice reads a primary; while Sluice is down the primary fails over to its replica, whose
+/// binlog files are numbered differently, on the primary's address. Sluice resumes by GTID.
+async fn failover_scenario(
+    primary: &mut MySqlUpstream,
+    replica: &mut MySqlUpstream,
+    server: &mut crate::harness::Sluice,
+) -> anyhow::Result<()> {
+    // The replica's files are not the primary's: its first ones are gone.
+    replica.execute("FLUSH BINARY LOGS; FLUSH BINARY LOGS; FLUSH BINARY LOGS").await?;
+    let (newest, _) = mysql_cdc::master_status(&mut replica.connect().await?).await?;
+    crate::harness::retry_until(std::time::Duration::from_secs(30), || async {
+        replica.execute(&format!("PURGE BINARY LOGS TO '{newest}'")).await?;
+        let logs = replica.rows("SHOW BINARY LOGS").await?;
+        ensure!(logs.len() == 1, "{logs:?}");
+        Ok(())
+    })
+    .await?;
+    replica
+        .execute(&format!(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, MASTER_USER = 'root', \
+             MASTER_PASSWORD = '', MASTER_USE_GTID = slave_pos; START SLAVE;",
+            primary.port()
+        ))
+        .await?;
+    primary
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.items (id int PRIMARY KEY, v int);
+             INSERT INTO shop.items SELECT seq, seq FROM shop.seq_1_to_2000;",
+        )
+        .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&primary.source_sql("my", ", server.id = '5409'")).await?;
+    client.batch_execute("CREATE TABLE items (*) FROM my TABLE 'shop.items'").await?;
+    let query = "SELECT id, v FROM items";
+    let upstream_query = "SELECT id, v FROM shop.items";
+    primary.execute("UPDATE shop.items SET v = -v WHERE id <= 10").await?;
+    assert_converges(&client, primary, query, upstream_query).await?;
+
+    // Sluice goes down; the primary takes more changes, which the replica copies.
+    server.kill9().await?;
+    primary
+        .execute(
+            "UPDATE shop.items SET v = 0 WHERE id % 100 = 0;
+             DELETE FROM shop.items WHERE id BETWEEN 500 AND 510;
+             INSERT INTO shop.items VALUES (5000, 5000);",
+        )
+        .await?;
+    crate::harness::retry_until(std::time::Duration::from_secs(30), || async {
+        let a = primary.rows(upstream_query).await?;
+        let b = replica.rows(upstream_query).await?;
+        ensure!(a == b, "the replica has not caught up: {} rows of {}", b.len(), a.len());
+        Ok(())
+    })
+    .await?;
+    // Failover: the primary is gone, the replica takes its address and new writes.
+    let address = primary.port();
+    primary.stop().await?;
+    replica.execute("STOP SLAVE; RESET SLAVE ALL").await?;
+    replica.move_to(address).await?;
+    replica
+        .execute(
+            "UPDATE shop.items SET v = 7 WHERE id = 1; INSERT INTO shop.items VALUES (6000, 6)",
+        )
+        .await?;
+    let (file, _) = mysql_cdc::master_status(&mut replica.connect().await?).await?;
+    ensure!(file != "binlog.000001", "the replica's files look like the primary's: {file}");
+
+    server.restart().await?;
+    let client = server.connect().await?;
+    assert_converges(&client, replica, query, upstream_query).await?;
+    replica.execute("DELETE FROM shop.items WHERE id = 2").await?;
+    assert_converges(&client, replica, query, upstream_query).await?;
+    Ok(())
+}

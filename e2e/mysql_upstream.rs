@@ -35,9 +35,11 @@ pub struct MySqlUpstream {
     /// Holds `data/`, `mariadb.log` and the socket; kept alive across restarts.
     dir: TempDir,
     child: Option<Child>,
-    /// The TCP port, the same for every run.
+    /// The TCP port, the same for every run unless [`MySqlUpstream::move_to`] changes it.
     port: u16,
     spawns: u32,
+    /// The server's `server_id`.
+    server_id: u32,
 }
 
 impl MySqlUpstream {
@@ -48,8 +50,13 @@ impl MySqlUpstream {
 
     /// Initialises a data directory and starts a server on a free port.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_server_id(1).await
+    }
+
+    /// [`MySqlUpstream::start`] with another `server_id` (a replica's must differ).
+    pub async fn start_with_server_id(server_id: u32) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sluice-mariadb-").tempdir()?;
-        let mut upstream = MySqlUpstream { dir, child: None, port: 0, spawns: 0 };
+        let mut upstream = MySqlUpstream { dir, child: None, port: 0, spawns: 0, server_id };
         upstream.install().await?;
         for attempt in 1..=3 {
             upstream.port = free_port()?;
@@ -125,6 +132,14 @@ impl MySqlUpstream {
         self.launch().await
     }
 
+    /// Stops the server and starts it again on `port` (taking over an address, as a failover
+    /// does).
+    pub async fn move_to(&mut self, port: u16) -> anyhow::Result<()> {
+        self.stop().await?;
+        self.port = port;
+        self.launch().await
+    }
+
     /// A clean shutdown (SIGTERM).
     pub async fn stop(&mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else { return Ok(()) };
@@ -187,16 +202,17 @@ impl MySqlUpstream {
             .arg(format!("--socket={}", dir.join("mariadb.sock").display()))
             .arg(format!("--pid-file={}", dir.join("mariadb.pid").display()))
             .arg(format!("--port={}", self.port))
+            .arg(format!("--server-id={}", self.server_id))
             .arg(format!("--log-bin={}", self.data_dir().join("binlog").display()))
             .args([
                 "--bind-address=127.0.0.1",
                 "--binlog-format=ROW",
                 "--binlog-row-image=FULL",
                 "--binlog-row-metadata=FULL",
-                "--server-id=1",
                 "--user=root",
                 "--innodb-flush-log-at-trx-commit=2",
                 "--skip-name-resolve",
+                "--log-slave-updates",
                 "--character-set-server=utf8mb4",
                 "--collation-server=utf8mb4_general_ci",
             ])

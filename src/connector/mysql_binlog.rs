@@ -18,7 +18,7 @@
 //! ([`table_map_for_rows`]); the first rotate event of a stream (before the format description)
 //! carries checksum bytes in its name and is ignored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt;
 use mysql_async::binlog::BinlogVersion;
@@ -26,6 +26,7 @@ use mysql_async::binlog::events::{Event, EventData, OptionalMetadataField, Table
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::consts::ColumnType;
+use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Value};
 
 use crate::connector::mysql_cdc::{MySqlSourceConfig, master_status, upstream_error};
@@ -71,6 +72,8 @@ pub struct Transaction {
     pub position: u64,
     /// When it committed upstream, in seconds since the Unix epoch.
     pub committed_at: u32,
+    /// The GTID position after it, where the server has GTIDs.
+    pub gtid: Option<String>,
 }
 
 /// A replica's view of the binlog, from a position on.
@@ -86,13 +89,32 @@ pub struct BinlogReader {
     tables: HashMap<u64, TableInfo>,
     /// Changes of the transaction being read.
     pending: Vec<RowChange>,
-    /// Inside `BEGIN` .. commit.
+    /// Inside `BEGIN` (or a GTID event) .. commit.
     in_transaction: bool,
+    /// MariaDB's GTID position after the last transaction returned: per replication domain,
+    /// the server id and sequence number of its last transaction. Empty where the server has
+    /// no GTIDs (MySQL here, or a MariaDB that never logged a transaction).
+    gtids: BTreeMap<u32, (u32, u64)>,
+    /// The GTID of the transaction being read.
+    current_gtid: Option<(u32, u32, u64)>,
+    /// The server's binlog events carry a CRC32 (which a rotate event sent before the format
+    /// description still has at the end of its file name).
+    checksum: bool,
+    /// The stream was asked for by GTID: its file is learnt from its first rotate event.
+    by_gtid: bool,
 }
 
+/// A MariaDB GTID event (type 162), which the decoder does not know.
+const MARIADB_GTID_EVENT: u8 = 162;
+/// Its flag for a statement outside a transaction (DDL): no XID ends it.
+const GTID_STANDALONE: u8 = 0x01;
+
 impl BinlogReader {
-    /// A reader that starts at `at`, or at the end of the binlog when `None`.
-    pub fn new(config: MySqlSourceConfig, at: Option<CdcOffset>) -> Self {
+    /// A reader that starts after the transaction ending at `at` (at the end of the binlog
+    /// when `None`). On MariaDB a recorded GTID position `gtid` (`0-1-42,1-1-7`) takes
+    /// precedence: it still finds the place after the upstream's files changed (a failover to
+    /// a replica, whose files are numbered differently).
+    pub fn new(config: MySqlSourceConfig, at: Option<CdcOffset>, gtid: Option<&str>) -> Self {
         Self {
             config,
             stream: None,
@@ -102,12 +124,22 @@ impl BinlogReader {
             tables: HashMap::new(),
             pending: Vec::new(),
             in_transaction: false,
+            gtids: gtid.map(parse_gtids).unwrap_or_default(),
+            current_gtid: None,
+            checksum: true,
+            by_gtid: false,
         }
     }
 
     /// Where the next transaction starts.
     pub fn position(&self) -> CdcOffset {
         self.at
+    }
+
+    /// The GTID position after the last transaction returned (`domain-server-seq`, one per
+    /// domain, comma-separated), where the server has GTIDs.
+    pub fn gtid_position(&self) -> Option<String> {
+        (!self.gtids.is_empty()).then(|| format_gtids(&self.gtids))
     }
 
     /// Drops the connection (after an error); the next read reconnects at [`Self::position`].
@@ -127,8 +159,23 @@ impl BinlogReader {
                 Some((base, _)) => base.to_owned(),
                 None => file.clone(),
             };
+            let server: Option<(String, String)> = conn
+                .query_first("SELECT VERSION(), @@binlog_checksum")
+                .await
+                .map_err(upstream_error)?;
+            let (version, checksum) = server.unwrap_or_default();
+            let mariadb = version.contains("MariaDB");
+            self.checksum = !checksum.eq_ignore_ascii_case("NONE");
             if self.at.is_start() {
                 self.at = CdcOffset::mysql(&file, pos)?;
+                if mariadb {
+                    // The GTID position of that place, so a later resume by GTID starts there.
+                    let gtids: Option<Option<String>> = conn
+                        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (&file, pos))
+                        .await
+                        .map_err(upstream_error)?;
+                    self.gtids = parse_gtids(&gtids.flatten().unwrap_or_default());
+                }
             }
             let CdcOffset::MySql { file_seq, pos } = self.at else {
                 return Err(Error::Storage(format!(
@@ -137,9 +184,23 @@ impl BinlogReader {
                 )));
             };
             let file = format!("{base}.{file_seq:06}");
-            let request = BinlogStreamRequest::new(self.config.server_id)
-                .with_filename(file.as_bytes())
-                .with_pos(u64::from(pos.max(4)));
+            let mut request = BinlogStreamRequest::new(self.config.server_id);
+            self.by_gtid = mariadb && !self.gtids.is_empty();
+            if mariadb {
+                // GTID events as they are, rather than rewritten as `BEGIN`.
+                conn.query_drop("SET @mariadb_slave_capability = 4")
+                    .await
+                    .map_err(upstream_error)?;
+            }
+            if self.by_gtid {
+                let state = format_gtids(&self.gtids);
+                conn.exec_drop("SET @slave_connect_state = ?", (state,))
+                    .await
+                    .map_err(upstream_error)?;
+                conn.query_drop("SET @slave_gtid_strict_mode = 0").await.map_err(upstream_error)?;
+            } else {
+                request = request.with_filename(file.as_bytes()).with_pos(u64::from(pos.max(4)));
+            }
             let stream =
                 conn.get_binlog_stream(request).await.map_err(|e| binlog_error(e, self.at))?;
             self.base = Some(base);
@@ -167,7 +228,8 @@ impl BinlogReader {
             };
             if let Some((changes, position)) = self.on_event(&event)? {
                 let committed_at = event.header().timestamp();
-                return Ok(Transaction { changes, position, committed_at });
+                let gtid = self.gtid_position();
+                return Ok(Transaction { changes, position, committed_at, gtid });
             }
         }
     }
@@ -175,9 +237,23 @@ impl BinlogReader {
     /// Handles one event; returns a finished transaction.
     fn on_event(&mut self, event: &Event) -> Result<Option<(Vec<RowChange>, u64)>> {
         let log_pos = event.header().log_pos();
+        if event.header().event_type_raw() == MARIADB_GTID_EVENT {
+            self.on_gtid_event(event);
+            return Ok(None);
+        }
         let data = event.read_data().map_err(decode_error)?;
         match data {
             Some(EventData::FormatDescriptionEvent(_)) => self.seen_format = true,
+            // The first rotate of a stream asked for by GTID names the file it starts in; it
+            // comes before the format description, with the checksum still on its name.
+            Some(EventData::RotateEvent(rotate)) if self.by_gtid && !self.seen_format => {
+                let name = rotate.name_raw();
+                let name = match self.checksum {
+                    true => &name[..name.len().saturating_sub(4)],
+                    false => name,
+                };
+                self.at = CdcOffset::mysql(&String::from_utf8_lossy(name), rotate.position())?;
+            }
             Some(EventData::RotateEvent(rotate)) if self.seen_format => {
                 let name = rotate.name();
                 let at = CdcOffset::mysql(&name, rotate.position())?;
@@ -236,9 +312,26 @@ impl BinlogReader {
         Ok(None)
     }
 
+    /// A MariaDB GTID event: `seq_no` (8 bytes), `domain_id` (4), flags (1); it starts a
+    /// transaction unless it is standalone (a DDL statement follows, without XID).
+    fn on_gtid_event(&mut self, event: &Event) {
+        let data = event.data();
+        if data.len() < 13 {
+            return;
+        }
+        let seq = u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
+        let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+        self.current_gtid = Some((domain, event.header().server_id(), seq));
+        self.pending.clear();
+        self.in_transaction = data[12] & GTID_STANDALONE == 0;
+    }
+
     /// Ends the transaction read at `log_pos` (the end of its last event).
     fn commit(&mut self, log_pos: u32) -> (Vec<RowChange>, u64) {
         self.in_transaction = false;
+        if let Some((domain, server, seq)) = self.current_gtid.take() {
+            self.gtids.insert(domain, (server, seq));
+        }
         if let CdcOffset::MySql { file_seq, .. } = self.at
             && log_pos > 0
         {
@@ -268,6 +361,27 @@ impl BinlogReader {
         };
         self.tables.insert(map.table_id(), info);
     }
+}
+
+/// A MariaDB GTID position (`0-1-42,1-1-7`), by domain; parts that do not parse are left out.
+fn parse_gtids(text: &str) -> BTreeMap<u32, (u32, u64)> {
+    text.split(',')
+        .filter_map(|gtid| {
+            let mut parts = gtid.trim().split('-').map(str::parse::<u64>);
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(Ok(domain)), Some(Ok(server)), Some(Ok(seq))) => {
+                    Some((domain as u32, (server as u32, seq)))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn format_gtids(gtids: &BTreeMap<u32, (u32, u64)>) -> String {
+    let parts: Vec<String> =
+        gtids.iter().map(|(domain, (server, seq))| format!("{domain}-{server}-{seq}")).collect();
+    parts.join(",")
 }
 
 /// The changes of one binlog row: an insert, a delete, or an update (an upsert of the new row,
@@ -725,6 +839,15 @@ mod tests {
         assert_eq!(frac(5, 6), ".000005");
         assert_eq!(hex(&[0, 255]), "\\x00ff");
         assert_eq!(decode_text(&[0x63, 0x61, 0x66, 0xe9, 0x80], 8), "café€");
+    }
+
+    #[test]
+    fn gtid_positions_round_trip() {
+        let gtids = parse_gtids("0-1-42, 1-2-7");
+        assert_eq!(gtids[&0], (1, 42));
+        assert_eq!(format_gtids(&gtids), "0-1-42,1-2-7");
+        assert!(parse_gtids("").is_empty());
+        assert!(parse_gtids("x-1").is_empty());
     }
 
     #[test]

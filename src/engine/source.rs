@@ -56,10 +56,18 @@ impl Engine {
     ) -> Result<()> {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
-        let columns = vec![
+        let mut columns = vec![
             ColumnCatalog { name: "partition".into(), data_type: DataType::Int32, hidden: false },
             ColumnCatalog { name: "lsn".into(), data_type: DataType::Int64, hidden: false },
         ];
+        if options.get("connector").map(String::as_str) == Some("mysql-cdc") {
+            // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
+            columns.push(ColumnCatalog {
+                name: "gtid".into(),
+                data_type: DataType::Varchar,
+                hidden: false,
+            });
+        }
         let mut state = TableCatalog::new_table(
             state_id,
             format!("__internal_{id}_0_{}_{state_id}", StatePurpose::Source.name()),

@@ -8,13 +8,15 @@
 //! (or 4096 of them) into one chunk. On a checkpoint barrier it records the position of the last
 //! transaction emitted; after a restart it streams again from there, so every change reaches the
 //! tables exactly once. Nothing needs to be acknowledged upstream: a binlog is not consumed.
+//! On MariaDB it also records the GTID position after that transaction and resumes by it, so a
+//! failover to a replica (other binlog files, other positions) does not lose the place.
 //! Upstream failures are logged and retried with backoff; a position the upstream has purged
 //! is said in the log at every retry, never skipped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch};
+use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -135,13 +137,14 @@ struct Source {
     reader: BinlogReader,
     table: StateTable,
     state: Arc<TableCatalog>,
-    /// Changes of whole transactions not emitted yet, and the position they end at.
+    /// Changes of whole transactions not emitted yet, and the position (and GTID position)
+    /// they end at.
     ready: Vec<RowChange>,
-    ready_at: u64,
+    ready_at: (u64, Option<String>),
     /// The end of the last transaction emitted (or skipped, having no changes).
-    emitted: u64,
+    emitted: (u64, Option<String>),
     /// The position recorded at the last checkpoint.
-    recorded: u64,
+    recorded: (u64, Option<String>),
     /// Changes emitted since the last checkpoint.
     unrecorded: usize,
     retry_at: Option<Instant>,
@@ -160,25 +163,32 @@ impl Source {
     ) -> Result<Self> {
         let table = state.state_table(store);
         let (start, end) = table.full_range();
-        let mut recorded = 0;
+        let mut recorded = (0, None);
         if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
-            let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
+            let value_columns: Vec<usize> = (1..state.columns.len()).collect();
+            let mut decoder = RowDecoder::new(&state.types(), &value_columns, 1);
             decoder.push(&row)?;
-            if let ScalarValue::Int64(Some(position)) =
-                ScalarValue::try_from_array(&decoder.finish()[0], 0)?
+            let columns = decoder.finish();
+            if let ScalarValue::Int64(Some(position)) = ScalarValue::try_from_array(&columns[0], 0)?
             {
-                recorded = position as u64;
+                recorded.0 = position as u64;
+            }
+            if let Some(gtid) = columns.get(1)
+                && let ScalarValue::Utf8(Some(gtid)) = ScalarValue::try_from_array(gtid, 0)?
+            {
+                recorded.1 = Some(gtid).filter(|g| !g.is_empty());
             }
         }
-        let start = (recorded > 0).then(|| CdcOffset::MySql { file_seq: 0, pos: 0 }.at(recorded));
-        tracing::info!(source = %metrics.0, from = ?start.map(|s| s.to_string()), "reading the binlog");
+        let start =
+            (recorded.0 > 0).then(|| CdcOffset::MySql { file_seq: 0, pos: 0 }.at(recorded.0));
+        tracing::info!(source = %metrics.0, from = ?start.map(|s| s.to_string()), gtid = ?recorded.1, "reading the binlog");
         Ok(Self {
-            reader: BinlogReader::new(config, start),
+            reader: BinlogReader::new(config, start, recorded.1.as_deref()),
             table,
             state: state.clone(),
             ready: Vec::new(),
-            ready_at: recorded,
-            emitted: recorded,
+            ready_at: recorded.clone(),
+            emitted: recorded.clone(),
             recorded,
             unrecorded: 0,
             retry_at: None,
@@ -219,13 +229,14 @@ impl Source {
         for run in transaction.changes.chunk_by(|a, b| a.table == b.table) {
             metrics.cdc_changes(source, &run[0].table, run.len() as u64);
         }
+        let at = (transaction.position, transaction.gtid);
         if transaction.changes.is_empty() && self.ready.is_empty() {
             // Nothing to emit: the position moves past it at once.
-            self.emitted = transaction.position;
+            self.emitted = at;
             return Ok(None);
         }
         self.ready.extend(transaction.changes);
-        self.ready_at = transaction.position;
+        self.ready_at = at;
         if self.ready.len() >= FLUSH_CHANGES {
             return self.flush().map(Some);
         }
@@ -237,7 +248,7 @@ impl Source {
         let chunk = changes_chunk(&self.ready)?;
         self.unrecorded += self.ready.len();
         self.ready.clear();
-        self.emitted = self.ready_at;
+        self.emitted = self.ready_at.clone();
         if self.unrecorded >= CHECKPOINT_CHANGES {
             self.barrier.request_checkpoint();
         }
@@ -247,13 +258,16 @@ impl Source {
     /// Records the position of the last transaction emitted for the checkpoint of `epoch`.
     fn commit(&mut self, epoch: Epoch) -> Result<()> {
         if self.emitted != self.recorded {
-            let columns = vec![
-                Arc::new(Int32Array::from(vec![0])) as _,
-                Arc::new(Int64Array::from(vec![self.emitted as i64])) as _,
+            let mut columns: Vec<arrow::array::ArrayRef> = vec![
+                Arc::new(Int32Array::from(vec![0])),
+                Arc::new(Int64Array::from(vec![self.emitted.0 as i64])),
             ];
+            if self.state.columns.len() > 2 {
+                columns.push(Arc::new(StringArray::from(vec![self.emitted.1.clone()])));
+            }
             let batch = RecordBatch::try_new(self.state.full_schema(), columns)?;
             self.table.write_chunk(&StreamChunk::inserts(batch))?;
-            self.recorded = self.emitted;
+            self.recorded = self.emitted.clone();
         }
         self.unrecorded = 0;
         self.table.commit(epoch);
