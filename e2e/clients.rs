@@ -636,3 +636,39 @@ async fn describe(server: &Sluice) -> anyhow::Result<()> {
     ensure!(out.contains("orders"), "\\dt does not list orders:\n{out}");
     Ok(())
 }
+
+#[tokio::test]
+async fn repeated_output_names_are_allowed_and_shown_as_written() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE named (id int PRIMARY KEY, v int); INSERT INTO named VALUES (1, 7)",
+        )
+        .await?;
+    for (sql, names, values) in [
+        ("SELECT 1, 1", vec!["?column?", "?column?"], vec!["1", "1"]),
+        ("SELECT v, v::text FROM named", vec!["v", "v"], vec!["7", "7"]),
+        ("SELECT v, v, id AS v FROM named", vec!["v", "v", "v"], vec!["7", "7", "1"]),
+        ("SELECT sum(v), sum(id) FROM named", vec!["sum", "sum"], vec!["7", "1"]),
+    ] {
+        // Extended protocol: the described names.
+        let statement = client.prepare(sql).await?;
+        let described: Vec<&str> = statement.columns().iter().map(|c| c.name()).collect();
+        ensure!(described == names, "{sql}: columns {described:?}");
+        // Simple protocol: the row description and the values.
+        let messages = client.simple_query(sql).await?;
+        let row = messages
+            .iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
+                _ => None,
+            })
+            .context("no row")?;
+        let shown: Vec<&str> = row.columns().iter().map(|c| c.name()).collect();
+        ensure!(shown == names, "{sql}: columns {shown:?}");
+        let got: Vec<Option<&str>> = (0..row.len()).map(|i| row.get(i)).collect();
+        ensure!(got == values.iter().map(|v| Some(*v)).collect::<Vec<_>>(), "{sql}: {got:?}");
+    }
+    Ok(())
+}

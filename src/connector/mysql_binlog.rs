@@ -498,20 +498,16 @@ fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usiz
                 }
             }
             OptionalMetadataField::EnumStrValue(values) => {
-                for (k, members) in values.iter_values().enumerate() {
-                    if let (Some(&i), Ok(members)) = (enums.get(k), members) {
-                        columns[i].members =
-                            members.values().iter().map(|m| m.value().into_owned()).collect();
-                    }
-                }
+                let lists = values.iter_values().map(|members| {
+                    members.map(|m| m.values().iter().map(|v| v.value().into_owned()).collect())
+                });
+                set_members(&mut columns, &enums, lists);
             }
             OptionalMetadataField::SetStrValue(values) => {
-                for (k, members) in values.iter_values().enumerate() {
-                    if let (Some(&i), Ok(members)) = (sets.get(k), members) {
-                        columns[i].members =
-                            members.values().iter().map(|m| m.value().into_owned()).collect();
-                    }
-                }
+                let lists = values.iter_values().map(|members| {
+                    members.map(|m| m.values().iter().map(|v| v.value().into_owned()).collect())
+                });
+                set_members(&mut columns, &sets, lists);
             }
             OptionalMetadataField::SimplePrimaryKey(key) => {
                 pk = Some(key.iter_indexes().flatten().map(|i| i as usize).collect());
@@ -525,6 +521,19 @@ fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usiz
         }
     }
     (columns, pk)
+}
+
+/// Gives the `k`-th ENUM (or SET) column of `targets` the `k`-th list of members.
+fn set_members(
+    columns: &mut [BinlogColumn],
+    targets: &[usize],
+    lists: impl Iterator<Item = std::io::Result<Vec<String>>>,
+) {
+    for (&i, members) in targets.iter().zip(lists) {
+        if let Ok(members) = members {
+            columns[i].members = members;
+        }
+    }
 }
 
 /// One binlog value as the text a snapshot page reads for it; `None` is NULL.

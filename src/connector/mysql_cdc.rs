@@ -25,6 +25,7 @@ use mysql_async::{Conn, OptsBuilder, Row, Value};
 use crate::catalog::ColumnCatalog;
 use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::UpstreamTable;
+use crate::connector::upstream::SourceOptions;
 use crate::error::{Error, Result};
 use crate::types::DataType;
 
@@ -66,26 +67,9 @@ pub struct MySqlSourceConfig {
 impl MySqlSourceConfig {
     /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source_name`.
     pub fn from_options(source_name: &str, options: &BTreeMap<String, String>) -> Result<Self> {
-        let get = |key: &str| options.get(key).cloned();
-        let required = |key: &str| {
-            get(key).ok_or_else(|| {
-                Error::InvalidStatement(format!(
-                    "the mysql-cdc source needs the option {key} = '..'"
-                ))
-            })
-        };
-        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(Error::InvalidStatement(format!(
-                "unknown mysql-cdc option {unknown}; known options: {}",
-                KNOWN.join(", ")
-            )));
-        }
-        let port = match get("port") {
-            Some(p) => p.parse().map_err(|_| {
-                Error::InvalidStatement(format!("port must be a number, not '{p}'"))
-            })?,
-            None => 3306,
-        };
+        let options = SourceOptions::new(options, "mysql-cdc", KNOWN)?;
+        let get = |key: &str| options.get(key);
+        let port = options.port(3306)?;
         match get("ssl.mode").as_deref() {
             None | Some("disabled") => {}
             Some(other) => {
@@ -107,11 +91,11 @@ impl MySqlSourceConfig {
             None => default_server_id(source_name),
         };
         Ok(Self {
-            hostname: required("hostname")?,
+            hostname: options.required("hostname")?,
             port,
-            username: required("username")?,
+            username: options.required("username")?,
             password: get("password").unwrap_or_default(),
-            database: required("database.name")?,
+            database: options.required("database.name")?,
             server_id,
         })
     }
@@ -313,35 +297,18 @@ fn quote_literal(value: &str) -> String {
 /// Splits `database.table` (each part optionally back-quoted; names keep their case, as MySQL's
 /// do on Linux) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut quoted = false;
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '`' if quoted && chars.peek() == Some(&'`') => {
-                current.push('`');
-                chars.next();
-            }
-            '`' => quoted = !quoted,
-            '.' if !quoted => parts.push(std::mem::take(&mut current)),
-            c => current.push(c),
-        }
-    }
-    parts.push(current);
-    match parts.as_slice() {
-        [db, table] if !db.is_empty() && !table.is_empty() => Ok((db.clone(), table.clone())),
-        _ => Err(Error::InvalidStatement(format!(
+    crate::connector::upstream::split_two_parts(name, '`', false).ok_or_else(|| {
+        Error::InvalidStatement(format!(
             "the upstream table must be database-qualified, like 'shop.{name}'; got '{name}'"
-        ))),
-    }
+        ))
+    })
 }
 
 /// Reads the columns and primary key of an upstream table.
 pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Result<UpstreamTable> {
-    let columns: Vec<(String, String, String)> = conn
+    let columns: Vec<(String, String, String, Option<String>)> = conn
         .exec(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
             (database, table),
         )
@@ -369,10 +336,16 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
         upstream_types: Vec::new(),
         pk: Vec::new(),
     };
-    for (name, data_type, column_type) in columns {
+    for (name, data_type, column_type, collation) in columns {
         let data_type = map_type(&data_type, &column_type);
         out.columns.push(ColumnCatalog { name, data_type, hidden: false });
-        out.upstream_types.push(column_type);
+        // The collation decides how a text key is paged (see `key_column`).
+        out.upstream_types.push(match collation {
+            Some(collation) if data_type == DataType::Varchar => {
+                format!("{column_type} collate {collation}")
+            }
+            _ => column_type,
+        });
     }
     for name in &pk_names {
         let index =
@@ -440,12 +413,29 @@ fn column_text(table: &UpstreamTable, index: usize) -> String {
     }
 }
 
-/// A key column for comparisons and ordering: strings compare by their bytes, as Sluice's
-/// keys do (a collation would order `a` and `B` otherwise).
+/// The Sluice type of upstream column `index`, from its MySQL type (the description a table
+/// is bound with; a running backfill knows the types only as text).
+fn column_type(table: &UpstreamTable, index: usize) -> DataType {
+    let ty = table.upstream_types[index].as_str();
+    map_type(ty.split(['(', ' ']).next().unwrap_or(ty), ty)
+}
+
+/// Whether a text column's collation orders by bytes, as Sluice orders text keys (the
+/// description records it: `varchar(10) collate utf8mb4_bin`).
+fn byte_ordered(table: &UpstreamTable, index: usize) -> bool {
+    let ty = &table.upstream_types[index];
+    ["collate utf8mb4_bin", "collate utf8mb3_bin", "collate utf8_bin", "collate ascii_bin"]
+        .iter()
+        .any(|c| ty.ends_with(c))
+}
+
+/// A key column for comparisons and ordering: text compares by its bytes, as Sluice's keys do
+/// (a case-insensitive collation would order `a` and `B` otherwise; such a key cannot use its
+/// index for the order, so paging it costs a sort per page).
 fn key_column(table: &UpstreamTable, index: usize) -> String {
     let column = format!("t.{}", quote_ident(&table.columns[index].name));
-    match table.columns[index].data_type {
-        DataType::Varchar => format!("CAST({column} AS BINARY)"),
+    match column_type(table, index) {
+        DataType::Varchar if !byte_ordered(table, index) => format!("CAST({column} AS BINARY)"),
         _ => column,
     }
 }
@@ -454,13 +444,30 @@ fn key_column(table: &UpstreamTable, index: usize) -> String {
 fn key_literal(table: &UpstreamTable, index: usize, value: &Option<String>) -> String {
     match value {
         None => "NULL".to_owned(),
-        Some(v) => match table.columns[index].data_type {
-            DataType::Varchar => format!("CAST({} AS BINARY)", quote_literal(v)),
+        Some(v) => match column_type(table, index) {
+            DataType::Varchar if !byte_ordered(table, index) => {
+                format!("CAST({} AS BINARY)", quote_literal(v))
+            }
             DataType::Bytea => format!("UNHEX({})", quote_literal(v.trim_start_matches("\\x"))),
             DataType::Timestamptz => quote_literal(v.trim_end_matches("+00")),
             _ => quote_literal(v),
         },
     }
+}
+
+/// `(keys) > (values)` as MariaDB's range optimizer takes it: `k1 > v1 OR (k1 = v1 AND k2 >
+/// v2) OR ..` (it reads a row comparison by scanning the whole index, making paging
+/// quadratic).
+fn after_cursor(keys: &[String], values: &[String]) -> String {
+    let terms: Vec<String> = (0..keys.len())
+        .map(|k| {
+            let mut parts: Vec<String> =
+                (0..k).map(|j| format!("{} = {}", keys[j], values[j])).collect();
+            parts.push(format!("{} > {}", keys[k], values[k]));
+            format!("({})", parts.join(" AND "))
+        })
+        .collect();
+    terms.join(" OR ")
 }
 
 /// One page of the snapshot, read in a consistent snapshot: rows after `cursor` (a key, as
@@ -483,7 +490,7 @@ pub async fn snapshot_page(
     if let Some(cursor) = cursor {
         let values: Vec<String> =
             table.pk.iter().zip(cursor).map(|(&i, v)| key_literal(table, i, v)).collect();
-        sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
+        sql.push_str(&format!(" WHERE {}", after_cursor(&key, &values)));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
     // The end of the binlog before the snapshot starts is a safe low offset anywhere (a change
@@ -652,6 +659,42 @@ mod tests {
         assert_eq!(map_type("enum", "enum('a','b')"), DataType::Varchar);
         assert_eq!(map_type("time", "time(3)"), DataType::Varchar);
         assert_eq!(map_type("year", "year(4)"), DataType::Int32);
+    }
+
+    #[test]
+    fn keys_page_by_index_order() {
+        let table = UpstreamTable {
+            schema: "shop".into(),
+            name: "t".into(),
+            columns: ["id", "name", "code"]
+                .map(|n| ColumnCatalog {
+                    name: n.into(),
+                    data_type: DataType::Varchar,
+                    hidden: false,
+                })
+                .to_vec(),
+            upstream_types: vec![
+                "bigint(20)".into(),
+                "varchar(10) collate utf8mb4_general_ci".into(),
+                "varchar(10) collate utf8mb4_bin".into(),
+            ],
+            pk: vec![0, 1, 2],
+        };
+        // Numbers by value (not as text, whatever the backfill's own column types say).
+        assert_eq!(key_column(&table, 0), "t.`id`");
+        assert_eq!(key_column(&table, 1), "CAST(t.`name` AS BINARY)");
+        assert_eq!(key_column(&table, 2), "t.`code`");
+        let keys: Vec<String> = (0..3).map(|i| key_column(&table, i)).collect();
+        let values: Vec<String> = ["1", "a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| key_literal(&table, i, &Some((*v).to_owned())))
+            .collect();
+        assert_eq!(
+            after_cursor(&keys, &values),
+            "(t.`id` > '1') OR (t.`id` = '1' AND CAST(t.`name` AS BINARY) > CAST('a' AS BINARY)) \
+             OR (t.`id` = '1' AND CAST(t.`name` AS BINARY) = CAST('a' AS BINARY) AND t.`code` > 'b')"
+        );
     }
 
     #[test]

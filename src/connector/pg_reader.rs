@@ -42,31 +42,11 @@ impl UpstreamTable {
 
 /// Splits `schema.table` (each part optionally double-quoted) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut quoted = false;
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                current.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            '.' if !quoted => parts.push(std::mem::take(&mut current)),
-            c if quoted => current.push(c),
-            c => current.push(c.to_ascii_lowercase()),
-        }
-    }
-    parts.push(current);
-    match parts.as_slice() {
-        [schema, table] if !schema.is_empty() && !table.is_empty() => {
-            Ok((schema.clone(), table.clone()))
-        }
-        _ => Err(Error::InvalidStatement(format!(
+    crate::connector::upstream::split_two_parts(name, '"', true).ok_or_else(|| {
+        Error::InvalidStatement(format!(
             "the upstream table must be schema-qualified, like 'public.{name}'; got '{name}'"
-        ))),
-    }
+        ))
+    })
 }
 
 /// Reads the columns and primary key of an upstream table.

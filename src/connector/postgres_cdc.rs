@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
 
 use crate::catalog::Created;
+use crate::connector::upstream::SourceOptions;
 use crate::error::{Error, Result};
 
 /// How long connecting to the upstream may take before it counts as unreachable.
@@ -60,15 +61,7 @@ impl PgSourceConfig {
 
     /// Reads and checks the `WITH (..)` options of `CREATE SOURCE source_name`.
     pub fn from_options(source_name: &str, options: &BTreeMap<String, String>) -> Result<Self> {
-        let get = |key: &str| options.get(key).cloned();
-        let required = |key: &str| {
-            get(key).ok_or_else(|| {
-                Error::InvalidStatement(format!(
-                    "the postgres-cdc source needs the option {key} = '..'"
-                ))
-            })
-        };
-        match get("connector").as_deref() {
+        match options.get("connector").map(String::as_str) {
             Some("postgres-cdc") => {}
             Some(other) => {
                 return Err(Error::Unsupported(format!(
@@ -94,18 +87,10 @@ impl PgSourceConfig {
             "publication.create.enable",
             "ssl.mode",
         ];
-        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(Error::InvalidStatement(format!(
-                "unknown postgres-cdc option {unknown}; known options: {}",
-                KNOWN.join(", ")
-            )));
-        }
-        let port = match get("port") {
-            Some(p) => p.parse().map_err(|_| {
-                Error::InvalidStatement(format!("port must be a number, not '{p}'"))
-            })?,
-            None => 5432,
-        };
+        let options = SourceOptions::new(options, "postgres-cdc", KNOWN)?;
+        let get = |key: &str| options.get(key);
+        let required = |key: &str| options.required(key);
+        let port = options.port(5432)?;
         match get("ssl.mode").as_deref() {
             None | Some("disabled") | Some("disable") | Some("prefer") => {}
             Some(other) => {

@@ -147,6 +147,83 @@ impl SourceConfig {
     }
 }
 
+/// The `WITH (..)` options of a source of `connector`, checked against the ones it `known`s.
+pub(crate) struct SourceOptions<'a> {
+    options: &'a BTreeMap<String, String>,
+    connector: &'static str,
+}
+
+impl<'a> SourceOptions<'a> {
+    /// Refuses an option not in `known`, naming it.
+    pub(crate) fn new(
+        options: &'a BTreeMap<String, String>,
+        connector: &'static str,
+        known: &[&str],
+    ) -> Result<Self> {
+        if let Some(unknown) = options.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(Error::InvalidStatement(format!(
+                "unknown {connector} option {unknown}; known options: {}",
+                known.join(", ")
+            )));
+        }
+        Ok(Self { options, connector })
+    }
+
+    /// The option's value, if given.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        self.options.get(key).cloned()
+    }
+
+    /// The option's value; an error names it when it is missing.
+    pub(crate) fn required(&self, key: &str) -> Result<String> {
+        self.get(key).ok_or_else(|| {
+            Error::InvalidStatement(format!(
+                "the {} source needs the option {key} = '..'",
+                self.connector
+            ))
+        })
+    }
+
+    /// `port`, or `default`.
+    pub(crate) fn port(&self, default: u16) -> Result<u16> {
+        match self.get("port") {
+            Some(p) => p
+                .parse()
+                .map_err(|_| Error::InvalidStatement(format!("port must be a number, not '{p}'"))),
+            None => Ok(default),
+        }
+    }
+}
+
+/// Splits `first.second`, each part optionally quoted with `quote` (doubled inside a quoted
+/// part); unquoted parts are lower-cased when `fold` (Postgres), kept as they are otherwise.
+/// `None` unless there are exactly two non-empty parts.
+pub(crate) fn split_two_parts(name: &str, quote: char, fold: bool) -> Option<(String, String)> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c == quote && quoted && chars.peek() == Some(&quote) => {
+                current.push(quote);
+                chars.next();
+            }
+            c if c == quote => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut current)),
+            c if quoted || !fold => current.push(c),
+            c => current.push(c.to_ascii_lowercase()),
+        }
+    }
+    parts.push(current);
+    match parts.as_slice() {
+        [first, second] if !first.is_empty() && !second.is_empty() => {
+            Some((first.clone(), second.clone()))
+        }
+        _ => None,
+    }
+}
+
 /// A connection to the upstream for snapshot reads.
 pub enum UpstreamSession {
     /// A Postgres session.

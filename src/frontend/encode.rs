@@ -20,9 +20,28 @@ use crate::engine::CommandTag;
 use crate::error::Error;
 use crate::frontend::sqlstate::pg_error;
 
-/// The wire fields of a result schema, in `format`.
+/// The wire fields of a result schema, in `format`, named as the query names its columns.
 pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
-    arrow_schema_to_pg_fields(schema, format, None)
+    arrow_schema_to_pg_fields(&shown_names(schema), format, None)
+}
+
+/// `schema` with each column's name as the user sees it: a repeated output name carries a
+/// suffix inside Sluice (see [`crate::sql::names::DUPLICATE_MARK`]), which the client does
+/// not see, as Postgres allows `SELECT v, v`.
+fn shown_names(schema: &SchemaRef) -> SchemaRef {
+    use crate::sql::names::DUPLICATE_MARK;
+    if !schema.fields().iter().any(|f| f.name().contains(DUPLICATE_MARK)) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let name = f.name().split(DUPLICATE_MARK).next().unwrap_or_default().to_owned();
+            f.as_ref().clone().with_name(name)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// A streaming query response.

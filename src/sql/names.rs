@@ -3,8 +3,9 @@
 //! DataFusion names an output column after its whole expression (`sum(orders.amount)`);
 //! Postgres names it after the function or column (`sum`, `amount`) and `?column?` otherwise.
 //! Clients show these names as headers, so Sluice gives the top-level SELECT list Postgres'
-//! names as aliases, except where two columns would end up with the same name (DataFusion
-//! requires distinct names), which keep DataFusion's.
+//! names as aliases. Postgres allows two output columns of one name (`SELECT v, v`) and
+//! DataFusion does not: a repeated name gets a hidden suffix ([`DUPLICATE_MARK`] and a number),
+//! which the wire protocol drops from the column headers.
 
 use std::collections::HashMap;
 
@@ -24,27 +25,43 @@ pub fn alias_output_columns(query: &mut ast::Query) {
             _ => None,
         })
         .collect();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for name in names.iter().flatten() {
-        *counts.entry(name.as_str()).or_default() += 1;
-    }
     // Wildcards expand to columns whose names are unknown here; leave such lists alone.
     if names.iter().any(Option::is_none) {
         return;
     }
-    for (item, name) in select.projection.iter_mut().zip(&names) {
-        let (ast::SelectItem::UnnamedExpr(expr), Some(name)) = (&*item, name) else {
-            continue;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (item, name) in select.projection.iter_mut().zip(names.into_iter().flatten()) {
+        // A repeated name (`SELECT v, v`, `SELECT 1, 2`) gets a suffix DataFusion keeps apart
+        // and the wire protocol drops.
+        let repeats = seen.entry(name.clone()).or_default();
+        let alias = match *repeats {
+            0 => name,
+            n => format!("{name}{DUPLICATE_MARK}{n}"),
         };
-        if counts[name.as_str()] > 1
-            || matches!(expr, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_))
-        {
-            continue;
+        *repeats += 1;
+        match item {
+            ast::SelectItem::UnnamedExpr(expr) => {
+                let named =
+                    matches!(expr, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_));
+                if named && !alias.contains(DUPLICATE_MARK) {
+                    continue;
+                }
+                let alias = ast::Ident::with_quote('"', alias);
+                *item = ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias };
+            }
+            ast::SelectItem::ExprWithAlias { alias: given, .. }
+                if alias.contains(DUPLICATE_MARK) =>
+            {
+                *given = ast::Ident::with_quote('"', alias);
+            }
+            _ => {}
         }
-        let alias = ast::Ident::with_quote('"', name.clone());
-        *item = ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias };
     }
 }
+
+/// Separates a repeated output column name from the number that keeps it apart inside Sluice
+/// (`v`, `v\u{1f}1`); clients see `v` twice, as Postgres shows it.
+pub const DUPLICATE_MARK: char = '\u{1f}';
 
 /// The name Postgres gives an output column computed by `expr`.
 fn postgres_name(expr: &ast::Expr) -> String {
@@ -85,7 +102,16 @@ mod tests {
             names_of("SELECT customer, sum(amount), 1 + 1 FROM orders"),
             "SELECT customer, sum(amount) AS \"sum\", 1 + 1 AS \"?column?\" FROM orders"
         );
-        assert_eq!(names_of("SELECT sum(a), sum(b) FROM t"), "SELECT sum(a), sum(b) FROM t");
+        // Repeated names stay apart inside Sluice; the client sees `sum` twice.
+        assert_eq!(
+            names_of("SELECT sum(a), sum(b) FROM t"),
+            "SELECT sum(a) AS \"sum\", sum(b) AS \"sum\u{1f}1\" FROM t"
+        );
+        assert_eq!(names_of("SELECT v, v FROM t"), "SELECT v, v AS \"v\u{1f}1\" FROM t");
+        assert_eq!(
+            names_of("SELECT v, v::text AS v FROM t"),
+            "SELECT v, v::TEXT AS \"v\u{1f}1\" FROM t"
+        );
         assert_eq!(names_of("SELECT *, count(*) FROM t"), "SELECT *, count(*) FROM t");
     }
 }
