@@ -331,11 +331,15 @@ async fn table_scenario(
     .await?;
     let progress = crate::harness::text_rows(
         &client,
-        "SELECT backfill_finished, upstream_offset, source_error FROM rw_catalog.rw_cdc_progress",
+        "SELECT backfill_finished, upstream_offset, source_error, slot_lag_bytes \
+         FROM rw_catalog.rw_cdc_progress",
     )
     .await?;
     ensure!(progress.len() == 1 && progress[0][0].as_deref() == Some("t"), "{progress:?}");
     ensure!(progress[0][2].is_none(), "{progress:?}");
+    // Caught up: little or no binlog left after the source's recorded position.
+    let lag: i64 = progress[0][3].as_deref().context("no binlog lag")?.parse()?;
+    ensure!((0..1_000_000).contains(&lag), "binlog lag {lag}");
     Ok(())
 }
 

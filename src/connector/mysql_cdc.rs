@@ -562,6 +562,30 @@ async fn snapshot_offset(conn: &mut Conn) -> Result<Option<CdcOffset>> {
     }
 }
 
+/// Bytes of binlog after `at`: the rest of its file and every later file; `None` when the
+/// upstream cannot be asked or no longer has that file.
+pub async fn binlog_lag(config: &MySqlSourceConfig, at: CdcOffset) -> Option<i64> {
+    let CdcOffset::MySql { file_seq, pos } = at else { return None };
+    let mut conn = config.connect_to(None).await.ok()?;
+    let logs: Vec<Row> = conn.query("SHOW BINARY LOGS").await.ok()?;
+    let mut lag = 0i64;
+    let mut found = false;
+    for row in logs {
+        let name: String = row.get(0)?;
+        let size: i64 = row.get(1)?;
+        let CdcOffset::MySql { file_seq: seq, .. } = CdcOffset::mysql(&name, 0).ok()? else {
+            return None;
+        };
+        if seq == file_seq {
+            found = true;
+            lag += (size - i64::from(pos)).max(0);
+        } else if seq > file_seq {
+            lag += size;
+        }
+    }
+    found.then_some(lag)
+}
+
 /// The end of the upstream's binlog.
 pub async fn current_offset(conn: &mut Conn) -> Result<CdcOffset> {
     let (file, pos) = master_status(conn).await?;

@@ -127,12 +127,16 @@ impl SourceConfig {
         }
     }
 
-    /// Bytes of upstream log the source has not confirmed yet; `None` when the upstream does
-    /// not answer within `timeout`, or cannot tell.
-    pub async fn lag_bytes(&self, timeout: Duration) -> Option<i64> {
+    /// Bytes of upstream log the source has not confirmed yet (Postgres: its slot's) or not
+    /// read past `position`, the source's recorded position (MySQL: the binlog after it);
+    /// `None` when the upstream does not answer within `timeout`, or cannot tell.
+    pub async fn lag_bytes(&self, timeout: Duration, position: u64) -> Option<i64> {
         match self {
             Self::Postgres(config) => config.slot_lag(timeout).await,
-            Self::MySql(_) => None,
+            Self::MySql(config) => {
+                let at = self.offset_at(position);
+                tokio::time::timeout(timeout, mysql_cdc::binlog_lag(config, at)).await.ok()?
+            }
         }
     }
 

@@ -16,6 +16,7 @@ use crate::connector::upstream::SourceConfig;
 use crate::engine::Engine;
 use crate::metrics::{BACKFILL_STATUSES, BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;
+use crate::stream::executor::cdc_source::recorded_position;
 use crate::stream::graph::creating::{CreatingJob, STARVED_CHECKPOINTS};
 use crate::stream::graph::job::Fragment;
 
@@ -305,6 +306,12 @@ impl Observer {
         edges
     }
 
+    /// The position a source's state records (0: none).
+    fn recorded(&self, source: &crate::catalog::SourceCatalog) -> u64 {
+        let state = self.engine.catalog().table_by_id(source.state_table);
+        state.and_then(|s| recorded_position(self.engine.store(), &s).ok()).unwrap_or(0)
+    }
+
     fn source_of(&self, table: TableId) -> Option<String> {
         let catalog = self.engine.catalog();
         let cdc = catalog.table_by_id(table)?.cdc.clone()?;
@@ -337,7 +344,7 @@ impl Observer {
                 upstream: format!("{host}:{port}/{database}"),
                 slot,
                 tables: readers,
-                lag_bytes: config.lag_bytes(UPSTREAM_TIMEOUT).await,
+                lag_bytes: config.lag_bytes(UPSTREAM_TIMEOUT, self.recorded(&source)).await,
                 lag_seconds: self.engine.metrics().cdc_lag_seconds(&source.name),
                 error: self.engine.metrics().cdc_last_error(&source.name),
             });

@@ -33,7 +33,7 @@ use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 
-use crate::sql::functions::{OctetLength, bytea_in_udf};
+use crate::sql::functions::{OctetLength, bytea_in_udf, round_half_even_udf};
 use crate::types::rounding_scale;
 
 /// The analyzer rule described in the module docs; runs after DataFusion's type coercion.
@@ -70,6 +70,7 @@ impl AnalyzerRule for OpaqueDayDurations {
 pub struct PostgresCasts {
     bytea_in: Arc<ScalarUDF>,
     octet_length: Arc<ScalarUDF>,
+    round_half_even: Arc<ScalarUDF>,
 }
 
 impl Default for PostgresCasts {
@@ -77,6 +78,7 @@ impl Default for PostgresCasts {
         Self {
             bytea_in: Arc::new(bytea_in_udf()),
             octet_length: Arc::new(ScalarUDF::from(OctetLength::default())),
+            round_half_even: Arc::new(round_half_even_udf()),
         }
     }
 }
@@ -92,7 +94,10 @@ impl PostgresCasts {
         if matches!(from, Some(DataType::Float32 | DataType::Float64))
             && field.data_type().is_integer()
         {
-            return Transformed::yes(Expr::Cast(Cast::new_from_field(half_even(*expr), field)));
+            let float = Expr::Cast(Cast::new(expr, DataType::Float64));
+            let call = ScalarFunction::new_udf(Arc::clone(&self.round_half_even), vec![float]);
+            let rounded = Box::new(Expr::ScalarFunction(call));
+            return Transformed::yes(Expr::Cast(Cast::new_from_field(rounded, field)));
         }
         if from == Some(DataType::Utf8) && field.data_type() == &DataType::Binary {
             let call = ScalarFunction::new_udf(Arc::clone(&self.bytea_in), vec![*expr]);
@@ -137,15 +142,4 @@ impl AnalyzerRule for PostgresCasts {
     fn name(&self) -> &str {
         "postgres_casts"
     }
-}
-
-/// A float rounded half to even, as a double: `2.5` is 2, `3.5` is 4, `-2.5` is -2.
-fn half_even(x: Expr) -> Box<Expr> {
-    use datafusion::functions::math::expr_fn::{abs, round, trunc};
-    use datafusion::logical_expr::{cast, lit, when};
-    let x = cast(x, DataType::Float64);
-    let fraction = abs(x.clone() - trunc(vec![x.clone()]));
-    let even = lit(2.0_f64) * round(vec![x.clone() / lit(2.0_f64)]);
-    let rounded = when(fraction.eq(lit(0.5_f64)), even).otherwise(round(vec![x]));
-    Box::new(rounded.expect("a CASE with one branch and an ELSE builds"))
 }

@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use arrow::array::AsArray;
 use arrow::datatypes::DataType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{
@@ -58,6 +59,35 @@ pub fn bytea_in_udf() -> ScalarUDF {
                 ColumnarValue::Scalar(scalar) => {
                     let decoded = decode(&scalar.to_array()?)?;
                     Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&decoded, 0)?))
+                }
+            }
+        }),
+    )
+}
+
+/// The name of [`round_half_even_udf`], which queries cannot call by name.
+pub const ROUND_HALF_EVEN: &str = "sluice_round_half_even";
+
+/// A `double precision` rounded half to even (`2.5` is 2, `3.5` is 4), as Postgres's `rint`
+/// rounds a float cast to an integer type. One call: an expression that repeated its argument
+/// would grow exponentially with nested casts.
+pub fn round_half_even_udf() -> ScalarUDF {
+    create_udf(
+        ROUND_HALF_EVEN,
+        vec![DataType::Float64],
+        DataType::Float64,
+        Volatility::Immutable,
+        Arc::new(|args| {
+            let round = |array: &arrow::array::ArrayRef| -> datafusion::error::Result<arrow::array::ArrayRef> {
+                let values = array.as_primitive::<arrow::datatypes::Float64Type>();
+                let rounded: arrow::array::Float64Array = values.unary(f64::round_ties_even);
+                Ok(Arc::new(rounded))
+            };
+            match &args[0] {
+                ColumnarValue::Array(array) => Ok(ColumnarValue::Array(round(array)?)),
+                ColumnarValue::Scalar(scalar) => {
+                    let rounded = round(&scalar.to_array()?)?;
+                    Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&rounded, 0)?))
                 }
             }
         }),

@@ -12,6 +12,7 @@ use crate::catalog::{StatePurpose, TableCatalog};
 use crate::connector::upstream::SourceConfig;
 use crate::error::Result;
 use crate::stream::executor::backfill::state::persisted_progress;
+use crate::stream::executor::cdc_source::recorded_position;
 use crate::stream::graph::creating::create_type;
 
 /// How long `rw_cdc_progress` waits for an upstream to report its slot lag.
@@ -220,7 +221,12 @@ impl SystemSchema {
             let Some(source) = sources.iter().find(|s| s.id == cdc.source) else { continue };
             let config = SourceConfig::from_options(&source.name, &source.options)?;
             if let std::collections::hash_map::Entry::Vacant(entry) = lags.entry(source.id) {
-                entry.insert(config.lag_bytes(UPSTREAM_TIMEOUT).await);
+                let state = self.catalog.table_by_id(source.state_table);
+                let position = match state {
+                    Some(state) => recorded_position(&self.store, &state)?,
+                    None => 0,
+                };
+                entry.insert(config.lag_bytes(UPSTREAM_TIMEOUT, position).await);
             }
             let live = self.graph.creating.get(table.id).and_then(|job| job.fragments().pop());
             let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;

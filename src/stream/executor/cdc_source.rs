@@ -231,6 +231,21 @@ struct Reader {
     metrics: (String, Arc<Metrics>),
 }
 
+/// The position a source's state table records (the `lsn` column: an LSN, or a binlog
+/// position as [`CdcOffset::position`](crate::connector::offset::CdcOffset::position)); 0 when
+/// none is recorded yet.
+pub fn recorded_position(store: &Arc<Store>, state: &TableCatalog) -> Result<u64> {
+    let table = state.state_table(store.clone());
+    let (start, end) = table.full_range();
+    let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() else { return Ok(0) };
+    let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
+    decoder.push(&row)?;
+    match ScalarValue::try_from_array(&decoder.finish()[0], 0)? {
+        ScalarValue::Int64(Some(position)) => Ok(position as u64),
+        _ => Ok(0),
+    }
+}
+
 impl Reader {
     fn load(
         config: PgSourceConfig,
