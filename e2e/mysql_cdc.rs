@@ -314,6 +314,15 @@ async fn table_scenario(
     upstream.execute("UPDATE shop.orders SET customer = 3 WHERE id % 10 = 1").await?;
     assert_converges(&client, upstream, query, upstream_query).await?;
 
+    // A transaction larger than the reader holds at once goes on in parts; killed while it
+    // streams, it is read again whole after the restart.
+    upstream.execute("UPDATE shop.orders SET note = 'big', amount = amount + 2 WHERE id <= 30000").await?;
+    server.kill9().await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    upstream.execute("DELETE FROM shop.orders WHERE id BETWEEN 1000 AND 1100").await?;
+    assert_converges(&client, upstream, query, upstream_query).await?;
+
     // A view over the MySQL CDC table follows it.
     client
         .batch_execute(

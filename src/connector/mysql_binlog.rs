@@ -74,6 +74,9 @@ pub struct Transaction {
     pub committed_at: u32,
     /// The GTID position after it, where the server has GTIDs.
     pub gtid: Option<String>,
+    /// False for a part of a large transaction: more of it follows, and `position` is not a
+    /// place to resume from.
+    pub complete: bool,
 }
 
 /// A replica's view of the binlog, from a position on.
@@ -102,7 +105,17 @@ pub struct BinlogReader {
     checksum: bool,
     /// The stream was asked for by GTID: its file is learnt from its first rotate event.
     by_gtid: bool,
+    /// Part of the transaction being read has been returned already.
+    parted: bool,
 }
+
+/// Changes of one transaction held before they go on without waiting for its commit, which
+/// bounds the memory a large transaction takes. Parts are safe to emit early: a transaction's
+/// events are contiguous in the binlog, so their own positions fall on the same side of every
+/// snapshot page's low offset (a transaction boundary) as its commit; the recorded position
+/// moves only at commits, and a transaction read again after a crash re-applies rows the
+/// table holds already, which its upserts absorb.
+const PART_CHANGES: usize = 4096;
 
 /// A MariaDB GTID event (type 162), which the decoder does not know.
 const MARIADB_GTID_EVENT: u8 = 162;
@@ -128,6 +141,7 @@ impl BinlogReader {
             current_gtid: None,
             checksum: true,
             by_gtid: false,
+            parted: false,
         }
     }
 
@@ -147,6 +161,7 @@ impl BinlogReader {
         self.stream = None;
         self.pending.clear();
         self.in_transaction = false;
+        self.parted = false;
         self.tables.clear();
         self.seen_format = false;
     }
@@ -229,7 +244,22 @@ impl BinlogReader {
             if let Some((changes, position)) = self.on_event(&event)? {
                 let committed_at = event.header().timestamp();
                 let gtid = self.gtid_position();
-                return Ok(Transaction { changes, position, committed_at, gtid });
+                return Ok(Transaction { changes, position, committed_at, gtid, complete: true });
+            }
+            if self.pending.len() >= PART_CHANGES {
+                // A large transaction goes on in parts, each change tagged with the position of
+                // its own rows event (see `PART_CHANGES`).
+                let changes = std::mem::take(&mut self.pending);
+                self.parted = true;
+                let position = changes.last().map_or(0, |c| c.lsn);
+                let committed_at = event.header().timestamp();
+                return Ok(Transaction {
+                    changes,
+                    position,
+                    committed_at,
+                    gtid: None,
+                    complete: false,
+                });
             }
         }
     }
@@ -267,6 +297,7 @@ impl BinlogReader {
                 match text.as_ref() {
                     "BEGIN" => {
                         self.pending.clear();
+                        self.parted = false;
                         self.in_transaction = true;
                     }
                     // A rolled-back transaction logged only what could not be rolled back
@@ -304,6 +335,11 @@ impl BinlogReader {
                     let after = after.map(|r| row_text(&r, &table.columns));
                     changes.extend(row_changes(&table.name, table.pk.as_deref(), before, after));
                 }
+                // The event's own position, until the commit gives the transaction's.
+                if let CdcOffset::MySql { file_seq, .. } = self.at {
+                    let position = CdcOffset::MySql { file_seq, pos: log_pos }.position();
+                    changes.iter_mut().for_each(|c| c.lsn = position);
+                }
                 self.pending.extend(changes);
             }
             Some(EventData::XidEvent(_)) => return Ok(Some(self.commit(log_pos))),
@@ -323,6 +359,7 @@ impl BinlogReader {
         let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
         self.current_gtid = Some((domain, event.header().server_id(), seq));
         self.pending.clear();
+        self.parted = false;
         self.in_transaction = data[12] & GTID_STANDALONE == 0;
     }
 
@@ -339,9 +376,14 @@ impl BinlogReader {
         }
         let position = self.at.position();
         let mut changes = std::mem::take(&mut self.pending);
-        for change in &mut changes {
-            change.lsn = position;
+        // A transaction returned whole carries its commit position; what is left of one that
+        // went on in parts keeps its events' (which are below it).
+        if !self.parted {
+            for change in &mut changes {
+                change.lsn = position;
+            }
         }
+        self.parted = false;
         (changes, position)
     }
 

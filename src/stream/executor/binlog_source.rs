@@ -230,13 +230,17 @@ impl Source {
             metrics.cdc_changes(source, &run[0].table, run.len() as u64);
         }
         let at = (transaction.position, transaction.gtid);
-        if transaction.changes.is_empty() && self.ready.is_empty() {
+        if transaction.changes.is_empty() && self.ready.is_empty() && transaction.complete {
             // Nothing to emit: the position moves past it at once.
             self.emitted = at;
             return Ok(None);
         }
         self.ready.extend(transaction.changes);
-        self.ready_at = at;
+        // A part of a large transaction is emitted, but the position to resume from stays at
+        // the last commit until the transaction's own.
+        if transaction.complete {
+            self.ready_at = at;
+        }
         if self.ready.len() >= FLUSH_CHANGES {
             return self.flush().map(Some);
         }
