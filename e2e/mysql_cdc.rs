@@ -316,7 +316,9 @@ async fn table_scenario(
 
     // A transaction larger than the reader holds at once goes on in parts; killed while it
     // streams, it is read again whole after the restart.
-    upstream.execute("UPDATE shop.orders SET note = 'big', amount = amount + 2 WHERE id <= 30000").await?;
+    upstream
+        .execute("UPDATE shop.orders SET note = 'big', amount = amount + 2 WHERE id <= 30000")
+        .await?;
     server.kill9().await?;
     server.restart().await?;
     let client = server.connect().await?;

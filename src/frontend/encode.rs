@@ -67,9 +67,10 @@ pub fn rows(
     Ok(Response::Query(QueryResponse::new(fields, rows)))
 }
 
-/// Rewrites the text-format timestamp and float columns of `batch` as Postgres prints them:
-/// timestamps with fractional seconds only when present and `+00` for UTC instants; floats in
-/// their shortest form (`6`, not `6.0`), with an exponent when very large or small.
+/// Rewrites the text-format timestamp, float and numeric columns of `batch` as Postgres prints
+/// them: timestamps with fractional seconds only when present and `+00` for UTC instants; floats
+/// in their shortest form (`6`, not `6.0`), with an exponent when very large or small; numerics
+/// with all their digits.
 fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
     let mut columns = batch.columns().to_vec();
     let mut changed = false;
@@ -100,6 +101,12 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
                 let values = column.as_primitive::<Float32Type>();
                 values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
             }
+            // Arrow prints every digit; the encoder's own path goes through a 28-digit decimal
+            // and fails on larger numbers (`numeric` holds 38).
+            ArrowType::Decimal128(..) => match arrow::compute::cast(column, &ArrowType::Utf8) {
+                Ok(text) => text.as_string::<i32>().clone(),
+                Err(_) => continue,
+            },
             _ => continue,
         };
         *column = Arc::new(text);
