@@ -672,3 +672,62 @@ async fn repeated_output_names_are_allowed_and_shown_as_written() -> anyhow::Res
     }
     Ok(())
 }
+
+/// A `numeric` parameter sent in Postgres's binary form, as asyncpg sends it.
+#[derive(Debug)]
+struct BinaryNumeric(Vec<u8>);
+
+impl BinaryNumeric {
+    /// Header words (`ndigits`, `weight`, `sign`, `dscale`), then base-10000 digits.
+    fn new(weight: i16, dscale: u16, digits: &[u16]) -> Self {
+        let mut out = Vec::new();
+        for w in [digits.len() as u16, weight as u16, 0, dscale].iter().chain(digits) {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        Self(out)
+    }
+}
+
+impl tokio_postgres::types::ToSql for BinaryNumeric {
+    fn to_sql(
+        &self,
+        _ty: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0);
+        Ok(tokio_postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::NUMERIC
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+#[tokio::test]
+async fn binary_numeric_parameters_keep_every_digit() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE money (id int PRIMARY KEY, v numeric(24,4), small numeric(6,2))",
+        )
+        .await?;
+    // 99999999999999999999.99: 22 digits, rescaled to 4 decimals: 24, past a 28-digit
+    // decimal's room at that scale.
+    let big = BinaryNumeric::new(4, 2, &[9999, 9999, 9999, 9999, 9999, 9900]);
+    let small = BinaryNumeric::new(0, 2, &[12, 5000]);
+    client.execute("INSERT INTO money VALUES (1, $1, $2)", &[&big, &small]).await?;
+    let rows = text_rows(&client, "SELECT v, small FROM money").await?;
+    let expected = [Some("99999999999999999999.9900".to_owned()), Some("12.50".to_owned())];
+    ensure!(rows == [expected], "stored {rows:?}");
+    // In a WHERE clause too; and one too large for its column is refused, not cut.
+    let found = client.query("SELECT id FROM money WHERE v = $1", &[&big]).await?;
+    ensure!(found.len() == 1, "WHERE v = $1 found {} rows", found.len());
+    let too_big = BinaryNumeric::new(2, 0, &[1, 0, 0]);
+    let refused = client.execute("UPDATE money SET small = $1 WHERE id = 1", &[&too_big]).await;
+    let code = refused.as_ref().err().and_then(|e| e.code()).map(|c| c.code().to_owned());
+    ensure!(code.as_deref() == Some("22003"), "100000000 into numeric(6,2): {refused:?}");
+    Ok(())
+}

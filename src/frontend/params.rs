@@ -222,11 +222,35 @@ pub fn substitute(
             return Err(pg_error(&Error::Unsupported("named parameters".into())));
         }
     };
-    let literals: Vec<ast::Expr> = values
+    let mut literals: Vec<ast::Expr> = values
         .iter()
         .map(|v| literal(&v.value))
         .collect::<Result<_>>()
         .map_err(|e| pg_error(&e))?;
+    // NUMERIC values are read here, as text: the library's path goes through a 28-digit
+    // decimal that silently drops digits when it rescales a larger value to the column's scale.
+    for (i, literal) in literals.iter_mut().enumerate() {
+        let hinted = portal.statement.parameter_types.get(i).cloned().flatten();
+        let numeric = match (&hinted, inferred[i]) {
+            (Some(ty), _) => *ty == pgwire::api::Type::NUMERIC,
+            (None, Some(ty)) => matches!(ty, ArrowType::Decimal128(..) | ArrowType::Decimal256(..)),
+            (None, None) => false,
+        };
+        let Some(Some(bytes)) = portal.parameters.get(i).filter(|_| numeric) else { continue };
+        let text = match portal.parameter_format.is_binary(i) {
+            true => numeric_text(bytes).map_err(|e| pg_error(&e))?,
+            false => String::from_utf8_lossy(bytes).into_owned(),
+        };
+        let ty = match inferred[i] {
+            Some(ArrowType::Decimal128(p, s)) => format!("NUMERIC({p},{s})"),
+            _ => "NUMERIC".to_owned(),
+        };
+        let sql = format!("CAST('{}' AS {ty})", text.replace('\'', "''"));
+        *literal = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql(&sql)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| pg_error(&Error::from(e)))?;
+    }
     let _ = visit_expressions_mut(stmt.as_mut(), |expr| {
         if let Some(value) = placeholder_index(expr).and_then(|i| literals.get(i)) {
             *expr = value.clone();
@@ -234,6 +258,49 @@ pub fn substitute(
         ControlFlow::<()>::Continue(())
     });
     Ok(Statement::Sql(stmt))
+}
+
+/// A `numeric` in Postgres's binary format as text: `ndigits`, `weight`, `sign` and `dscale`
+/// (16 bits each), then `ndigits` base-10000 digits, the first worth 10000^weight.
+fn numeric_text(bytes: &[u8]) -> Result<String> {
+    let bad = || Error::InvalidParameter("a binary numeric parameter is malformed".into());
+    let word = |at: usize| -> Result<u16> {
+        let pair = bytes.get(at..at + 2).ok_or_else(bad)?;
+        Ok(u16::from_be_bytes([pair[0], pair[1]]))
+    };
+    let (ndigits, weight, sign, dscale) =
+        (word(0)? as usize, word(2)? as i16 as i64, word(4)?, word(6)? as usize);
+    let digits: Vec<u16> = (0..ndigits).map(|k| word(8 + 2 * k)).collect::<Result<_>>()?;
+    let sign = match sign {
+        0x0000 => "",
+        0x4000 => "-",
+        0xC000 => return Ok("NaN".into()),
+        0xD000 => return Ok("Infinity".into()),
+        0xF000 => return Ok("-Infinity".into()),
+        _ => return Err(bad()),
+    };
+    let digit = |k: i64| if k < 0 { 0 } else { digits.get(k as usize).copied().unwrap_or(0) };
+    let mut integer = String::new();
+    for k in 0..=weight {
+        match integer.is_empty() {
+            true => integer = digit(k).to_string(),
+            false => integer.push_str(&format!("{:04}", digit(k))),
+        }
+    }
+    if integer.is_empty() {
+        integer.push('0');
+    }
+    let mut fraction = String::new();
+    let mut k = weight + 1;
+    while fraction.len() < dscale {
+        fraction.push_str(&format!("{:04}", digit(k)));
+        k += 1;
+    }
+    fraction.truncate(dscale);
+    Ok(match fraction.is_empty() {
+        true => format!("{sign}{integer}"),
+        false => format!("{sign}{integer}.{fraction}"),
+    })
 }
 
 /// A SQL literal with the value and type of `value`.
@@ -271,4 +338,31 @@ fn literal(value: &ScalarValue) -> Result<ast::Expr> {
         other => quoted(&other.to_string()),
     };
     Ok(Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_expr()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Postgres's binary form of a numeric: header words, then base-10000 digits.
+    fn binary(ndigits: u16, weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for w in [ndigits, weight as u16, sign, dscale].iter().chain(digits) {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn binary_numerics_read_as_text() {
+        let big = binary(6, 4, 0, 2, &[9999, 9999, 9999, 9999, 9999, 9900]);
+        assert_eq!(numeric_text(&big).unwrap(), "99999999999999999999.99");
+        assert_eq!(numeric_text(&binary(1, -1, 0, 4, &[1])).unwrap(), "0.0001");
+        assert_eq!(numeric_text(&binary(1, -2, 0x4000, 8, &[1])).unwrap(), "-0.00000001");
+        assert_eq!(numeric_text(&binary(2, 0, 0, 1, &[12, 5000])).unwrap(), "12.5");
+        assert_eq!(numeric_text(&binary(0, 0, 0, 0, &[])).unwrap(), "0");
+        assert_eq!(numeric_text(&binary(1, 1, 0, 0, &[3])).unwrap(), "30000");
+        assert_eq!(numeric_text(&binary(0, 0, 0xC000, 0, &[])).unwrap(), "NaN");
+        assert!(numeric_text(&[0, 1]).is_err());
+    }
 }

@@ -24,7 +24,10 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::DataFusion(e) => datafusion_sqlstate(e),
         Error::Arrow(arrow::error::ArrowError::DivideByZero) => "22012",
         Error::Arrow(arrow::error::ArrowError::ArithmeticOverflow(_)) => "22003",
-        Error::Arrow(arrow::error::ArrowError::CastError(msg)) if cast_out_of_range(msg) => "22003",
+        Error::Arrow(
+            arrow::error::ArrowError::CastError(msg)
+            | arrow::error::ArrowError::InvalidArgumentError(msg),
+        ) if cast_out_of_range(msg) => "22003",
         Error::Arrow(_) => "22P02",
         Error::Upstream { code, .. } => code,
         Error::ObjectState(_) => "55000",
@@ -49,7 +52,12 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::ArrowError(e, _) => match e.as_ref() {
             arrow::error::ArrowError::DivideByZero => "22012",
             arrow::error::ArrowError::ArithmeticOverflow(_) => "22003",
-            arrow::error::ArrowError::CastError(msg) if cast_out_of_range(msg) => "22003",
+            arrow::error::ArrowError::CastError(msg)
+            | arrow::error::ArrowError::InvalidArgumentError(msg)
+                if cast_out_of_range(msg) =>
+            {
+                "22003"
+            }
             _ => "22P02",
         },
         DataFusionError::Plan(msg) if msg.contains("not found") && msg.starts_with("table") => {
@@ -79,7 +87,10 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
 /// Whether a cast failed because the number does not fit the target type (22003), rather than
 /// because its input does not parse (22P02).
 fn cast_out_of_range(msg: &str) -> bool {
-    msg.contains("is out of range") || msg.contains("Can't cast value") || msg.contains("Overflow")
+    msg.contains("is out of range")
+        || msg.contains("Can't cast value")
+        || msg.contains("Overflow")
+        || msg.contains("is too large to store in a Decimal")
 }
 
 /// An `ErrorResponse` for a failed statement; the connection stays usable.
