@@ -347,16 +347,7 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
             _ => column_type,
         });
     }
-    for name in &pk_names {
-        let index =
-            out.columns.iter().position(|c| &c.name == name).expect("key columns are columns");
-        out.pk.push(index);
-    }
-    if out.pk.is_empty() {
-        return Err(Error::InvalidStatement(format!(
-            "upstream table {database}.{table} has no primary key; CDC needs one: ALTER TABLE {database}.{table} ADD PRIMARY KEY (..)"
-        )));
-    }
+    out.set_key(&pk_names)?;
     Ok(out)
 }
 

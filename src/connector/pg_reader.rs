@@ -34,6 +34,25 @@ pub struct UpstreamTable {
 }
 
 impl UpstreamTable {
+    /// Sets the primary key from its column names, in key order; a table without one cannot
+    /// be followed.
+    pub fn set_key(&mut self, names: &[String]) -> Result<()> {
+        self.pk = names
+            .iter()
+            .map(|name| self.columns.iter().position(|c| &c.name == name))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::Stream(format!("a key column of {} is not a column", self.name))
+            })?;
+        if self.pk.is_empty() {
+            let (schema, table) = (&self.schema, &self.name);
+            return Err(Error::InvalidStatement(format!(
+                "upstream table {schema}.{table} has no primary key; CDC needs one: ALTER TABLE {schema}.{table} ADD PRIMARY KEY (..)"
+            )));
+        }
+        Ok(())
+    }
+
     /// `"schema"."name"`.
     pub fn qualified(&self) -> String {
         format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.name))
@@ -99,16 +118,7 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
         });
         out.upstream_types.push(ty);
     }
-    for name in &pk_names {
-        let index =
-            out.columns.iter().position(|c| &c.name == name).expect("key columns are columns");
-        out.pk.push(index);
-    }
-    if out.pk.is_empty() {
-        return Err(Error::InvalidStatement(format!(
-            "upstream table {schema}.{table} has no primary key; CDC needs one: ALTER TABLE {schema}.{table} ADD PRIMARY KEY (..)"
-        )));
-    }
+    out.set_key(&pk_names)?;
     Ok(out)
 }
 

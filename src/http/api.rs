@@ -356,17 +356,18 @@ impl Observer {
     pub async fn scrape(&self) -> Scrape {
         let graph = self.engine.graph();
         let catalog = self.engine.catalog();
+        let layouts: HashMap<TableId, Vec<Fragment>> = graph.fragments().into_iter().collect();
         let mut backfills = Vec::new();
         for creating in graph.creating.jobs() {
             let rate_limit = catalog.table_by_id(creating.id).and_then(|t| t.backfill_rate_limit);
             let progress = creating.progress(rate_limit);
             let kind = if creating.is_cdc { "CDC" } else { "ARRANGEMENT" };
-            let layout = graph.fragments().into_iter().find(|(id, _)| *id == creating.id);
+            let layout = layouts.get(&creating.id);
             let fragments = creating
                 .fragments()
                 .into_iter()
                 .map(|p| {
-                    let fragment = layout.as_ref().and_then(|(_, fragments)| {
+                    let fragment = layout.and_then(|fragments| {
                         fragments.iter().find(|f| backfills_in(f, &p.upstream, Some(&creating)))
                     });
                     let id = fragment.map_or_else(|| p.upstream.clone(), |f| f.id.to_string());
@@ -381,11 +382,10 @@ impl Observer {
                 status: status_label(&progress.status),
             });
         }
-        let actors = graph
-            .fragments()
-            .into_iter()
-            .flat_map(|(_, fragments)| fragments)
-            .map(|f| (f.id, f.actors.len()))
+        let actors = layouts
+            .values()
+            .flatten()
+            .map(|fragment| (fragment.id, fragment.actors.len()))
             .collect();
         let store = self.engine.store();
         let rocksdb = ROCKSDB_PROPERTIES

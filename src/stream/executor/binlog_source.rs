@@ -278,3 +278,142 @@ impl Source {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use crate::connector::mysql_binlog::Transaction;
+    use crate::stream::barrier::BarrierManager;
+    use crate::stream::test_utils::dedent;
+    use crate::types::DataType;
+
+    use super::*;
+
+    /// The state table of a mysql-cdc source, as `CREATE SOURCE` makes it.
+    fn state() -> Arc<TableCatalog> {
+        let column =
+            |name: &str, data_type| ColumnCatalog { name: name.into(), data_type, hidden: false };
+        let columns = vec![
+            column("partition", DataType::Int32),
+            column("lsn", DataType::Int64),
+            column("gtid", DataType::Varchar),
+        ];
+        let mut state =
+            TableCatalog::new_table(TableId(21), "s".into(), columns, vec![0], String::new());
+        state.kind = RelationKind::Internal;
+        Arc::new(state)
+    }
+
+    /// A source nobody connects to: these tests feed transactions by hand.
+    fn load(store: &Arc<Store>) -> Source {
+        let config = MySqlSourceConfig {
+            hostname: "upstream.invalid".into(),
+            port: 3306,
+            username: "root".into(),
+            password: String::new(),
+            database: "shop".into(),
+            server_id: 5401,
+        };
+        let barrier = BarrierManager::new(store.clone(), Duration::MAX).1;
+        let metrics = ("my".to_owned(), Arc::new(Metrics::default()));
+        Source::load(config, store.clone(), &state(), barrier, metrics).unwrap()
+    }
+
+    /// The committed rows of the state table, as a text table.
+    fn stored(store: &Arc<Store>) -> String {
+        let state = state();
+        let table = state.state_table(store.clone());
+        let (start, end) = table.full_range();
+        let rows = table.iter_range(&start, &end, 16).unwrap();
+        let mut decoder = RowDecoder::new(&state.types(), &[0, 1, 2], rows.len());
+        for (_, row) in &rows {
+            decoder.push(row).unwrap();
+        }
+        let batch = RecordBatch::try_new(state.full_schema(), decoder.finish()).unwrap();
+        StreamChunk::inserts(batch).to_pretty()
+    }
+
+    /// A transaction of inserts of `ids` into `shop.t`, ending at `position`.
+    fn transaction(ids: &[&str], position: u64, gtid: &str, complete: bool) -> Transaction {
+        let changes = ids
+            .iter()
+            .map(|id| RowChange {
+                table: "shop.t".into(),
+                delete: false,
+                values: vec![Some((*id).to_owned())],
+                unchanged: Vec::new(),
+                replaces: false,
+                lsn: position,
+            })
+            .collect();
+        let gtid = (!gtid.is_empty()).then(|| gtid.to_owned());
+        Transaction { changes, position, committed_at: 0, gtid, complete }
+    }
+
+    #[test]
+    fn transactions_gather_into_one_chunk_and_their_end_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut source = load(&store);
+        assert!(
+            source
+                .on_transaction(Ok(transaction(&["1", "2"], 100, "0-1-7", true)))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            source.on_transaction(Ok(transaction(&["3"], 130, "0-1-8", true))).unwrap().is_none()
+        );
+        let expected = "T B I [T] [u] B
+                        + shop.t false 100 [1] . false
+                        + shop.t false 100 [2] . false
+                        + shop.t false 130 [3] . false";
+        assert_eq!(source.flush().unwrap().to_pretty(), dedent(expected));
+        source.commit(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(stored(&store), dedent("i I T\n+ 0 130 0-1-8"));
+    }
+
+    #[test]
+    fn parts_of_a_transaction_go_on_but_the_position_waits_for_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut source = load(&store);
+        source.on_transaction(Ok(transaction(&["1"], 100, "0-1-7", true))).unwrap();
+        source.flush().unwrap();
+        // A part of the next transaction is emitted; a checkpoint now still records 100.
+        source.on_transaction(Ok(transaction(&["2"], 150, "", false))).unwrap();
+        let part = source.flush().unwrap();
+        assert_eq!(part.to_pretty(), dedent("T B I [T] [u] B\n+ shop.t false 150 [2] . false"));
+        source.commit(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(stored(&store), dedent("i I T\n+ 0 100 0-1-7"));
+        // Its commit moves it; a transaction with nothing for the source's tables moves it at
+        // once, without a chunk.
+        source.on_transaction(Ok(transaction(&["3"], 200, "0-1-8", true))).unwrap();
+        source.flush().unwrap();
+        assert!(source.on_transaction(Ok(transaction(&[], 260, "0-1-9", true))).unwrap().is_none());
+        assert!(source.ready.is_empty());
+        source.commit(Epoch(2)).unwrap();
+        store.commit(Epoch(2)).unwrap();
+        assert_eq!(stored(&store), dedent("i I T\n+ 0 260 0-1-9"));
+        // A restart resumes there.
+        let reloaded = load(&store);
+        assert_eq!(reloaded.recorded, (260, Some("0-1-9".to_owned())));
+        assert_eq!(reloaded.reader.position().position(), 260);
+    }
+
+    #[test]
+    fn a_failed_read_backs_off_and_is_shown_as_the_source_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut source = load(&store);
+        let failure = Error::Upstream { code: "55000", message: "binlog purged".into() };
+        assert!(source.on_transaction(Err(failure)).unwrap().is_none());
+        assert!(source.retry_at.is_some());
+        let error = source.metrics.1.cdc_last_error("my");
+        assert!(error.is_some_and(|e| e.contains("binlog purged")));
+        source.on_transaction(Ok(transaction(&[], 300, "", true))).unwrap();
+        assert_eq!(source.metrics.1.cdc_last_error("my"), None);
+    }
+}
