@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::SluiceDialect;
 use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::sqlparser::ast::{self, visit_expressions, visit_expressions_mut};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use pgwire::api::portal::Portal;
 use pgwire::error::PgWireResult;
@@ -193,7 +193,7 @@ async fn where_types(
     let alias = alias.as_ref().map_or(table.clone(), |a| normalize_ident(&a.name));
     let sql =
         format!("SELECT * FROM \"{DML_SCHEMA}\".\"{table}\" AS \"{alias}\" WHERE {selection}");
-    let stmt = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_statement()?;
+    let stmt = Parser::new(&SluiceDialect::for_sql(&sql)).try_with_sql(&sql)?.parse_statement()?;
     let state = engine.query_state();
     let plan = engine.plan(&state, stmt).await?;
     merge(types, plan.get_parameter_types()?);
@@ -246,7 +246,7 @@ pub fn substitute(
             _ => "NUMERIC".to_owned(),
         };
         let sql = format!("CAST('{}' AS {ty})", text.replace('\'', "''"));
-        *literal = Parser::new(&PostgreSqlDialect {})
+        *literal = Parser::new(&SluiceDialect::for_sql(&sql))
             .try_with_sql(&sql)
             .and_then(|mut p| p.parse_expr())
             .map_err(|e| pg_error(&Error::from(e)))?;
@@ -337,7 +337,7 @@ fn literal(value: &ScalarValue) -> Result<ast::Expr> {
         }
         other => quoted(&other.to_string()),
     };
-    Ok(Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_expr()?)
+    Ok(Parser::new(&SluiceDialect::for_sql(&sql)).try_with_sql(&sql)?.parse_expr()?)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ pub mod aggregates;
 pub mod analyzer;
 /// Integer arithmetic that fails on overflow (22003), in batch and streaming plans.
 pub mod checked;
+/// sqlparser's Postgres dialect with a bound on parse work.
+pub mod dialect;
 /// Scalar functions registered over DataFusion's (`version()`).
 pub mod functions;
 /// Postgres names for unnamed output columns.

@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
 use crate::error::{Error, Result};
+use crate::sql::dialect::SluiceDialect;
 use crate::sql::names::alias_output_columns;
 
 /// One parsed statement.
@@ -93,13 +94,13 @@ static PG_COMPAT: LazyLock<PostgresCompatibilityParser> =
 /// Input made only of queries additionally goes through the Postgres compatibility rewrites, so
 /// clients' catalog queries plan in DataFusion.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let statements = parse_sluice(sql)?;
+    let (statements, depth) = parse_sluice(sql)?;
     for statement in &statements {
         if let Statement::Sql(stmt) = statement {
             check_depth(stmt)?;
         }
     }
-    let mut statements = with_compat_rewrites(sql, statements);
+    let mut statements = with_compat_rewrites(sql, statements, depth);
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
             expand_exponent_literals(stmt);
@@ -119,13 +120,16 @@ pub const MAX_EXPR_DEPTH: usize = 500;
 /// through nested constructs; near its own recursion limit that takes exponential time.
 pub const MAX_BRACKET_DEPTH: usize = 40;
 
-/// Refuses statements nesting brackets deeper than [`MAX_BRACKET_DEPTH`] (54001).
-fn check_brackets(tokens: &[TokenWithSpan]) -> Result<()> {
+/// Refuses statements nesting brackets deeper than [`MAX_BRACKET_DEPTH`] (54001); returns the
+/// deepest nesting.
+fn check_brackets(tokens: &[TokenWithSpan]) -> Result<usize> {
     let mut depth = 0usize;
+    let mut deepest = 0;
     for token in tokens {
         match token.token {
             Token::LParen | Token::LBracket => {
                 depth += 1;
+                deepest = deepest.max(depth);
                 if depth > MAX_BRACKET_DEPTH {
                     return Err(Error::ProgramLimit(format!(
                         "parentheses nest deeper than {MAX_BRACKET_DEPTH} levels; split the \
@@ -137,7 +141,7 @@ fn check_brackets(tokens: &[TokenWithSpan]) -> Result<()> {
             _ => {}
         }
     }
-    Ok(())
+    Ok(deepest)
 }
 
 /// The deepest nesting of queries (subqueries in subqueries) a statement may have: planning
@@ -244,29 +248,62 @@ fn without_exponent(text: &str) -> Option<String> {
     (significant <= 38).then_some(written)
 }
 
-/// Replaces statements by their Postgres-compatibility rewrite when all of them are queries.
-fn with_compat_rewrites(sql: &str, statements: Vec<Statement>) -> Vec<Statement> {
+/// The deepest bracket nesting that the compatibility parser re-parses. It parses with the plain
+/// Postgres dialect, whose work doubles with each level of nested function calls.
+const MAX_COMPAT_PARSE_DEPTH: usize = 12;
+
+/// Applies the Postgres-compatibility rewrites when all statements are queries.
+///
+/// The compatibility parser replaces some clients' catalog queries whole, by their tokens; all
+/// of them read `pg_catalog` tables or `current_setting`, so only such input is parsed again by
+/// it. Other queries get its rewrites of the syntax tree.
+fn with_compat_rewrites(sql: &str, statements: Vec<Statement>, depth: usize) -> Vec<Statement> {
     let only_queries = statements
         .iter()
         .all(|s| matches!(s, Statement::Sql(s) if matches!(**s, ast::Statement::Query(_))));
-    if only_queries
-        && !statements.is_empty()
+    if !only_queries {
+        return statements;
+    }
+    let lower = sql.to_ascii_lowercase();
+    if depth <= MAX_COMPAT_PARSE_DEPTH
+        && (lower.contains("pg_") || lower.contains("current_setting"))
         && let Ok(rewritten) = PG_COMPAT.parse(sql)
         && rewritten.len() == statements.len()
     {
         return rewritten.into_iter().map(|s| Statement::Sql(Box::new(s))).collect();
     }
     statements
+        .into_iter()
+        .map(|s| match s {
+            Statement::Sql(s) => Statement::Sql(Box::new(PG_COMPAT.rewrite(*s))),
+            other => other,
+        })
+        .collect()
 }
 
-fn parse_sluice(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = PostgreSqlDialect {};
-    let tokens = Tokenizer::new(&dialect, sql)
+/// Parses with Sluice's statements and dialect; also returns the deepest bracket nesting.
+fn parse_sluice(sql: &str) -> Result<(Vec<Statement>, usize)> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
         .tokenize_with_location()
         .map_err(|e| Error::Parse(e.to_string()))?;
-    check_brackets(&tokens)?;
-    let mut parser =
-        Parser::new(&dialect).with_tokens_with_locations(join_dotted_option_keys(tokens));
+    let depth = check_brackets(&tokens)?;
+    let dialect = SluiceDialect::for_tokens(tokens.len());
+    let parser = Parser::new(&dialect).with_tokens_with_locations(join_dotted_option_keys(tokens));
+    let statements = parse_all(parser).map_err(|e| match e {
+        _ if dialect.exhausted() => too_complex(),
+        Error::Parse(m) if m.contains("recursion limit exceeded") => too_complex(),
+        e => e,
+    })?;
+    Ok((statements, depth))
+}
+
+/// The error for a statement whose parse would take too long or nest too deep (54001).
+fn too_complex() -> Error {
+    Error::ProgramLimit("statement too complex to parse; split it into smaller ones".into())
+}
+
+/// Parses statements until the end of the input.
+fn parse_all(mut parser: Parser<'_>) -> Result<Vec<Statement>> {
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -454,7 +491,7 @@ fn parse_create_table_star(parser: &mut Parser<'_>) -> Result<Option<Statement>>
         if if_not_exists { "IF NOT EXISTS " } else { "" }
     );
     let ast::Statement::CreateTable(table) =
-        Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql)?.parse_statement()?
+        Parser::new(&SluiceDialect::for_sql(&sql)).try_with_sql(&sql)?.parse_statement()?
     else {
         unreachable!("a CREATE TABLE parses as one")
     };
