@@ -300,7 +300,8 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
     );
     // Options are honoured or refused, never accepted and ignored.
     for (options, state) in [
-        ("backfill.parallelism = '4'", "0A000"),
+        ("backfill.parallelism = '0'", "42601"),
+        ("backfill.num_rows_per_split = 'many'", "42601"),
         ("snapshot.interval = '5'", "0A000"),
         ("snapshot = 'yes'", "42601"),
         ("snapshot.chunk = '5'", "42601"),
@@ -519,6 +520,134 @@ async fn crash_and_restart(upstream: &mut Upstream, server: &mut Sluice) -> anyh
     .await?;
     let total = cdc_rows_read(&client).await?;
     ensure!(total < 150_000, "the snapshot read {total} rows: it restarted instead of resuming");
+    Ok(())
+}
+
+#[tokio::test]
+async fn cdc_splits_read_in_parallel_and_resume_each_after_a_crash() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = parallel_splits(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// Each split's `(split_id, row_count, backfill_finished)`, from the CDC backfill's state table.
+async fn split_rows(client: &Client) -> anyhow::Result<Vec<(String, i64, bool)>> {
+    let tables = text_rows(client, "SHOW INTERNAL TABLES").await?;
+    let Some(table) =
+        tables.iter().filter_map(|r| r[0].clone()).find(|n| n.contains("streamcdcscan"))
+    else {
+        return Ok(Vec::new());
+    };
+    let sql =
+        format!("SELECT split_id, row_count, backfill_finished FROM {table} ORDER BY split_id");
+    let rows = text_rows(client, &sql).await?;
+    rows.iter()
+        .map(|r| {
+            let id = r[0].clone().unwrap_or_default();
+            let count = r[1].as_deref().unwrap_or("0").parse()?;
+            Ok((id, count, r[2].as_deref() == Some("t")))
+        })
+        .collect()
+}
+
+async fn parallel_splits(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    const ROWS: i64 = 200_000;
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(&format!(
+        "CREATE TABLE events (id bigint PRIMARY KEY, v int, note text);
+         INSERT INTO events SELECT i, i, 'n' || i FROM generate_series(1, {ROWS}) AS i;"
+    ))
+    .await?;
+    let mut client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "SET background_ddl = true;
+             SET backfill_rate_limit = 10000;
+             CREATE TABLE events (*) WITH (backfill.parallelism = '4', snapshot.batch_size = '100')
+               FROM pg TABLE 'public.events'",
+        )
+        .await?;
+    // Writes all over the key space while the splits read: inserts, updates, deletes and
+    // updates that move a row to another key (and so, often, to another split).
+    let writer = upstream.connect("shop").await?;
+    let writes = tokio::spawn(async move {
+        for i in 0..400i64 {
+            let id = 1 + (i * 7919) % ROWS;
+            let sql = match i % 4 {
+                0 => format!("UPDATE events SET v = -v, note = 'u{i}' WHERE id = {id}"),
+                1 => format!("DELETE FROM events WHERE id = {id}"),
+                2 => format!(
+                    "INSERT INTO events VALUES ({}, {i}, 'new') ON CONFLICT DO NOTHING",
+                    ROWS + i
+                ),
+                _ => format!("UPDATE events SET id = {} WHERE id = {id}", ROWS * 2 + i),
+            };
+            writer.batch_execute(&sql).await?;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        anyhow::Ok(())
+    });
+
+    // Killed twice mid-snapshot (it reads 10 k rows/s until the limit is lifted); no split's
+    // count goes back.
+    let mut seen: Vec<(String, i64, bool)> = Vec::new();
+    for round in 0..2 {
+        let at_least = 20_000 * (round + 1);
+        let splits = retry_until(Duration::from_secs(120), || async {
+            let splits = split_rows(&client).await?;
+            let read: i64 = splits.iter().map(|s| s.1).sum();
+            ensure!(splits.len() == 4 && read >= at_least, "splits {splits:?}");
+            Ok(splits)
+        })
+        .await?;
+        ensure!(splits.iter().all(|s| s.0.starts_with("public.events/")), "{splits:?}");
+        for (before, after) in seen.iter().zip(&splits) {
+            ensure!(
+                before.0 == after.0 && after.1 >= before.1,
+                "{before:?} went back to {after:?}"
+            );
+        }
+        ensure!(
+            splits.iter().any(|s| !s.2),
+            "the snapshot finished before kill {round}: {splits:?}"
+        );
+        seen = splits;
+        server.kill9().await?;
+        server.restart().await?;
+        client = server.connect().await?;
+    }
+    let restored = split_rows(&client).await?;
+    for (before, after) in seen.iter().zip(&restored) {
+        ensure!(after.1 >= before.1, "{before:?} went back to {after:?} after the restart");
+    }
+    client.batch_execute("ALTER TABLE events SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
+    writes.await??;
+    let query = "SELECT id, v, note FROM events";
+    if let Err(e) = assert_converges(&client, &up, query, query).await {
+        let splits = split_rows(&client).await?;
+        anyhow::bail!("{e:#}\nsplits: {splits:?}");
+    }
+    let splits = retry_until(Duration::from_secs(60), || async {
+        let splits = split_rows(&client).await?;
+        ensure!(splits.iter().all(|s| s.2), "not all splits finished: {splits:?}");
+        Ok(splits)
+    })
+    .await?;
+    let read: i64 = splits.iter().map(|s| s.1).sum();
+    ensure!(read < ROWS * 12 / 10, "the splits read {read} rows for {ROWS}: some started over");
+    // The sample cut the key space into parts of about as many rows.
+    ensure!(splits.iter().all(|s| s.1 > ROWS / 8), "unbalanced splits: {splits:?}");
+    // All splits count in the progress view.
+    let progress = text_rows(
+        &client,
+        "SELECT split_total_count, split_backfilled_count, rows_done FROM rw_catalog.rw_cdc_progress",
+    )
+    .await?;
+    let expected = vec![Some("4".to_owned()), Some("4".to_owned()), Some(read.to_string())];
+    ensure!(progress == vec![expected], "rw_cdc_progress: {progress:?}");
     Ok(())
 }
 

@@ -191,6 +191,13 @@ pub struct CdcTableInfo {
     pub batch_size: usize,
     /// Whether existing rows are read (`snapshot = 'true'`), or only changes from now on.
     pub snapshot: bool,
+    /// Snapshot splits read at once (`backfill.parallelism`).
+    #[serde(default = "one")]
+    pub parallelism: usize,
+    /// Rows per snapshot split (`backfill.num_rows_per_split`); `None`: as many splits as
+    /// `parallelism`.
+    #[serde(default)]
+    pub rows_per_split: Option<u64>,
     /// The source was created for this table alone (`CREATE TABLE .. WITH (connector = ..)`)
     /// and is dropped with it.
     #[serde(default)]
@@ -454,6 +461,11 @@ fn entry_key(prefix: &[u8], id: TableId) -> Vec<u8> {
     let mut key = prefix.to_vec();
     key.extend_from_slice(&id.0.to_be_bytes());
     key
+}
+
+/// The default of a count that is at least one.
+fn one() -> usize {
+    1
 }
 
 #[cfg(test)]

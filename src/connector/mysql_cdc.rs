@@ -27,6 +27,7 @@ use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::SourceOptions;
 use crate::error::{Error, Result};
+use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
 
 /// How long connecting may take.
@@ -468,6 +469,7 @@ pub async fn snapshot_page(
     conn: &mut Conn,
     table: &UpstreamTable,
     cursor: Option<&[Option<String>]>,
+    range: &SplitRange,
     limit: usize,
 ) -> Result<(Vec<StringArray>, CdcOffset)> {
     let columns: Vec<String> = (0..table.columns.len()).map(|i| column_text(table, i)).collect();
@@ -478,10 +480,25 @@ pub async fn snapshot_page(
         quote_ident(&table.schema),
         quote_ident(&table.name)
     );
+    let mut conditions = Vec::new();
     if let Some(cursor) = cursor {
         let values: Vec<String> =
             table.pk.iter().zip(cursor).map(|(&i, v)| key_literal(table, i, v)).collect();
-        sql.push_str(&format!(" WHERE {}", after_cursor(&key, &values)));
+        conditions.push(format!("({})", after_cursor(&key, &values)));
+    }
+    let first = table.pk[0];
+    if let Some(start) = &range.start {
+        conditions.push(format!(
+            "{} >= {}",
+            key[0],
+            key_literal(table, first, &Some(start.clone()))
+        ));
+    }
+    if let Some(end) = &range.end {
+        conditions.push(format!("{} < {}", key[0], key_literal(table, first, &Some(end.clone()))));
+    }
+    if !conditions.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
     // The end of the binlog before the snapshot starts is a safe low offset anywhere (a change
@@ -593,6 +610,43 @@ pub async fn master_status(conn: &mut Conn) -> Result<(String, u64)> {
     Ok((row.get(0).unwrap_or_default(), row.get(1).unwrap_or_default()))
 }
 
+/// Up to `splits - 1` values of the first key column cutting the table into `splits` ranges:
+/// evenly between its lowest and highest value for an integer column (the index answers both
+/// at once); none for other types, which are read as one split.
+pub async fn split_points(
+    conn: &mut Conn,
+    table: &UpstreamTable,
+    splits: usize,
+) -> Result<Vec<String>> {
+    let first = table.pk[0];
+    if !matches!(column_type(table, first), DataType::Int16 | DataType::Int32 | DataType::Int64) {
+        return Ok(Vec::new());
+    }
+    let column = quote_ident(&table.columns[first].name);
+    let sql = format!(
+        "SELECT CAST(MIN({column}) AS CHAR), CAST(MAX({column}) AS CHAR) FROM {}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.name)
+    );
+    let bounds: Option<(Option<String>, Option<String>)> =
+        conn.query_first(sql).await.map_err(upstream_error)?;
+    let Some((Some(low), Some(high))) = bounds else { return Ok(Vec::new()) };
+    let (Ok(low), Ok(high)) = (low.parse::<i128>(), high.parse::<i128>()) else {
+        return Ok(Vec::new());
+    };
+    Ok(even_points(low, high, splits))
+}
+
+/// The values cutting `low..=high` into `splits` ranges of about equal width, without repeats.
+pub fn even_points(low: i128, high: i128, splits: usize) -> Vec<String> {
+    let width = high - low + 1;
+    let mut points: Vec<i128> =
+        (1..splits as i128).map(|i| low + width * i / splits as i128).collect();
+    points.dedup();
+    points.retain(|&p| p > low && p <= high);
+    points.iter().map(i128::to_string).collect()
+}
+
 /// The rows of an upstream table as the server estimates them (`TABLE_ROWS`), or counted when
 /// it has no estimate yet (a table never analyzed says 0).
 pub async fn estimate_rows(conn: &mut Conn, database: &str, table: &str) -> Result<u64> {
@@ -617,6 +671,15 @@ pub async fn estimate_rows(conn: &mut Conn, database: &str, table: &str) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn even_points_cut_an_integer_range() {
+        assert_eq!(even_points(1, 100, 4), ["26", "51", "76"]);
+        assert_eq!(even_points(-10, 9, 2), ["0"]);
+        // Fewer values than splits: no empty split, no repeated point.
+        assert_eq!(even_points(5, 6, 4), ["6"]);
+        assert!(even_points(7, 7, 4).is_empty());
+    }
 
     fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -16,6 +16,7 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 use crate::catalog::ColumnCatalog;
 use crate::connector::postgres_cdc::{quote_ident, upstream_error};
 use crate::error::{Error, Result};
+use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
 
 /// An upstream table: its columns (with Sluice types) and primary key.
@@ -229,6 +230,7 @@ pub async fn snapshot_page(
     client: &Client,
     table: &UpstreamTable,
     cursor: Option<&[Option<String>]>,
+    range: &SplitRange,
     limit: usize,
 ) -> Result<Vec<StringArray>> {
     // Columns are qualified: an unqualified ORDER BY name would sort by the text output column.
@@ -236,9 +238,20 @@ pub async fn snapshot_page(
         table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
     let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
     let mut sql = format!("SELECT {} FROM {} AS t", columns.join(", "), table.qualified());
+    let mut conditions = Vec::new();
     if let Some(cursor) = cursor {
         let values = key_literals(table, cursor);
-        sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), values.join(", ")));
+        conditions.push(format!("({}) > ({})", key.join(", "), values.join(", ")));
+    }
+    let first = table.pk[0];
+    if let Some(start) = &range.start {
+        conditions.push(format!("{} >= {}", key[0], key_literal(table, first, start)));
+    }
+    if let Some(end) = &range.end {
+        conditions.push(format!("{} < {}", key[0], key_literal(table, first, end)));
+    }
+    if !conditions.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
     let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
@@ -261,10 +274,62 @@ fn key_literals(table: &UpstreamTable, key: &[Option<String>]) -> Vec<String> {
         .iter()
         .zip(key)
         .map(|(&i, v)| match v {
-            Some(v) => format!("'{}'::{}", v.replace('\'', "''"), table.upstream_types[i]),
+            Some(v) => key_literal(table, i, v),
             None => "NULL".to_owned(),
         })
         .collect()
+}
+
+/// The text value `v` of upstream column `column` as a typed literal.
+fn key_literal(table: &UpstreamTable, column: usize, v: &str) -> String {
+    format!("'{}'::{}", v.replace('\'', "''"), table.upstream_types[column])
+}
+
+/// Up to `splits - 1` values of the first key column cutting the table into `splits` ranges of
+/// about as many rows, from a sample of its pages (`TABLESAMPLE SYSTEM`) sized by the row
+/// estimate; fewer (none) when the sample is too small to tell.
+pub async fn split_points(
+    client: &Client,
+    table: &UpstreamTable,
+    splits: usize,
+    estimate: u64,
+) -> Result<Vec<String>> {
+    // About 2000 sampled keys per split (some tens of pages each: `SYSTEM` samples whole
+    // pages, so fewer would come from a handful of neighbouring pages), at most 200 k in all.
+    let wanted = (splits as f64 * 2000.0).min(200_000.0);
+    let percent = (100.0 * wanted / estimate.max(1) as f64).clamp(0.0001, 100.0);
+    let first = table.pk[0];
+    // Ordered by the key itself: its text (the output column) would order 10 before 9.
+    let sql = format!(
+        "SELECT s.k::text AS point FROM (SELECT {key} AS k FROM {table} AS t \
+         TABLESAMPLE SYSTEM ({percent}) REPEATABLE (7)) AS s WHERE s.k IS NOT NULL ORDER BY s.k",
+        key = key_column(table, first),
+        table = table.qualified(),
+    );
+    let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
+    let sample: Vec<String> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .collect();
+    Ok(quantiles(&sample, splits))
+}
+
+/// The values cutting sorted `sample` into `splits` parts of about equal size, without repeats.
+pub fn quantiles(sample: &[String], splits: usize) -> Vec<String> {
+    let mut points: Vec<String> = Vec::new();
+    for i in 1..splits {
+        let at = i * sample.len() / splits;
+        if at == 0 || at >= sample.len() {
+            continue;
+        }
+        if points.last() != Some(&sample[at]) {
+            points.push(sample[at].clone());
+        }
+    }
+    points
 }
 
 /// The current row with `key` (text values of the key columns), as text values in upstream
@@ -533,6 +598,16 @@ pub async fn unpublish_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_cut_a_sorted_sample_evenly_without_repeats() {
+        let sample: Vec<String> = (1..=12).map(|i| i.to_string()).collect();
+        assert_eq!(quantiles(&sample, 4), ["4", "7", "10"]);
+        let repeats: Vec<String> = ["a", "a", "a", "a", "b", "c"].map(String::from).to_vec();
+        assert_eq!(quantiles(&repeats, 3), ["a", "b"]);
+        assert!(quantiles(&[], 4).is_empty());
+        assert!(quantiles(&sample, 1).is_empty());
+    }
 
     #[test]
     fn qualified_names_split_with_quotes() {

@@ -22,6 +22,7 @@ use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::{self, UpstreamTable};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
+use crate::stream::executor::backfill::state::SplitRange;
 
 /// The connectors a source may name.
 pub const CONNECTORS: [&str; 2] = ["postgres-cdc", "mysql-cdc"];
@@ -252,15 +253,32 @@ impl UpstreamSession {
         &mut self,
         table: &UpstreamTable,
         cursor: Option<&[Option<String>]>,
+        range: &SplitRange,
         limit: usize,
     ) -> Result<(Vec<StringArray>, CdcOffset)> {
         match self {
             Self::Postgres(client) => {
                 let low = pg_reader::current_lsn(client).await?;
-                let page = pg_reader::snapshot_page(client, table, cursor, limit).await?;
+                let page = pg_reader::snapshot_page(client, table, cursor, range, limit).await?;
                 Ok((page, CdcOffset::Postgres { lsn: low }))
             }
-            Self::MySql(conn) => mysql_cdc::snapshot_page(conn, table, cursor, limit).await,
+            Self::MySql(conn) => mysql_cdc::snapshot_page(conn, table, cursor, range, limit).await,
+        }
+    }
+
+    /// Values of the first key column that cut `table` into about `splits` parts of as many
+    /// rows (none when the upstream cannot tell), in no particular order.
+    pub async fn split_points(
+        &mut self,
+        table: &UpstreamTable,
+        splits: usize,
+    ) -> Result<Vec<String>> {
+        match self {
+            Self::Postgres(client) => {
+                let estimate = pg_reader::estimate_rows(client, &table.schema, &table.name).await?;
+                pg_reader::split_points(client, table, splits, estimate).await
+            }
+            Self::MySql(conn) => mysql_cdc::split_points(conn, table, splits).await,
         }
     }
 

@@ -86,8 +86,10 @@ impl Engine {
             upstream_names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
             upstream_types: upstream.upstream_types.clone(),
             upstream_pk: upstream.pk.clone(),
-            batch_size: options.0,
-            snapshot: options.1,
+            batch_size: options.batch_size,
+            snapshot: options.snapshot,
+            parallelism: options.parallelism,
+            rows_per_split: options.rows_per_split,
             private_source,
         });
         let catalog = self.catalog.create_table(catalog)?;
@@ -132,7 +134,8 @@ impl Engine {
                 "snapshot"
                 | "snapshot.batch_size"
                 | "snapshot.interval"
-                | "backfill.parallelism" => table_options.push(option.clone()),
+                | "backfill.parallelism"
+                | "backfill.num_rows_per_split" => table_options.push(option.clone()),
                 other => source_options.push((other.to_owned(), text)),
             }
         }
@@ -165,14 +168,20 @@ impl Engine {
             .source_by_name(&source_name)
             .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
         let config = SourceConfig::from_options(&source.name, &source.options)?;
-        let (batch, snapshot) = table_options(&table.table_options)?;
+        let CdcTableOptions { batch_size: batch, snapshot, parallelism, rows_per_split } =
+            table_options(&table.table_options)?;
+        let splits = match rows_per_split {
+            Some(rows) => format!(", parallelism: {parallelism}, rows_per_split: {rows}"),
+            None if parallelism > 1 => format!(", parallelism: {parallelism}"),
+            None => String::new(),
+        };
         let lines = [
             format!(
                 "StreamMaterialize {{ table: {}, conflict: Overwrite }}",
                 relation_name(&table.name)?
             ),
             format!(
-                "└─StreamCdcScan {{ upstream: {external}, snapshot: {snapshot}, batch_size: {batch} }}"
+                "└─StreamCdcScan {{ upstream: {external}, snapshot: {snapshot}, batch_size: {batch}{splits} }}"
             ),
             format!("  └─StreamSource {{ source: {source_name}, {} }}", config.describe()),
         ];
@@ -190,49 +199,71 @@ impl Engine {
     }
 }
 
-/// `snapshot.batch_size` and `snapshot` from the table's `WITH (..)`.
-fn table_options(options: &ast::CreateTableOptions) -> Result<(usize, bool)> {
+/// The options of a CDC table's `WITH (..)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CdcTableOptions {
+    /// `snapshot.batch_size`: rows per page (default 1000).
+    batch_size: usize,
+    /// `snapshot`: whether existing rows are read (default true).
+    snapshot: bool,
+    /// `backfill.parallelism`: splits read at once (default 1).
+    parallelism: usize,
+    /// `backfill.num_rows_per_split`: rows per split (default: one split per reader).
+    rows_per_split: Option<u64>,
+}
+
+/// The options of the table's `WITH (..)`; unknown ones are refused.
+fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
+    let mut parsed =
+        CdcTableOptions { batch_size: 1000, snapshot: true, parallelism: 1, rows_per_split: None };
     let list = match options {
-        ast::CreateTableOptions::None => return Ok((1000, true)),
+        ast::CreateTableOptions::None => return Ok(parsed),
         ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,
         other => return Err(unsupported!("table options {other}")),
     };
-    let (mut batch, mut snapshot) = (1000, true);
+    let positive = |key: &str, text: &str| -> Result<u64> {
+        text.parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid!("{key} must be a positive number, not '{text}'"))
+    };
     for option in list {
         let ast::SqlOption::KeyValue { key, value } = option else {
             return Err(unsupported!("table option {option}"));
         };
         let text = value.to_string().trim_matches('\'').to_owned();
         match key.value.to_lowercase().as_str() {
-            "snapshot.batch_size" => {
-                batch = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    invalid!("snapshot.batch_size must be a positive number, not {text}")
-                })?;
+            key @ "snapshot.batch_size" => parsed.batch_size = positive(key, &text)? as usize,
+            key @ "backfill.parallelism" => {
+                parsed.parallelism = positive(key, &text)?.min(64) as usize;
+            }
+            key @ "backfill.num_rows_per_split" => {
+                parsed.rows_per_split = Some(positive(key, &text)?);
             }
             "snapshot" => {
-                snapshot = match text.to_lowercase().as_str() {
+                parsed.snapshot = match text.to_lowercase().as_str() {
                     "true" => true,
                     "false" => false,
                     _ => return Err(invalid!("snapshot must be 'true' or 'false', not '{text}'")),
                 }
             }
-            // Accepted at their defaults only: any other value would be ignored.
-            "snapshot.interval" | "backfill.parallelism" if text == "1" => {}
-            key @ ("snapshot.interval" | "backfill.parallelism") => {
+            // Accepted at its default only: any other value would be ignored.
+            "snapshot.interval" if text == "1" => {}
+            "snapshot.interval" => {
                 return Err(unsupported!(
-                    "{key} = '{text}': a CDC table reads its snapshot in one split, one page \
-                     after another; leave the option out (or set it to '1')"
+                    "snapshot.interval = '{text}': a CDC table reads a page whenever its \
+                     source has no change waiting; leave the option out (or set it to '1')"
                 ));
             }
             other => {
                 return Err(invalid!(
                     "unknown table option {other}; known: snapshot, snapshot.batch_size, \
-                     snapshot.interval, backfill.parallelism"
+                     snapshot.interval, backfill.parallelism, backfill.num_rows_per_split"
                 ));
             }
         }
     }
-    Ok((batch, snapshot))
+    Ok(parsed)
 }
 
 /// The table's columns and key: the declared ones checked against the upstream, or the

@@ -11,7 +11,7 @@ use super::{
 use crate::catalog::{StatePurpose, TableCatalog};
 use crate::connector::upstream::SourceConfig;
 use crate::error::Result;
-use crate::stream::executor::backfill::state::persisted_progress;
+use crate::stream::executor::backfill::state::{PersistedProgress, persisted_progress};
 use crate::stream::executor::cdc_source::recorded_position;
 use crate::stream::graph::creating::create_type;
 
@@ -229,15 +229,19 @@ impl SystemSchema {
                 entry.insert(config.lag_bytes(UPSTREAM_TIMEOUT, position).await);
             }
             let live = self.graph.creating.get(table.id).and_then(|job| job.fragments().pop());
-            let (rows_done, finished, offset) = self.persisted_cdc_state(&table)?;
+            let persisted = self.persisted_cdc_state(&table)?;
+            let (rows_done, offset) = (persisted.rows, persisted.offset);
+            let splits = persisted.units.max(1) as i32;
+            let finished = persisted.units > 0 && persisted.units_finished == persisted.units;
+            let done = table.creating.is_none();
             rows.push(CdcProgressRow {
                 job_id: table.id.0 as i64,
                 table_name: table.name.clone(),
                 upstream_table: format!("{}.{}", cdc.schema, cdc.table),
-                split_total_count: 1,
-                split_backfilled_count: i32::from(finished || table.creating.is_none()),
+                split_total_count: splits,
+                split_backfilled_count: if done { splits } else { persisted.units_finished as i32 },
                 rows_done: live.as_ref().map_or(rows_done, |l| l.rows_done.max(rows_done)),
-                backfill_finished: finished || table.creating.is_none(),
+                backfill_finished: finished || done,
                 upstream_offset: live.and_then(|l| l.upstream_offset).or(offset),
                 slot_name: config.postgres().map(|pg| pg.slot.clone()).unwrap_or_default(),
                 slot_lag_bytes: lags[&source.id],
@@ -247,17 +251,16 @@ impl SystemSchema {
         Ok(rows)
     }
 
-    /// `row_count`, `backfill_finished` and the offset of a CDC table's committed state.
-    fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<(u64, bool, Option<String>)> {
+    /// The committed progress of a CDC table's splits.
+    fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<PersistedProgress> {
         let state = table
             .internal_tables
             .iter()
             .filter_map(|id| self.catalog.table_by_id(*id))
             .find(|t| t.purpose == Some(StatePurpose::StreamCdcScan));
         let Some(state) = state else {
-            return Ok((0, false, None));
+            return Ok(PersistedProgress::default());
         };
-        let persisted = persisted_progress(&self.store, &state)?;
-        Ok((persisted.rows, persisted.units_finished > 0, persisted.offset))
+        persisted_progress(&self.store, &state)
     }
 }

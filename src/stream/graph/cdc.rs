@@ -104,6 +104,8 @@ impl StreamGraph {
             snapshot: cdc.snapshot,
             barrier: self.barrier.clone(),
             rate_limit: table.backfill_rate_limit,
+            parallelism: cdc.parallelism,
+            rows_per_split: cdc.rows_per_split,
         };
         let backfill = CdcBackfillExecutor::new(
             Box::new(ReceiverExecutor::new(rx)),

@@ -13,14 +13,21 @@
 //! upserts. Pages whose low offset is below the LSN of a change seen since can no longer receive
 //! an older change, so they merge into one "settled" range and the page list stays short.
 //!
-//! At every barrier the cursor, `backfill_finished`, `row_count` and the last low offset are
-//! persisted in the state table `split_id | pk | backfill_finished | row_count | cdc_offset`
-//! (no row: not started), in the same checkpoint as the table's rows. After a restart the
-//! snapshot resumes strictly after the cursor, and every change to a row at or before it is
-//! applied in commit order, which ends at the upstream's state.
+//! The table may be cut into [`Split`]s, ranges of the first key column each read after its own
+//! cursor with its own pages, up to `backfill.parallelism` pages in flight at once. A change
+//! goes to the split whose range holds its key. A change beyond the cursor of a split whose page
+//! is in flight may or may not be in that page's snapshot: it is held until the page is
+//! applied, then judged by the rule above.
+//!
+//! At every barrier each split's cursor, `backfill_finished`, `row_count` and last low offset
+//! are persisted in the state table `split_id | split_start | split_end | pk |
+//! backfill_finished | row_count | cdc_offset` (no row: not started), in the same checkpoint as
+//! the table's rows. After a restart each split resumes strictly after its cursor, and every
+//! change to a row at or before it is applied in commit order, which ends at the upstream's
+//! state. Held changes are to rows beyond the persisted cursors: a crash loses nothing with them.
 //!
 //! The snapshot goes through the [`Phase`]s `Reading` (with `Retrying` after a failed page,
-//! until the next barrier), `Finishing` (every row read, not yet checkpointed) and `Done`.
+//! until the next barrier), `Finishing` (every split read, not yet checkpointed) and `Done`.
 //!
 //! What it emits are rows of the table's own columns and types: snapshot pages and changes
 //! arrive as upstream text (the source's change rows are shared by all its tables, see
@@ -32,6 +39,8 @@
 //! from the upstream instead.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -42,6 +51,7 @@ use arrow::compute::{filter_record_batch, interleave, take};
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 
 use crate::catalog::{Epoch, TableCatalog};
@@ -49,11 +59,11 @@ use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::{SourceConfig, UpstreamSession};
 use crate::error::{Error, Result};
-use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_keys};
+use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
-use crate::stream::executor::backfill::state::{CdcProgress, read_rows};
+use crate::stream::executor::backfill::state::{CdcProgress, SplitRange, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
@@ -63,8 +73,11 @@ use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first
 use crate::stream::message::{Message, Op, StreamChunk};
 use crate::types::{CastMode, cast_to};
 
-/// Snapshot rows read per epoch, at most (see the arrangement backfill).
+/// Snapshot rows asked for per epoch, at most (see the arrangement backfill).
 const EPOCH_ROWS: usize = 64 * 1024;
+
+/// The most splits a table is cut into.
+const MAX_SPLITS: usize = 1024;
 
 /// How the executor is set up.
 pub struct CdcBackfillConfig {
@@ -86,6 +99,10 @@ pub struct CdcBackfillConfig {
     pub barrier: BarrierHandle,
     /// Snapshot rows per second; `None` for no limit, `Some(0)` pauses the snapshot.
     pub rate_limit: Option<u64>,
+    /// Splits read at once.
+    pub parallelism: usize,
+    /// Rows per split; `None`: one split per reader (one split in all when `parallelism` is 1).
+    pub rows_per_split: Option<u64>,
 }
 
 /// The CDC backfill of one table.
@@ -118,36 +135,33 @@ impl Executor for CdcBackfillExecutor {
             let mut backfill = CdcBackfill::load(store, config, status)?;
             backfill.on_barrier(&first)?;
             yield Message::Barrier(first);
-            let mut read_this_epoch = 0usize;
+            let mut reads: FuturesUnordered<PageRead> = FuturesUnordered::new();
+            let mut asked_this_epoch = 0usize;
             loop {
-                let reading = backfill.phase == Phase::Reading
-                    && read_this_epoch < EPOCH_ROWS
-                    && backfill.page_budget() > 0;
-                let msg = if reading && read_this_epoch == 0 {
-                    None
-                } else if reading {
-                    tokio::select! {
-                        biased;
-                        msg = upstream.next() => Some(msg),
-                        _ = std::future::ready(()) => None,
+                backfill.ensure_planned().await?;
+                while asked_this_epoch < EPOCH_ROWS {
+                    let Some(read) = backfill.next_read(reads.len()) else { break };
+                    asked_this_epoch += backfill.config.batch_size;
+                    if asked_this_epoch >= EPOCH_ROWS {
+                        // The epoch's share is asked for: commit it soon rather than at the
+                        // interval.
+                        backfill.config.barrier.request_checkpoint();
                     }
-                } else {
-                    Some(upstream.next().await)
+                    reads.push(read);
+                }
+                // Not biased: a busy change stream must not starve the pages in flight.
+                let event = tokio::select! {
+                    msg = upstream.next() => Event::Upstream(msg),
+                    Some(done) = reads.next(), if !reads.is_empty() => Event::Page(done),
                 };
-                match msg {
-                    None => {
-                        let (chunk, rows) = backfill.read_page().await?;
-                        read_this_epoch += rows.max(1);
-                        if read_this_epoch >= EPOCH_ROWS {
-                            // The epoch's share is read: commit it now rather than at the interval.
-                            backfill.config.barrier.request_checkpoint();
-                        }
-                        if let Some(chunk) = chunk {
+                match event {
+                    Event::Page(done) => {
+                        for chunk in backfill.on_page(done)? {
                             yield Message::Chunk(chunk);
                         }
                     }
-                    Some(None) => break,
-                    Some(Some(msg)) => match msg? {
+                    Event::Upstream(None) => break,
+                    Event::Upstream(Some(msg)) => match msg? {
                         Message::Chunk(chunk) => {
                             if let Some(chunk) = backfill.on_changes(&chunk).await? {
                                 yield Message::Chunk(chunk);
@@ -155,7 +169,7 @@ impl Executor for CdcBackfillExecutor {
                         }
                         Message::Barrier(barrier) => {
                             backfill.on_barrier(&barrier)?;
-                            read_this_epoch = 0;
+                            asked_this_epoch = 0;
                             yield Message::Barrier(barrier);
                         }
                         Message::Watermark(_) => {}
@@ -169,6 +183,14 @@ impl Executor for CdcBackfillExecutor {
     fn identity(&self) -> &str {
         "CdcBackfillExecutor"
     }
+}
+
+/// What the executor's loop waits for.
+enum Event {
+    /// A message from the source, or its end.
+    Upstream(Option<Result<Message>>),
+    /// A page read.
+    Page(PageDone),
 }
 
 /// Where the snapshot stands. Each transition happens in one place: a failed page read
@@ -191,27 +213,33 @@ enum Phase {
     },
 }
 
-impl Phase {
-    /// True once every snapshot row is read: changes to keys beyond the cursor apply.
-    fn snapshot_read(self) -> bool {
-        matches!(self, Phase::Finishing | Phase::Done { .. })
-    }
-}
-
 /// A page of the snapshot: the storage key of its last row and its low offset.
 struct Page {
     last_key: Vec<u8>,
     low: u64,
 }
 
-struct CdcBackfill {
-    config: CdcBackfillConfig,
-    state: StateTable,
-    split_id: String,
-    session: Option<UpstreamSession>,
+/// Changes beyond a split's cursor that arrived while a page of the split was being read: that
+/// page's snapshot may or may not hold them, so they are judged once it is applied.
+struct Held {
+    ops: Vec<Op>,
+    data: RecordBatch,
+    keys: Vec<Vec<u8>>,
+    lsns: Vec<u64>,
+}
+
+/// One range of the upstream table's keys, read page after page after its own cursor, with
+/// the merge rule applied to its own pages.
+struct Split {
+    /// `schema.table` for a table read as one split, `schema.table/n` for split `n`.
+    id: String,
+    range: SplitRange,
+    /// The storage-key form of `range.end`: keys at or above it belong to later splits.
+    end_key: Option<Vec<u8>>,
     /// The key of the last row read, as text (for the next page) and as a storage key.
     cursor: Option<(Vec<Option<String>>, Vec<u8>)>,
-    phase: Phase,
+    /// Every row of the range is read.
+    finished: bool,
     rows: u64,
     /// Pages whose low offset may still be above an arriving change's LSN.
     pages: VecDeque<Page>,
@@ -220,6 +248,81 @@ struct CdcBackfill {
     last_low: u64,
     /// Progress changed since the last checkpoint.
     dirty: bool,
+    /// A page of the split is being read; its connection is with the read.
+    reading: bool,
+    held: Vec<Held>,
+    session: Option<UpstreamSession>,
+}
+
+impl Split {
+    fn new(id: String, range: SplitRange, end_key: Option<Vec<u8>>) -> Self {
+        Split {
+            id,
+            range,
+            end_key,
+            cursor: None,
+            finished: false,
+            rows: 0,
+            pages: VecDeque::new(),
+            settled: None,
+            last_low: 0,
+            dirty: true,
+            reading: false,
+            held: Vec::new(),
+            session: None,
+        }
+    }
+
+    /// Whether `key` is beyond the cursor of a split still reading: a later page reads it.
+    fn ahead(&self, key: &[u8]) -> bool {
+        !self.finished && self.cursor.as_ref().is_none_or(|(_, cursor)| key > cursor.as_slice())
+    }
+
+    /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
+    fn applies(&self, key: &[u8], lsn: u64) -> bool {
+        if self.ahead(key) {
+            return false;
+        }
+        if self.settled.as_ref().is_some_and(|s| key <= s.as_slice()) {
+            return true;
+        }
+        match self.pages.iter().find(|p| key <= p.last_key.as_slice()) {
+            Some(page) => lsn >= page.low,
+            None => true,
+        }
+    }
+
+    /// Pages whose low offset is at or below `lsn` cannot see an older change any more.
+    fn settle(&mut self, lsn: u64) {
+        while self.pages.front().is_some_and(|p| p.low <= lsn) {
+            let page = self.pages.pop_front().expect("checked");
+            self.settled = Some(page.last_key);
+        }
+    }
+}
+
+/// A page read in flight (see [`PageDone`]).
+type PageRead = Pin<Box<dyn Future<Output = PageDone> + Send>>;
+
+/// A page read: the split, the rows asked for, the connection (if there is one) and the page
+/// with its low offset.
+struct PageDone {
+    split: usize,
+    asked: usize,
+    session: Option<UpstreamSession>,
+    page: Result<(Vec<StringArray>, CdcOffset)>,
+}
+
+struct CdcBackfill {
+    config: CdcBackfillConfig,
+    state: StateTable,
+    /// `schema.table`: the upstream table, as source changes name it.
+    upstream_name: String,
+    /// The splits in key order; empty until planned.
+    splits: Vec<Split>,
+    /// The connection for planning and for reading rows that changes did not send.
+    session: Option<UpstreamSession>,
+    phase: Phase,
     /// Why the last page read failed, until one succeeds.
     last_error: Option<String>,
     limiter: RateLimiter,
@@ -237,19 +340,14 @@ impl CdcBackfill {
         status: watch::Sender<BackfillStatus>,
     ) -> Result<Self> {
         let state = config.state.state_table(store.clone());
-        let split_id = format!("{}.{}", config.upstream.schema, config.upstream.name);
+        let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let mut backfill = Self {
             state,
-            split_id,
+            upstream_name,
+            splits: Vec::new(),
             session: None,
-            cursor: None,
             phase: if config.snapshot { Phase::Reading } else { Phase::Finishing },
-            rows: 0,
-            pages: VecDeque::new(),
-            settled: None,
-            last_low: 0,
             last_error: None,
-            dirty: !config.snapshot,
             limiter: RateLimiter::new(config.rate_limit),
             status,
             meter: RateMeter::default(),
@@ -259,14 +357,78 @@ impl CdcBackfill {
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
         if persisted.num_rows() > 0 {
-            backfill.restore(CdcProgress::decode(&persisted, 0)?)?;
+            let rows = (0..persisted.num_rows()).map(|r| CdcProgress::decode(&persisted, r));
+            backfill.restore(rows.collect::<Result<_>>()?)?;
+        } else if !backfill.config.snapshot || !backfill.splits_wanted() {
+            let mut split = Split::new(backfill.upstream_name.clone(), SplitRange::default(), None);
+            split.finished = !backfill.config.snapshot;
+            backfill.splits.push(split);
         }
         backfill.report(Epoch(0));
         Ok(backfill)
     }
 
-    /// Persists progress at a checkpoint barrier and takes the barrier's rate limit; a failed
-    /// page is tried again after it.
+    /// Whether the table is read in more than one split.
+    fn splits_wanted(&self) -> bool {
+        self.config.parallelism > 1 || self.config.rows_per_split.is_some()
+    }
+
+    /// Cuts the table into splits, once, before the first page: `backfill.num_rows_per_split`
+    /// rows each (by the upstream's estimate), else one per reader.
+    async fn plan(&mut self) -> Result<()> {
+        let upstream = self.config.upstream.clone();
+        let (parallelism, rows_per_split) = (self.config.parallelism, self.config.rows_per_split);
+        let session = self.session().await?;
+        let wanted = match rows_per_split {
+            Some(per_split) => {
+                let estimate = session.estimate_rows(&upstream.schema, &upstream.name).await?;
+                estimate.div_ceil(per_split).clamp(1, MAX_SPLITS as u64) as usize
+            }
+            None => parallelism,
+        };
+        let points = session.split_points(&upstream, wanted).await?;
+        let splits = self.splits_at(points)?;
+        tracing::info!(table = %self.upstream_name, splits = splits.len(), "planned the snapshot splits");
+        self.splits = splits;
+        Ok(())
+    }
+
+    /// The splits that the values `points` of the first key column cut the table into, in the
+    /// order of Sluice's keys (which the routing of changes to splits relies on), whatever the
+    /// order of `points`.
+    fn splits_at(&self, points: Vec<String>) -> Result<Vec<Split>> {
+        let mut points = points
+            .into_iter()
+            .map(|p| Ok((self.bound_key(Some(&p))?.expect("a bound"), p)))
+            .collect::<Result<Vec<_>>>()?;
+        points.sort();
+        points.dedup_by(|a, b| a.0 == b.0);
+        let mut splits = Vec::with_capacity(points.len() + 1);
+        let mut start = None;
+        let bounds = points.into_iter().map(|(k, p)| (Some(k), Some(p)));
+        for (key, point) in bounds.chain([(None, None)]) {
+            let range = SplitRange { start: start.take(), end: point.clone() };
+            let id = format!("{}/{}", self.upstream_name, splits.len());
+            splits.push(Split::new(id, range, key));
+            start = point;
+        }
+        Ok(splits)
+    }
+
+    /// The storage-key form of a split bound (text of the first key column): keys of rows whose
+    /// first key column is at or above it compare at or above it.
+    fn bound_key(&self, bound: Option<&str>) -> Result<Option<Vec<u8>>> {
+        let Some(bound) = bound else { return Ok(None) };
+        let table = &self.config.table;
+        let text: ArrayRef = Arc::new(StringArray::from(vec![bound]));
+        let typed = cast_to(&text, table.columns[table.pk[0]].data_type, CastMode::Upstream)?;
+        let mut key = vec![Vec::new()];
+        encode_column(&typed, &mut key)?;
+        Ok(key.pop())
+    }
+
+    /// Persists progress at a checkpoint barrier and takes the barrier's rate limit; failed
+    /// pages are tried again after it.
     fn on_barrier(&mut self, barrier: &crate::stream::message::Barrier) -> Result<()> {
         if barrier.is_checkpoint() {
             self.persist(barrier.epoch.prev)?;
@@ -279,11 +441,6 @@ impl CdcBackfill {
         Ok(())
     }
 
-    /// The most rows the next page may read (0: not now).
-    fn page_budget(&self) -> usize {
-        self.limiter.budget(self.config.batch_size)
-    }
-
     /// Takes a new rate limit for this table from the barrier, if it carries one.
     fn apply_throttle(&mut self, barrier: &crate::stream::message::Barrier) {
         if let Some(limit) = barrier.throttle_of(self.config.table.id) {
@@ -292,44 +449,72 @@ impl CdcBackfill {
         }
     }
 
+    /// The highest low offset of the splits' pages (0: none read).
+    fn last_low(&self) -> u64 {
+        self.splits.iter().map(|s| s.last_low).max().unwrap_or(0)
+    }
+
+    /// Rows read by all splits.
+    fn rows(&self) -> u64 {
+        self.splits.iter().map(|s| s.rows).sum()
+    }
+
     /// Publishes the backfill's status.
     fn report(&mut self, epoch: Epoch) {
-        let rows = self.shown_rows.record(epoch, self.rows, self.store.committed_epoch());
+        let rows = self.shown_rows.record(epoch, self.rows(), self.store.committed_epoch());
         let (rows_per_second, idle_checkpoints) = self.meter.sample(rows);
         let finished = match self.phase {
             Phase::Done { epoch } => Some(epoch),
             _ => None,
         };
+        let last_low = self.last_low();
         self.status.send_replace(BackfillStatus {
             rows,
             finished,
             rows_per_second,
             rate_limit: self.limiter.limit(),
             idle_checkpoints,
-            units_done: u32::from(finished.is_some()),
-            units_total: 1,
+            units_done: self.splits.iter().filter(|s| s.finished).count() as u32,
+            units_total: self.splits.len().max(1) as u32,
             upstream_error: self.last_error.clone(),
-            upstream_offset: (self.last_low > 0).then(|| self.offset().to_string()),
+            upstream_offset: (last_low > 0)
+                .then(|| self.config.source.offset_at(last_low).to_string()),
         });
     }
 
-    /// Restores the persisted progress: changes to rows up to the cursor all apply.
-    fn restore(&mut self, progress: CdcProgress) -> Result<()> {
-        if progress.finished {
+    /// Restores the persisted splits: changes to rows up to each cursor all apply.
+    fn restore(&mut self, rows: Vec<CdcProgress>) -> Result<()> {
+        let mut splits = Vec::with_capacity(rows.len());
+        for progress in rows {
+            let end_key = self.bound_key(progress.range.end.as_deref())?;
+            let mut split = Split::new(progress.split, progress.range, end_key);
+            split.dirty = false;
+            split.finished = progress.finished;
+            split.rows = progress.rows;
+            split.last_low = progress.offset.position();
+            if let Some(pk) = progress.cursor {
+                let pk: Vec<ArrayRef> =
+                    pk.iter().map(|v| v.to_array()).collect::<Result<_, _>>()?;
+                let table = &self.config.table;
+                let key = encode_keys(table.id, &pk, 1, table.dist_key_len)?.remove(0);
+                let key = key[KEY_PREFIX_LEN..].to_vec();
+                let text = pk.iter().map(upstream_text).collect::<Result<Vec<_>>>()?;
+                split.settled = Some(key.clone());
+                split.cursor = Some((text, key));
+            }
+            splits.push(split);
+        }
+        // In key order: the unbounded end last.
+        splits.sort_by(|a, b| match (&a.end_key, &b.end_key) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        if splits.iter().all(|s| s.finished) {
             self.phase = Phase::Done { epoch: Epoch(0) };
         }
-        self.rows = progress.rows;
-        let lsn = progress.offset.position();
-        self.last_low = lsn;
-        if let Some(pk) = progress.cursor {
-            let pk: Vec<ArrayRef> = pk.iter().map(|v| v.to_array()).collect::<Result<_, _>>()?;
-            let table = &self.config.table;
-            let key = encode_keys(table.id, &pk, 1, table.dist_key_len)?.remove(0);
-            let key = key[KEY_PREFIX_LEN..].to_vec();
-            let text = pk.iter().map(upstream_text).collect::<Result<Vec<_>>>()?;
-            self.settled = Some(key.clone());
-            self.cursor = Some((text, key));
-        }
+        self.splits = splits;
         Ok(())
     }
 
@@ -340,58 +525,126 @@ impl CdcBackfill {
         Ok(self.session.as_mut().expect("connected above"))
     }
 
-    /// Reads the next page; a short page ends the snapshot. Upstream errors are retried on the
-    /// next call.
-    async fn read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
-        match self.try_read_page().await {
-            Ok(read) => Ok(read),
+    /// Plans the splits if that is still to do; an upstream error is retried after the next
+    /// barrier.
+    async fn ensure_planned(&mut self) -> Result<()> {
+        if !self.splits.is_empty() || self.phase != Phase::Reading {
+            return Ok(());
+        }
+        match self.plan().await {
+            Ok(()) => Ok(()),
             Err(e @ Error::Upstream { .. }) => {
-                // Retried after the next barrier; changes keep flowing meanwhile.
-                tracing::warn!(table = %self.split_id, error = %e, "reading the snapshot failed; retrying");
-                self.session = None;
-                self.phase = Phase::Retrying;
-                self.last_error = Some(e.to_string());
-                Ok((None, 0))
+                self.failed(e);
+                Ok(())
             }
             Err(e) => Err(e),
         }
     }
 
-    async fn try_read_page(&mut self) -> Result<(Option<StreamChunk>, usize)> {
-        let batch = self.page_budget().max(1);
-        let cursor = self.cursor.as_ref().map(|(text, _)| text.clone());
-        let upstream = self.config.upstream.clone();
-        let session = self.session().await?;
-        let (page, low) = session.snapshot_page(&upstream, cursor.as_deref(), batch).await?;
+    /// Records a failed upstream read: reading resumes after the next barrier.
+    fn failed(&mut self, e: Error) {
+        tracing::warn!(table = %self.upstream_name, error = %e, "reading the snapshot failed; retrying");
+        self.session = None;
+        self.phase = Phase::Retrying;
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Starts reading the next page of an idle unfinished split, if the phase, the number of
+    /// reads in flight and the rate limit allow one.
+    fn next_read(&mut self, in_flight: usize) -> Option<PageRead> {
+        if self.phase != Phase::Reading || in_flight >= self.config.parallelism {
+            return None;
+        }
+        let asked = self.limiter.budget(self.config.batch_size);
+        if asked == 0 {
+            return None;
+        }
+        let index = self.splits.iter().position(|s| !s.finished && !s.reading)?;
+        self.limiter.consume(asked);
+        let split = &mut self.splits[index];
+        split.reading = true;
+        let session = split.session.take();
+        let source = self.config.source.clone();
+        let table = self.config.upstream.clone();
+        let cursor = split.cursor.as_ref().map(|(text, _)| text.clone());
+        let range = split.range.clone();
+        Some(Box::pin(async move {
+            let mut session = match session {
+                Some(session) => session,
+                None => match source.session().await {
+                    Ok(session) => session,
+                    Err(e) => return PageDone { split: index, asked, session: None, page: Err(e) },
+                },
+            };
+            let page = session.snapshot_page(&table, cursor.as_deref(), &range, asked).await;
+            PageDone { split: index, asked, session: Some(session), page }
+        }))
+    }
+
+    /// Applies a page read: its rows, then the changes held back while it was read. A short page
+    /// finishes its split. Upstream errors are retried after the next barrier.
+    fn on_page(&mut self, done: PageDone) -> Result<Vec<StreamChunk>> {
+        let PageDone { split: index, asked, session, page } = done;
+        self.splits[index].reading = false;
+        let (page, low) = match page {
+            Ok(read) => read,
+            Err(e @ Error::Upstream { .. }) => {
+                // The cursor did not move: the held changes are to rows a later page reads.
+                self.splits[index].held.clear();
+                self.failed(e);
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e),
+        };
         let low = low.position();
         let n = page.first().map_or(0, |c| c.len());
-        tracing::debug!(table = %self.split_id, rows = n, low, after = ?cursor, "read a snapshot page");
-        self.dirty = true;
-        self.last_low = low;
+        tracing::debug!(split = %self.splits[index].id, rows = n, low, first = ?page.get(self.config.upstream.pk[0]).filter(|c| !c.is_empty()).map(|c| c.value(0).to_owned()), held = self.splits[index].held.len(), "read a snapshot page");
         self.last_error = None;
-        self.limiter.consume(n);
-        if n < batch {
-            self.phase = Phase::Finishing;
-            self.config.barrier.request_checkpoint();
+        let mut out = Vec::new();
+        if n > 0 {
+            // A snapshot row's key is above every key the table has seen from this split
+            // (changes beyond the cursor are dropped or held), so the page is plain inserts: no
+            // `_unchanged` column tells the materialize to skip its upsert lookups.
+            let data = self.typed(|u| Ok(Arc::new(page[u].clone())))?;
+            let keys = self.keys(&data)?;
+            let upstream = &self.config.upstream;
+            let text_key = upstream
+                .pk
+                .iter()
+                .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
+                .collect();
+            let key = keys.last().expect("one key per row").clone();
+            let split = &mut self.splits[index];
+            split.pages.push_back(Page { last_key: key.clone(), low });
+            split.cursor = Some((text_key, key));
+            split.rows += n as u64;
+            out.push(StreamChunk::inserts(data));
         }
-        if n == 0 {
-            return Ok((None, 0));
+        let split = &mut self.splits[index];
+        split.session = session;
+        split.dirty = true;
+        split.last_low = low;
+        if n < asked {
+            split.finished = true;
+            if self.splits.iter().all(|s| s.finished) {
+                self.phase = Phase::Finishing;
+                self.config.barrier.request_checkpoint();
+            }
         }
-        // A snapshot row's key is above every key the table has seen (changes to keys beyond
-        // the cursor are dropped), so the page is plain inserts: no `_unchanged` column tells
-        // the materialize to skip its upsert lookups.
-        let data = self.typed(|u| Ok(Arc::new(page[u].clone())))?;
-        let keys = self.keys(&data)?;
-        let text_key = upstream
-            .pk
-            .iter()
-            .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
-            .collect();
-        let key = keys.last().expect("one key per row").clone();
-        self.pages.push_back(Page { last_key: key.clone(), low });
-        self.cursor = Some((text_key, key));
-        self.rows += n as u64;
-        Ok((Some(StreamChunk::inserts(data)), n))
+        for held in std::mem::take(&mut self.splits[index].held) {
+            let split = &self.splits[index];
+            let keep: Vec<bool> =
+                held.keys.iter().zip(&held.lsns).map(|(k, &lsn)| split.applies(k, lsn)).collect();
+            out.extend(kept(&held.ops, &held.data, keep)?);
+        }
+        Ok(out)
+    }
+
+    /// The split whose range holds `key`; `None` before the splits are planned.
+    fn split_of(&self, key: &[u8]) -> Option<usize> {
+        let index =
+            self.splits.partition_point(|s| s.end_key.as_deref().is_some_and(|end| end <= key));
+        (index < self.splits.len()).then_some(index)
     }
 
     /// The table's columns from the text of their upstream columns (`text(u)`: upstream column
@@ -430,11 +683,12 @@ impl CdcBackfill {
         Ok(keys.into_iter().map(|k| k[KEY_PREFIX_LEN..].to_vec()).collect())
     }
 
-    /// Applies the merge rule to changes from the source; returns the ones to emit.
+    /// Applies the merge rule to changes from the source; returns the ones to emit. Changes to
+    /// rows beyond the cursor of a split with a page in flight are held until it is applied.
     async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
         let changes = Changes::of(chunk)?;
         let rows: Vec<usize> =
-            (0..chunk.len()).filter(|&i| changes.table.value(i) == self.split_id).collect();
+            (0..chunk.len()).filter(|&i| changes.table.value(i) == self.upstream_name).collect();
         if rows.is_empty() {
             return Ok(None);
         }
@@ -443,22 +697,47 @@ impl CdcBackfill {
         let data = with_unchanged(data, self.unchanged_columns(&changes, &rows))?;
         let keys = self.keys(&data)?;
         let lsns: Vec<u64> = rows.iter().map(|&i| changes.lsn.value(i) as u64).collect();
-        let keep: Vec<bool> =
-            keys.iter().zip(&lsns).map(|(key, &lsn)| self.applies(key, lsn)).collect();
-        if let Some(&max) = lsns.iter().max() {
-            self.settle(max);
-        }
         let ops: Vec<Op> = rows
             .iter()
-            .zip(&keep)
-            .filter(|(_, keep)| **keep)
-            .map(|(&i, _)| if changes.delete.value(i) { Op::Delete } else { Op::Insert })
+            .map(|&i| if changes.delete.value(i) { Op::Delete } else { Op::Insert })
             .collect();
-        if ops.is_empty() {
-            return Ok(None);
+        let trace = tracing::enabled!(tracing::Level::TRACE);
+        let mut keep = vec![false; rows.len()];
+        let mut held: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (row, key) in keys.iter().enumerate() {
+            let Some(index) = self.split_of(key) else { continue };
+            let split = &self.splits[index];
+            if split.reading && split.ahead(key) {
+                held.entry(index).or_default().push(row);
+            } else {
+                keep[row] = split.applies(key, lsns[row]);
+            }
+            if trace {
+                let pk = ScalarValue::try_from_array(data.column(self.config.table.pk[0]), row)?;
+                let cursor = split.cursor.as_ref().map(|c| c.0.clone());
+                tracing::trace!(split = index, %pk, lsn = lsns[row], op = ?ops[row], ?cursor, reading = split.reading, finished = split.finished, keep = keep[row], "change");
+            }
         }
-        let data = filter_record_batch(&data, &BooleanArray::from(keep))?;
-        Ok(Some(StreamChunk::new(ops, data)))
+        for (index, held_rows) in held {
+            let indices = UInt32Array::from_iter_values(held_rows.iter().map(|&r| r as u32));
+            let columns = data
+                .columns()
+                .iter()
+                .map(|c| take(c, &indices, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.splits[index].held.push(Held {
+                ops: held_rows.iter().map(|&r| ops[r]).collect(),
+                data: RecordBatch::try_new(data.schema(), columns)?,
+                keys: held_rows.iter().map(|&r| keys[r].clone()).collect(),
+                lsns: held_rows.iter().map(|&r| lsns[r]).collect(),
+            });
+        }
+        if let Some(&max) = lsns.iter().max() {
+            for split in &mut self.splits {
+                split.settle(max);
+            }
+        }
+        kept(&ops, &data, keep)
     }
 
     /// Reads from the upstream the columns that the replacing updates among `rows` did not
@@ -518,55 +797,29 @@ impl CdcBackfill {
         lists.finish()
     }
 
-    /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
-    fn applies(&self, key: &[u8], lsn: u64) -> bool {
-        let snapshot_read = self.phase.snapshot_read();
-        if snapshot_read && self.pages.is_empty() {
-            return true;
-        }
-        let Some((_, cursor)) = &self.cursor else { return snapshot_read };
-        if key > cursor.as_slice() {
-            return snapshot_read;
-        }
-        if self.settled.as_ref().is_some_and(|s| key <= s.as_slice()) {
-            return true;
-        }
-        match self.pages.iter().find(|p| key <= p.last_key.as_slice()) {
-            Some(page) => lsn >= page.low,
-            None => true,
-        }
-    }
-
-    /// Pages whose low offset is at or below `lsn` cannot see an older change any more.
-    fn settle(&mut self, lsn: u64) {
-        while self.pages.front().is_some_and(|p| p.low <= lsn) {
-            let page = self.pages.pop_front().expect("checked");
-            self.settled = Some(page.last_key);
-        }
-    }
-
-    /// The upstream position of the last page read.
-    fn offset(&self) -> CdcOffset {
-        self.config.source.offset_at(self.last_low)
-    }
-
-    /// Writes the progress row and commits the state table.
+    /// Writes the progress rows of the splits that moved and commits the state table.
     fn persist(&mut self, epoch: Epoch) -> Result<()> {
-        if self.dirty {
-            let cursor = match &self.cursor {
+        let schema = self.config.state.full_schema();
+        for index in 0..self.splits.len() {
+            if !self.splits[index].dirty {
+                continue;
+            }
+            let split = &self.splits[index];
+            let cursor = match &split.cursor {
                 Some((text, _)) => Some(self.typed_key(text)?),
                 None => None,
             };
             let progress = CdcProgress {
-                split: self.split_id.clone(),
+                split: split.id.clone(),
+                range: split.range.clone(),
                 cursor,
-                finished: self.phase.snapshot_read(),
-                rows: self.rows,
-                offset: self.offset(),
+                finished: split.finished,
+                rows: split.rows,
+                offset: self.config.source.offset_at(split.last_low),
             };
-            let batch = progress.encode(&self.config.state.full_schema())?;
+            let batch = progress.encode(&schema)?;
             self.state.write_chunk(&StreamChunk::inserts(batch))?;
-            self.dirty = false;
+            self.splits[index].dirty = false;
         }
         self.state.commit(epoch);
         if self.phase == Phase::Finishing {
@@ -575,6 +828,17 @@ impl CdcBackfill {
         self.report(epoch);
         Ok(())
     }
+}
+
+/// The rows of `data` (with `ops`) that `keep` marks, as a chunk; `None` for none.
+fn kept(ops: &[Op], data: &RecordBatch, keep: Vec<bool>) -> Result<Option<StreamChunk>> {
+    let ops: Vec<Op> =
+        ops.iter().zip(&keep).filter(|(_, keep)| **keep).map(|(op, _)| *op).collect();
+    if ops.is_empty() {
+        return Ok(None);
+    }
+    let data = filter_record_batch(data, &BooleanArray::from(keep))?;
+    Ok(Some(StreamChunk::new(ops, data)))
 }
 
 /// Upstream values read for changes that did not send them (see
@@ -673,13 +937,10 @@ mod tests {
         let mut state = TableCatalog::new_table(
             TableId(11),
             "s".into(),
-            columns(&[
-                ("split_id", DataType::Varchar),
-                ("id", DataType::Int32),
-                ("backfill_finished", DataType::Boolean),
-                ("row_count", DataType::Int64),
-                ("cdc_offset", DataType::Jsonb),
-            ]),
+            crate::stream::executor::backfill::state::cdc_columns(columns(&[(
+                "id",
+                DataType::Int32,
+            )])),
             vec![0],
             "".into(),
         );
@@ -704,6 +965,8 @@ mod tests {
             snapshot,
             barrier,
             rate_limit: None,
+            parallelism: 1,
+            rows_per_split: None,
         }
     }
 
@@ -722,11 +985,34 @@ mod tests {
 
     /// Records a snapshot page ending at `last_id` whose low offset was `low`, as a read does.
     fn read_page(b: &mut CdcBackfill, last_id: i32, low: u64) {
+        read_page_of(b, 0, last_id, low);
+    }
+
+    /// [`read_page`] of split `split`.
+    fn read_page_of(b: &mut CdcBackfill, split: usize, last_id: i32, low: u64) {
         let key = key(b, last_id);
-        b.pages.push_back(Page { last_key: key.clone(), low });
-        b.cursor = Some((vec![Some(last_id.to_string())], key));
-        b.last_low = low;
-        b.dirty = true;
+        let split = &mut b.splits[split];
+        split.pages.push_back(Page { last_key: key.clone(), low });
+        split.cursor = Some((vec![Some(last_id.to_string())], key));
+        split.last_low = low;
+        split.dirty = true;
+    }
+
+    /// A backfill cut into splits at the ids `points`, none read yet.
+    fn split_at(store: &Arc<Store>, points: &[i32]) -> CdcBackfill {
+        let mut b = load(store, true);
+        b.splits = b.splits_at(points.iter().map(i32::to_string).collect()).unwrap();
+        b
+    }
+
+    /// A page of split `split` read from the upstream: `(id, v)` rows, text as the upstream
+    /// sends them, asked for `asked` rows, with low offset `low`.
+    fn page(split: usize, rows: &[(i32, &str)], asked: usize, low: u64) -> PageDone {
+        let ids: Vec<String> = rows.iter().map(|(id, _)| id.to_string()).collect();
+        let x = vec!["x"; rows.len()];
+        let v: Vec<&str> = rows.iter().map(|(_, v)| *v).collect();
+        let page = vec![StringArray::from(ids), StringArray::from(x), StringArray::from(v)];
+        PageDone { split, asked, session: None, page: Ok((page, CdcOffset::Postgres { lsn: low })) }
     }
 
     /// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`.
@@ -781,8 +1067,8 @@ mod tests {
         // Key 5 was read by the page of low offset 200: its snapshot holds LSN 150.
         let lines = "+ public.t f 150 [5, x, e] . f";
         assert_eq!(apply(&mut b, lines).await, "-");
-        assert_eq!(b.pages.len(), 1, "the page of low offset 100 settled");
-        assert_eq!(b.settled, Some(key(&b, 3)));
+        assert_eq!(b.splits[0].pages.len(), 1, "the page of low offset 100 settled");
+        assert_eq!(b.splits[0].settled, Some(key(&b, 3)));
         // Rows of the settled range take every change, whatever its LSN.
         let lines = "+ public.t f 90 [2, x, b] . f
                        + public.t f 90 [5, x, e] . f";
@@ -794,6 +1080,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
         read_page(&mut b, 3, 100);
+        b.splits[0].finished = true;
         b.phase = Phase::Finishing;
         // Key 2's page has not settled: its older change is still dropped.
         let lines = "+ public.t f 90 [2, x, b] . f
@@ -867,13 +1154,13 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let mut b = load(&store, true);
         read_page(&mut b, 3, 100);
-        b.rows = 3;
+        b.splits[0].rows = 3;
         b.persist(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
 
         let mut b = load(&store, true);
         assert_eq!(b.phase, Phase::Reading);
-        assert_eq!(b.rows, 3);
+        assert_eq!(b.rows(), 3);
         // Every change to a row up to the cursor applies; the snapshot reads on after it.
         let lines = "+ public.t f 5 [3, x, c] . f
                        + public.t f 5 [4, x, d] . f";
@@ -923,7 +1210,98 @@ mod tests {
         b.persist(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
         let restored = load(&store, true);
-        assert_eq!(restored.last_low, 4242);
-        assert_eq!(restored.rows, b.rows);
+        assert_eq!(restored.last_low(), 4242);
+        assert_eq!(restored.rows(), b.rows());
+    }
+
+    #[tokio::test]
+    async fn each_split_merges_changes_by_its_own_cursor_and_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+        read_page_of(&mut b, 0, 3, 100);
+        read_page_of(&mut b, 1, 7, 200);
+        // Split 0 [.., 5) has read up to 3, split 1 [5, ..) up to 7; LSN 150 is older than
+        // split 1's page, so its snapshot holds the change to 6.
+        let lines = "+ public.t f 150 [2, x, b] . f
+                     + public.t f 150 [4, x, d] . f
+                     + public.t f 150 [6, x, f] . f
+                     + public.t f 150 [8, x, h] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
+        let lines = "+ public.t f 250 [6, x, f] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 6 f .");
+    }
+
+    #[tokio::test]
+    async fn changes_ahead_of_a_page_in_flight_wait_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+        read_page_of(&mut b, 0, 1, 100);
+        b.splits[0].reading = true;
+        // Beyond split 0's cursor while its next page is read: held, not judged yet.
+        let lines = "+ public.t f 150 [2, x, b] . f
+                     + public.t f 250 [3, x, c] . f
+                     + public.t f 250 [4, x, d] . f
+                     + public.t f 250 [7, x, g] . f";
+        assert_eq!(apply(&mut b, lines).await, "-");
+        // The page (low offset 200, asked for 3 rows) read 2 and 3: its snapshot holds the
+        // change of LSN 150 but maybe not those of 250. It is short, so the split is read to
+        // its end and the insert of 4, not in its snapshot, applies too.
+        let out = b.on_page(page(0, &[(2, "b"), (3, "old")], 3, 200)).unwrap();
+        let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+        assert_eq!(out, ["i T\n+ 2 b\n+ 3 old", "i T [u]\n+ 3 c .\n+ 4 d ."]);
+        assert!(b.splits[0].finished && !b.splits[1].finished);
+        assert_eq!(b.phase, Phase::Reading);
+        // Split 1 has no page in flight: a change ahead of its cursor is dropped at once.
+        let lines = "+ public.t f 300 [8, x, h] . f";
+        assert_eq!(apply(&mut b, lines).await, "-");
+        assert!(b.splits[1].held.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restart_restores_every_split_where_it_stood() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = split_at(&store, &[5, 10]);
+        read_page_of(&mut b, 0, 3, 100);
+        b.splits[0].rows = 3;
+        b.splits[1].finished = true;
+        b.splits[1].rows = 5;
+        b.persist(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+
+        let mut b = load(&store, true);
+        let ids: Vec<&str> = b.splits.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["public.t/0", "public.t/1", "public.t/2"]);
+        assert_eq!(b.rows(), 8);
+        assert_eq!(
+            b.splits[1].range,
+            SplitRange { start: Some("5".into()), end: Some("10".into()) }
+        );
+        // Split 0 applies up to its cursor, finished split 1 everything, split 2 nothing yet.
+        let lines = "+ public.t f 5 [3, x, c] . f
+                     + public.t f 5 [4, x, d] . f
+                     + public.t f 5 [9, x, i] . f
+                     + public.t f 5 [12, x, l] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .\n+ 9 i .");
+    }
+
+    #[test]
+    fn split_points_order_as_keys_do_not_as_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = split_at(&Store::open(dir.path()).unwrap(), &[100, 9, 20, 9]);
+        let ranges: Vec<(Option<&str>, Option<&str>)> =
+            b.splits.iter().map(|s| (s.range.start.as_deref(), s.range.end.as_deref())).collect();
+        let expected = [
+            (None, Some("9")),
+            (Some("9"), Some("20")),
+            (Some("20"), Some("100")),
+            (Some("100"), None),
+        ];
+        assert_eq!(ranges, expected);
+        let ids: Vec<&str> = b.splits.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["public.t/0", "public.t/1", "public.t/2", "public.t/3"]);
+        // Each key goes to the split whose range holds it: a bound belongs to the later split.
+        let route = |id: i32| b.split_of(&key(&b, id)).unwrap();
+        assert_eq!([-5, 8, 9, 19, 20, 99, 100, 1000].map(route), [0, 0, 1, 1, 2, 2, 3, 3]);
     }
 }

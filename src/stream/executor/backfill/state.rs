@@ -4,13 +4,15 @@
 //! Both tables are internal tables a user can `SELECT` (as in RisingWave):
 //! - a view's stream scan: `vnode | <upstream pk> | backfill_finished | row_count`, one row per
 //!   vnode ([`VnodeProgress`]), the pk being the last key read in that vnode (NULL: none yet);
-//! - a CDC table: `split_id | <table pk> | backfill_finished | row_count | cdc_offset`, one row
-//!   per upstream table (split, [`CdcProgress`]), the pk being the snapshot cursor and
-//!   `cdc_offset` the JSON of a [`CdcOffset`].
+//! - a CDC table: `split_id | split_start | split_end | <table pk> | backfill_finished |
+//!   row_count | cdc_offset`, one row per split of the upstream table ([`CdcProgress`]): the
+//!   split's range of the first key column (as upstream text, start inclusive, end exclusive,
+//!   NULL: unbounded), the pk being the split's snapshot cursor and `cdc_offset` the JSON of a
+//!   [`CdcOffset`].
 //!
 //! The backfills write and read their rows only through [`VnodeProgress`] and [`CdcProgress`],
 //! which find the columns by the names below (the key columns are those between the first
-//! column and [`FINISHED`]); [`persisted_progress`] reads either kind for the progress views.
+//! column, or [`SPLIT_END`], and [`FINISHED`]); [`persisted_progress`] reads either kind for the progress views.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -33,6 +35,10 @@ use crate::types::DataType;
 
 /// The upstream table (`schema.table`) a CDC backfill's row is about.
 pub const SPLIT_ID: &str = "split_id";
+/// Where a CDC split's range starts: the first key column's value (inclusive), as upstream text.
+pub const SPLIT_START: &str = "split_start";
+/// Where a CDC split's range ends: the first key column's value (exclusive), as upstream text.
+pub const SPLIT_END: &str = "split_end";
 /// Whether the unit (vnode or split) has read all of its snapshot.
 pub const FINISHED: &str = "backfill_finished";
 /// Snapshot rows the unit has read.
@@ -54,7 +60,11 @@ pub fn arrangement_columns(pk: impl IntoIterator<Item = ColumnCatalog>) -> Vec<C
 
 /// The columns of a CDC table's progress table, for a table keyed by `pk`.
 pub fn cdc_columns(pk: impl IntoIterator<Item = ColumnCatalog>) -> Vec<ColumnCatalog> {
-    let mut columns = vec![column(SPLIT_ID, DataType::Varchar)];
+    let mut columns = vec![
+        column(SPLIT_ID, DataType::Varchar),
+        column(SPLIT_START, DataType::Varchar),
+        column(SPLIT_END, DataType::Varchar),
+    ];
     columns.extend(pk.into_iter().map(|c| ColumnCatalog { hidden: false, ..c }));
     columns.extend([
         column(FINISHED, DataType::Boolean),
@@ -110,8 +120,10 @@ impl VnodeProgress {
 /// (no row: not started).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CdcProgress {
-    /// The upstream table, `schema.table`.
+    /// The split: `schema.table` for a table read as one, `schema.table/n` for split `n`.
     pub split: String,
+    /// The split's range of the first key column.
+    pub range: SplitRange,
     /// The table's primary key of the last snapshot row read; `None` before the first (stored
     /// as NULLs; a key with a NULL is never read back as a position).
     pub cursor: Option<Vec<ScalarValue>>,
@@ -128,6 +140,11 @@ impl CdcProgress {
     pub fn encode(&self, schema: &SchemaRef) -> Result<RecordBatch> {
         let split: ArrayRef = Arc::new(StringArray::from(vec![self.split.as_str()]));
         let mut columns = vec![split];
+        if schema.index_of(SPLIT_END).is_ok() {
+            for bound in [&self.range.start, &self.range.end] {
+                columns.push(Arc::new(StringArray::from(vec![bound.as_deref()])));
+            }
+        }
         columns.extend(encode_cursors(&[self.cursor.as_deref()], schema)?);
         columns.extend(encode_counts([(self.finished, self.rows)]));
         columns.push(Arc::new(StringArray::from(vec![self.offset.to_json()])));
@@ -146,13 +163,32 @@ impl CdcProgress {
         let key = decode_cursor(batch, row)?;
         let cursor = key.iter().all(|v| !v.is_null()).then_some(key);
         let (finished, rows) = decode_counts(batch, row)?;
-        Ok(Self { split, cursor, finished, rows, offset })
+        let bound = |name: &str| -> Result<Option<String>> {
+            match batch.schema_ref().index_of(name) {
+                Ok(_) => Ok(text(name)?.map(str::to_owned)),
+                Err(_) => Ok(None),
+            }
+        };
+        let range = SplitRange { start: bound(SPLIT_START)?, end: bound(SPLIT_END)? };
+        Ok(Self { split, range, cursor, finished, rows, offset })
     }
 }
 
-/// The key (cursor) columns of a progress table: those between the first and [`FINISHED`].
+/// A CDC split's range of the first key column, as upstream text: from `start` (inclusive;
+/// `None`: the lowest key) to `end` (exclusive; `None`: past the highest key).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SplitRange {
+    /// The first value of the range.
+    pub start: Option<String>,
+    /// The first value past the range.
+    pub end: Option<String>,
+}
+
+/// The key (cursor) columns of a progress table: those between the first (or [`SPLIT_END`])
+/// and [`FINISHED`].
 fn key_columns(schema: &Schema) -> Result<Range<usize>> {
-    Ok(1..schema.index_of(FINISHED)?)
+    let first = schema.index_of(SPLIT_END).map_or(1, |end| end + 1);
+    Ok(first..schema.index_of(FINISHED)?)
 }
 
 /// The key columns of `cursors` (`None`: NULLs).
@@ -236,7 +272,10 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
         if has(CDC_OFFSET) {
             let split = CdcProgress::decode(&batch, row)?;
             units.push((split.finished, split.rows));
-            offset = Some(split.offset).filter(|o| !o.is_start());
+            let later = |o: &CdcOffset| {
+                offset.as_ref().is_none_or(|s: &CdcOffset| o.position() > s.position())
+            };
+            offset = Some(split.offset).filter(|o| !o.is_start() && later(o)).or(offset);
         } else {
             let vnode = VnodeProgress::decode(&batch, row)?;
             units.push((vnode.finished, vnode.rows));
@@ -286,6 +325,7 @@ mod tests {
     fn split(cursor: Option<i32>, finished: bool, rows: u64, lsn: u64) -> CdcProgress {
         CdcProgress {
             split: "public.t".into(),
+            range: SplitRange::default(),
             cursor: cursor.map(|id| vec![ScalarValue::Int32(Some(id))]),
             finished,
             rows,
@@ -303,6 +343,8 @@ mod tests {
             names(&cdc_columns([key_column()])),
             [
                 "split_id character varying",
+                "split_start character varying",
+                "split_end character varying",
                 "id integer",
                 "backfill_finished boolean",
                 "row_count bigint",
@@ -344,12 +386,18 @@ mod tests {
     #[test]
     fn cdc_progress_rows_round_trip() {
         let schema = progress_table(cdc_columns([key_column()])).full_schema();
-        for progress in [split(Some(7), false, 42, 0x1_0000_0064), split(None, true, 0, 0)] {
+        let ranged = CdcProgress {
+            split: "public.t/1".into(),
+            range: SplitRange { start: Some("100".into()), end: Some("200".into()) },
+            ..split(Some(150), false, 50, 9)
+        };
+        for progress in [split(Some(7), false, 42, 0x1_0000_0064), split(None, true, 0, 0), ranged]
+        {
             let batch = progress.encode(&schema).unwrap();
             assert_eq!(CdcProgress::decode(&batch, 0).unwrap(), progress);
         }
         let batch = split(Some(7), true, 42, 100).encode(&schema).unwrap();
-        assert_eq!(batch.column(4).as_string::<i32>().value(0), r#"{"Postgres":{"lsn":100}}"#);
+        assert_eq!(batch.column(6).as_string::<i32>().value(0), r#"{"Postgres":{"lsn":100}}"#);
     }
 
     #[test]
