@@ -310,7 +310,7 @@ struct PageDone {
     split: usize,
     asked: usize,
     session: Option<UpstreamSession>,
-    page: Result<(Vec<StringArray>, CdcOffset)>,
+    page: Result<(ReadPage, CdcOffset)>,
 }
 
 struct CdcBackfill {
@@ -318,6 +318,8 @@ struct CdcBackfill {
     state: StateTable,
     /// `schema.table`: the upstream table, as source changes name it.
     upstream_name: String,
+    /// `config.upstream_columns`, shared with the page reads.
+    upstream_columns: Arc<[usize]>,
     /// The splits in key order; empty until planned.
     splits: Vec<Split>,
     /// The connection for planning and for reading rows that changes did not send.
@@ -344,6 +346,7 @@ impl CdcBackfill {
         let mut backfill = Self {
             state,
             upstream_name,
+            upstream_columns: config.upstream_columns.clone().into(),
             splits: Vec::new(),
             session: None,
             phase: if config.snapshot { Phase::Reading } else { Phase::Finishing },
@@ -563,21 +566,24 @@ impl CdcBackfill {
         self.limiter.consume(asked);
         let split = &mut self.splits[index];
         split.reading = true;
-        let session = split.session.take();
-        let source = self.config.source.clone();
-        let table = self.config.upstream.clone();
-        let cursor = split.cursor.as_ref().map(|(text, _)| text.clone());
-        let range = split.range.clone();
+        // On a task of its own: receiving and casting a page can use another core than the
+        // merge.
+        let read = tokio::spawn(read_page(PageRequest {
+            session: split.session.take(),
+            source: self.config.source.clone(),
+            upstream: self.config.upstream.clone(),
+            table: self.config.table.clone(),
+            upstream_columns: self.upstream_columns.clone(),
+            cursor: split.cursor.as_ref().map(|(text, _)| text.clone()),
+            range: split.range.clone(),
+            asked,
+        }));
         Some(Box::pin(async move {
-            let mut session = match session {
-                Some(session) => session,
-                None => match source.session().await {
-                    Ok(session) => session,
-                    Err(e) => return PageDone { split: index, asked, session: None, page: Err(e) },
-                },
+            let (session, page) = match read.await {
+                Ok(done) => done,
+                Err(e) => (None, Err(Error::Stream(format!("a snapshot page read failed: {e}")))),
             };
-            let page = session.snapshot_page(&table, cursor.as_deref(), &range, asked).await;
-            PageDone { split: index, asked, session: Some(session), page }
+            PageDone { split: index, asked, session, page }
         }))
     }
 
@@ -597,28 +603,20 @@ impl CdcBackfill {
             Err(e) => return Err(e),
         };
         let low = low.position();
-        let n = page.first().map_or(0, |c| c.len());
-        tracing::debug!(split = %self.splits[index].id, rows = n, low, first = ?page.get(self.config.upstream.pk[0]).filter(|c| !c.is_empty()).map(|c| c.value(0).to_owned()), held = self.splits[index].held.len(), "read a snapshot page");
+        let n = page.rows.num_rows();
+        tracing::debug!(split = %self.splits[index].id, rows = n, low, last = ?page.last_key, held = self.splits[index].held.len(), "read a snapshot page");
         self.last_error = None;
         let mut out = Vec::new();
-        if n > 0 {
+        if let Some(text_key) = page.last_key {
             // A snapshot row's key is above every key the table has seen from this split
             // (changes beyond the cursor are dropped or held), so the page is plain inserts: no
             // `_unchanged` column tells the materialize to skip its upsert lookups.
-            let data = self.typed(|u| Ok(Arc::new(page[u].clone())))?;
-            let keys = self.keys(&data)?;
-            let upstream = &self.config.upstream;
-            let text_key = upstream
-                .pk
-                .iter()
-                .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
-                .collect();
-            let key = keys.last().expect("one key per row").clone();
+            let key = self.keys(&page.rows.slice(n - 1, 1))?.remove(0);
             let split = &mut self.splits[index];
             split.pages.push_back(Page { last_key: key.clone(), low });
             split.cursor = Some((text_key, key));
             split.rows += n as u64;
-            out.push(StreamChunk::inserts(data));
+            out.push(StreamChunk::inserts(page.rows));
         }
         let split = &mut self.splits[index];
         split.session = session;
@@ -649,16 +647,8 @@ impl CdcBackfill {
 
     /// The table's columns from the text of their upstream columns (`text(u)`: upstream column
     /// `u`), cast to the column types.
-    fn typed(&self, mut text: impl FnMut(usize) -> Result<ArrayRef>) -> Result<RecordBatch> {
-        let schema: SchemaRef = self.config.table.full_schema();
-        let columns = self
-            .config
-            .upstream_columns
-            .iter()
-            .zip(&self.config.table.columns)
-            .map(|(&u, column)| cast_to(&text(u)?, column.data_type, CastMode::Upstream))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+    fn typed(&self, text: impl FnMut(usize) -> Result<ArrayRef>) -> Result<RecordBatch> {
+        typed_batch(&self.config.table, &self.config.upstream_columns, text)
     }
 
     /// A primary key as text (as the upstream prints it), typed as the table's key columns.
@@ -871,6 +861,83 @@ impl Fetched {
     }
 }
 
+/// The columns of `table` from the text of their upstream columns (`text(u)`: upstream column
+/// `u`; `upstream_columns[c]`: the upstream column of table column `c`), cast to their types.
+fn typed_batch(
+    table: &TableCatalog,
+    upstream_columns: &[usize],
+    mut text: impl FnMut(usize) -> Result<ArrayRef>,
+) -> Result<RecordBatch> {
+    let schema: SchemaRef = table.full_schema();
+    let columns = upstream_columns
+        .iter()
+        .zip(&table.columns)
+        .map(|(&u, column)| cast_to(&text(u)?, column.data_type, CastMode::Upstream))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+}
+
+/// A page as read from the upstream: the table's rows (typed) and the key of the last one as
+/// the upstream prints it (none for an empty page).
+struct ReadPage {
+    rows: RecordBatch,
+    last_key: Option<Vec<Option<String>>>,
+}
+
+/// What a page read needs, owned: it runs on a task of its own.
+struct PageRequest {
+    session: Option<UpstreamSession>,
+    source: SourceConfig,
+    upstream: UpstreamTable,
+    table: Arc<TableCatalog>,
+    upstream_columns: Arc<[usize]>,
+    cursor: Option<Vec<Option<String>>>,
+    range: SplitRange,
+    asked: usize,
+}
+
+/// Reads the page `request` asks for and casts it to the table's types, on its connection (or
+/// a new one, returned with the page).
+async fn read_page(
+    request: PageRequest,
+) -> (Option<UpstreamSession>, Result<(ReadPage, CdcOffset)>) {
+    let PageRequest { session, source, upstream, table, upstream_columns, cursor, range, asked } =
+        request;
+    let mut session = match session {
+        Some(session) => session,
+        None => match source.session().await {
+            Ok(session) => session,
+            Err(e) => return (None, Err(e)),
+        },
+    };
+    let page = match session.snapshot_page(&upstream, cursor.as_deref(), &range, asked).await {
+        Ok((page, low)) => {
+            typed_page(&upstream, &table, &upstream_columns, &page).map(|p| (p, low))
+        }
+        Err(e) => Err(e),
+    };
+    (Some(session), page)
+}
+
+/// A page of upstream text columns as a [`ReadPage`].
+fn typed_page(
+    upstream: &UpstreamTable,
+    table: &TableCatalog,
+    upstream_columns: &[usize],
+    page: &[StringArray],
+) -> Result<ReadPage> {
+    let n = page.first().map_or(0, |c| c.len());
+    let rows = typed_batch(table, upstream_columns, |u| Ok(Arc::new(page[u].clone())))?;
+    let last_key = (n > 0).then(|| {
+        upstream
+            .pk
+            .iter()
+            .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
+            .collect()
+    });
+    Ok(ReadPage { rows, last_key })
+}
+
 /// Appends the `_unchanged` column the upsert materialize reads (see [`unchanged_field`]).
 fn with_unchanged(data: RecordBatch, unchanged: ListArray) -> Result<RecordBatch> {
     let mut fields: Vec<_> = data.schema().fields().iter().cloned().collect();
@@ -1007,11 +1074,19 @@ mod tests {
 
     /// A page of split `split` read from the upstream: `(id, v)` rows, text as the upstream
     /// sends them, asked for `asked` rows, with low offset `low`.
-    fn page(split: usize, rows: &[(i32, &str)], asked: usize, low: u64) -> PageDone {
+    fn page(
+        b: &CdcBackfill,
+        split: usize,
+        rows: &[(i32, &str)],
+        asked: usize,
+        low: u64,
+    ) -> PageDone {
         let ids: Vec<String> = rows.iter().map(|(id, _)| id.to_string()).collect();
         let x = vec!["x"; rows.len()];
         let v: Vec<&str> = rows.iter().map(|(_, v)| *v).collect();
         let page = vec![StringArray::from(ids), StringArray::from(x), StringArray::from(v)];
+        let c = &b.config;
+        let page = typed_page(&c.upstream, &c.table, &c.upstream_columns, &page).unwrap();
         PageDone { split, asked, session: None, page: Ok((page, CdcOffset::Postgres { lsn: low })) }
     }
 
@@ -1246,7 +1321,7 @@ mod tests {
         // The page (low offset 200, asked for 3 rows) read 2 and 3: its snapshot holds the
         // change of LSN 150 but maybe not those of 250. It is short, so the split is read to
         // its end and the insert of 4, not in its snapshot, applies too.
-        let out = b.on_page(page(0, &[(2, "b"), (3, "old")], 3, 200)).unwrap();
+        let out = b.on_page(page(&b, 0, &[(2, "b"), (3, "old")], 3, 200)).unwrap();
         let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
         assert_eq!(out, ["i T\n+ 2 b\n+ 3 old", "i T [u]\n+ 3 c .\n+ 4 d ."]);
         assert!(b.splits[0].finished && !b.splits[1].finished);
