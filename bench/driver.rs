@@ -349,9 +349,9 @@ async fn parallel_cdc(client: &Client, n: u64, select_rate: f64) -> anyhow::Resu
                  '{parallelism}') FROM pg TABLE 'public.t'"
             ))
             .await?;
-        wait_created(&client, "CREATE TABLE tp ").await?;
+        wait_created(client, "CREATE TABLE tp ").await?;
         let time = started.elapsed();
-        let count = text_rows(&client, "SELECT count(*) FROM tp").await?;
+        let count = text_rows(client, "SELECT count(*) FROM tp").await?;
         ensure!(count[0][0].as_deref() == Some(&n.to_string()[..]), "tp has {count:?} rows");
         client.batch_execute("DROP TABLE tp").await?;
         let rate = rate(n, time);
