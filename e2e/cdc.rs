@@ -423,6 +423,201 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
 }
 
 #[tokio::test]
+async fn snapshot_pages_and_changes_read_every_type_alike() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = every_type(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// Columns of `types`: one of each upstream type Sluice reads, decoded from binary pages or
+/// (enums, arrays, uuid, interval, json) read as text.
+const TYPE_COLUMNS: &str = "b boolean, s smallint, i int, l bigint, r real, d double precision, \
+     n numeric, n2 numeric(10,2), dt date, ts timestamp, tz timestamptz, by bytea, t text, \
+     vc varchar(5), ch char(3), j jsonb, js json, u uuid, arr int[], e mood, iv interval";
+
+/// Rows 1-6 are read by the snapshot (binary pages); copies of them inserted afterwards as rows
+/// 101-106 arrive through the change stream (text): each copy must equal its original in every
+/// column. A second table keyed on a timestamp (BC ones too), a numeric, bytes and a float is
+/// read in pages of 7 rows, each page after the previous one's last key.
+async fn every_type(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(&format!(
+        "SET TimeZone = 'Europe/Paris';
+         CREATE TYPE mood AS ENUM ('sad', 'happy');
+         CREATE TABLE types (id int PRIMARY KEY, {TYPE_COLUMNS});
+         INSERT INTO types VALUES
+         (1, true, 1, 1, 1, 1.5, 0.1, 3.14159, 12.34, '2024-02-29', '2024-01-01 12:34:56.789',
+          '2024-01-01 12:34:56.789+02', '\\x00ff5c27', 'héllo ☃', 'abc', 'ab', '{{\"a\": [1, 2.50]}}',
+          '{{\"b\":  1}}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{{1,2,NULL}}', 'happy', '1 day 02:03:04'),
+         (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+          NULL, NULL, NULL, NULL, NULL, NULL),
+         (3, false, -32768, -2147483648, -9223372036854775808, 'NaN', '-Infinity', 'NaN', -99999999.99,
+          '1970-01-01', '1999-12-31 23:59:59.999999', '1900-01-01 00:00:00+00', '\\x', '', '', ' ',
+          '[]', 'null', '00000000-0000-0000-0000-000000000000', '{{}}', 'sad', '-1 mon'),
+         (4, true, 32767, 2147483647, 9223372036854775807, 'Infinity', 1e308,
+          123456789012345678.0123456789, 0.005, 'infinity', 'infinity', '-infinity', '\\x0a0d09',
+          E'tab\\tand\\nnewline ''quoted'' \\\\', 'x', 'xyz', '{{\"k\": \"v\\\"w\"}}', '1.50',
+          'ffffffff-ffff-ffff-ffff-ffffffffffff', '{{{{1,2}},{{3,4}}}}', 'happy', '3 years'),
+         (5, false, 0, 0, 0, 1e-30, -0.0, 1.00000000005, -0.005, '2000-01-01', '2000-01-01 00:00:00',
+          '2000-01-01 00:00:00+00', '\\x00', 'a', 'b', 'c', '{{}}', '{{}}',
+          '12345678-1234-1234-1234-123456789012', '{{-1}}', 'sad', '0'),
+         (6, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '0044-03-15 BC', '0001-12-31 23:59:59.5 BC',
+          '0100-06-01 12:00:00+00 BC', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+         CREATE TABLE keyed (k_ts timestamp, k_num numeric, k_by bytea, k_f float8, v int,
+           PRIMARY KEY (k_ts, k_num, k_by, k_f));
+         INSERT INTO keyed SELECT
+           CASE WHEN i % 3 = 0 THEN '0044-03-15 12:00:00.25 BC'::timestamp + i * interval '1 day'
+                ELSE '2024-01-01'::timestamp + (i % 5) * interval '1.5 seconds' END,
+           (i % 4) / 3.0, decode(lpad(to_hex(i % 6), 4, '0'), 'hex'), i * 0.1, i
+         FROM generate_series(1, 300) AS i;"
+    ))
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE types (*) FROM pg TABLE 'public.types';
+             CREATE TABLE keyed (*) WITH (snapshot.batch_size = '7') FROM pg TABLE 'public.keyed'",
+        )
+        .await?;
+    wait_jobs(&client, Duration::from_secs(60)).await?;
+    let columns: Vec<&str> =
+        TYPE_COLUMNS.split(", ").map(|c| c.split(' ').next().unwrap_or(c)).collect();
+    let columns = columns.join(", ");
+    up.batch_execute(&format!(
+        "INSERT INTO types SELECT id + 100, {columns} FROM types WHERE id <= 6"
+    ))
+    .await?;
+    let rows = retry_until(Duration::from_secs(60), || async {
+        let rows =
+            text_rows(&client, &format!("SELECT id, {columns} FROM types ORDER BY id")).await?;
+        ensure!(rows.len() == 12, "{} rows of 12", rows.len());
+        Ok(rows)
+    })
+    .await?;
+    let names: Vec<&str> = columns.split(", ").collect();
+    for (snapshot, change) in rows[..6].iter().zip(&rows[6..]) {
+        for (c, name) in names.iter().enumerate() {
+            let (a, b) = (&snapshot[c + 1], &change[c + 1]);
+            ensure!(
+                a == b,
+                "row {:?}, column {name}: snapshot {a:?}, change stream {b:?}",
+                snapshot[0]
+            );
+        }
+    }
+    // And both as Postgres has them, where Sluice prints what Postgres prints.
+    assert_converges(
+        &client,
+        &up,
+        "SELECT id, b, s, i, l, t, vc, ch, u, arr, e, iv, encode(by, 'hex') FROM types",
+        "SELECT id, b, s, i, l, t, vc, ch, u::text, arr::text, e::text, iv::text, encode(by, 'hex') \
+         FROM types",
+    )
+    .await?;
+    let first = &rows[0];
+    ensure!(
+        first[7].as_deref() == Some("3.1415900000") && first[8].as_deref() == Some("12.34"),
+        "numerics read as {:?} and {:?}",
+        first[7],
+        first[8]
+    );
+    // Values the columns cannot hold read as NULL on both paths (checked above); a numeric
+    // with more fraction digits than the column keeps is rounded half away from zero.
+    ensure!(rows[4][7].as_deref() == Some("1.0000000001"), "n of row 5 is {:?}", rows[4][7]);
+    ensure!(rows[4][8].as_deref() == Some("-0.01"), "n2 of row 5 is {:?}", rows[4][8]);
+    // Years before 1 are kept, not lost to NULL.
+    ensure!(rows[5][9..=11].iter().all(Option::is_some), "row 6: {:?}", rows[5]);
+
+    let keyed = "SELECT count(*), count(DISTINCT v), sum(v) FROM keyed";
+    assert_converges(&client, &up, keyed, keyed).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn writes_ahead_of_the_snapshot_cursor_show_long_before_it_gets_there() -> anyhow::Result<()>
+{
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = writes_ahead(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// Rows read so far by the one CDC backfill (0 before its first checkpoint).
+async fn rows_read(client: &Client) -> anyhow::Result<i64> {
+    Ok(split_rows(client).await?.iter().map(|s| s.1).sum())
+}
+
+/// A snapshot read slowly (2000 rows/s) while the upstream writes to the end of the table it
+/// has not read yet: the writes show in Sluice within seconds, also after a kill -9, and the
+/// table and a view on it end equal to the upstream.
+async fn writes_ahead(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    const ROWS: i64 = 100_000;
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(&format!(
+        "CREATE TABLE big (id bigint PRIMARY KEY, v int);
+         INSERT INTO big SELECT i, i % 100 FROM generate_series(1, {ROWS}) AS i;"
+    ))
+    .await?;
+    let mut client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "SET background_ddl = true;
+             SET backfill_rate_limit = 2000;
+             CREATE TABLE big (*) WITH (snapshot.batch_size = '100') FROM pg TABLE 'public.big';
+             CREATE MATERIALIZED VIEW big_sum AS SELECT v % 10 AS k, count(*) AS n, sum(v) AS s FROM big GROUP BY v % 10;",
+        )
+        .await?;
+    retry_until(Duration::from_secs(60), || async {
+        ensure!(rows_read(&client).await? > 0, "no page read yet");
+        Ok(())
+    })
+    .await?;
+    for round in 0..2 {
+        let marker = -1 - round;
+        up.batch_execute(&format!(
+            "UPDATE big SET v = {marker} WHERE id > {ROWS} - 20 AND id <= {ROWS} - 10;
+             INSERT INTO big VALUES ({ROWS} + 1 + {round}, {marker});
+             DELETE FROM big WHERE id = {ROWS} - 1 - {round};"
+        ))
+        .await?;
+        retry_until(Duration::from_secs(10), || async {
+            let sql = format!("SELECT count(*) FROM big WHERE v = {marker}");
+            let shown = text_rows(&client, &sql).await?;
+            ensure!(shown[0][0].as_deref() == Some("11"), "{shown:?} rows show the writes");
+            let gone = format!("SELECT count(*) FROM big WHERE id = {ROWS} - 1 - {round}");
+            ensure!(text_rows(&client, &gone).await?[0][0].as_deref() == Some("0"));
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("round {round}: writes ahead of the cursor did not show"))?;
+        let read = rows_read(&client).await?;
+        ensure!(
+            read < ROWS / 2,
+            "round {round}: the snapshot had read {read} rows: not ahead of it any more"
+        );
+        // After a kill the rows written ahead are still there, and are still overwritten by
+        // the pages that reach them.
+        server.kill9().await?;
+        server.restart().await?;
+        client = server.connect().await?;
+    }
+    client.batch_execute("ALTER TABLE big SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
+    let query = "SELECT id, v FROM big";
+    assert_converges(&client, &up, query, query).await?;
+    let view = "SELECT v % 10 AS k, count(*) AS n, sum(v) AS s FROM big GROUP BY v % 10";
+    assert_converges(&client, &up, "SELECT k, n, s FROM big_sum", view).await?;
+    let read = rows_read(&client).await?;
+    ensure!(read < ROWS * 12 / 10, "read {read} rows for {ROWS}: the snapshot started over");
+    Ok(())
+}
+
+#[tokio::test]
 async fn source_needs_logical_wal_level() -> anyhow::Result<()> {
     let upstream = Upstream::start_with_wal_level("replica").await?;
     let server = Sluice::start().await?;

@@ -214,6 +214,11 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if let Some(text) = array.as_string_opt::<i32>() {
         match (to, mode) {
             (DataType::Bytea, _) => return bytea_from_text(text, mode),
+            (DataType::Date | DataType::Timestamp | DataType::Timestamptz, CastMode::Upstream)
+                if text.iter().flatten().any(|v| v.ends_with(" BC")) =>
+            {
+                return with_years_before_christ(text, to);
+            }
             (DataType::Boolean, CastMode::Upstream) => {
                 let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
@@ -254,6 +259,47 @@ pub fn rounding_scale(from: &ArrowType, to: &ArrowType) -> Option<ArrowType> {
         }
         _ => None,
     }
+}
+
+/// Dates and timestamps as Postgres prints them, some before year 1 (`0044-03-15 BC`), which
+/// Arrow does not read: those are read here, the others by Arrow.
+fn with_years_before_christ(text: &StringArray, to: DataType) -> Result<ArrayRef> {
+    use arrow::array::{Date32Array, TimestampMicrosecondArray};
+    use arrow::datatypes::{Date32Type, TimestampMicrosecondType};
+    use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime};
+    let ad: StringArray = text.iter().map(|v| v.filter(|v| !v.ends_with(" BC"))).collect();
+    let cast = cast_to(&(Arc::new(ad) as ArrayRef), to, CastMode::Upstream)?;
+    // Year `y` BC is year `1 - y` of the proleptic calendar Arrow counts in.
+    let bc = |v: Option<&str>| -> Option<i64> {
+        let v = v?.strip_suffix(" BC")?;
+        match to {
+            DataType::Date => {
+                let date = NaiveDate::parse_from_str(v, "%Y-%m-%d").ok()?;
+                let date = date.with_year(1 - date.year())?;
+                Some(i64::from(Date32Type::from_naive_date(date)))
+            }
+            DataType::Timestamp => {
+                let at = NaiveDateTime::parse_from_str(v, "%Y-%m-%d %H:%M:%S%.f").ok()?;
+                Some(at.with_year(1 - at.year())?.and_utc().timestamp_micros())
+            }
+            _ => {
+                let at = DateTime::parse_from_str(v, "%Y-%m-%d %H:%M:%S%.f%#z").ok()?;
+                Some(at.with_year(1 - at.year())?.timestamp_micros())
+            }
+        }
+    };
+    Ok(match to {
+        DataType::Date => {
+            let days = cast.as_primitive::<Date32Type>().iter().zip(text.iter());
+            Arc::new(Date32Array::from_iter(days.map(|(ad, v)| bc(v).map(|d| d as i32).or(ad))))
+        }
+        _ => {
+            let micros = cast.as_primitive::<TimestampMicrosecondType>();
+            let values = micros.iter().zip(text.iter()).map(|(ad, v)| bc(v).or(ad));
+            let array = TimestampMicrosecondArray::from_iter(values);
+            Arc::new(array.with_timezone_opt(micros.timezone().map(str::to_owned)))
+        }
+    })
 }
 
 /// Bytea from text (see [`CastMode`] for the formats).
@@ -380,6 +426,15 @@ mod tests {
         let expected = "2024-01-02T01:04:05Z 2024-01-02T03:04:05.500Z";
         assert_eq!(cast(&timestamps, DataType::Timestamptz, Upstream), expected);
         assert_eq!(cast(&[Some(r#"{"a": 1}"#)], DataType::Jsonb, Upstream), r#"{"a": 1}"#);
+        // Years before 1, as Postgres writes them: year 1 BC is year 0.
+        let dates = [Some("0044-03-15 BC"), Some("2024-01-02"), None, Some("x BC")];
+        assert_eq!(cast(&dates, DataType::Date, Upstream), "-0043-03-15 2024-01-02 . .");
+        let times = [Some("0001-12-31 23:59:59.5 BC"), Some("2024-01-02 03:04:05")];
+        let expected = "0000-12-31T23:59:59.500 2024-01-02T03:04:05";
+        assert_eq!(cast(&times, DataType::Timestamp, Upstream), expected);
+        let zoned = [Some("0001-12-31 23:59:59+02 BC"), Some("2024-01-02 03:04:05+00")];
+        let expected = "0000-12-31T21:59:59Z 2024-01-02T03:04:05Z";
+        assert_eq!(cast(&zoned, DataType::Timestamptz, Upstream), expected);
     }
 
     #[test]

@@ -6,6 +6,8 @@ pub mod mysql_binlog;
 pub mod mysql_cdc;
 /// Upstream positions (`CdcOffset`) and how progress tables store them.
 pub mod offset;
+/// Postgres snapshot pages in binary `COPY` format, decoded into Arrow arrays.
+pub mod pg_copy;
 /// Reading an upstream Postgres: table descriptions, snapshot pages, decoded changes.
 pub mod pg_reader;
 /// A Postgres CDC source's options, connection, slot and publication.

@@ -1,20 +1,23 @@
 //! Reading a Postgres upstream: table descriptions, snapshot pages, and the change stream.
 //!
-//! Snapshot pages are plain queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`),
-//! with every value read as text. Changes are read from the logical replication slot with
+//! Snapshot pages are queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`) read
+//! as binary `COPY` (see [`pg_copy`]). Changes are read from the logical replication slot with
 //! `pg_logical_slot_peek_binary_changes` (pgoutput, decoded by `pg_walstream`), which leaves the
 //! slot where it is; the slot is advanced only after the checkpoint holding the changes
 //! commits, so a restart re-reads anything not yet committed.
 
 use std::collections::HashMap;
 
-use arrow::array::{StringArray, StringBuilder};
+use arrow::array::Array;
+use futures::TryStreamExt;
 
 use pg_walstream::protocol::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
+use crate::connector::pg_copy::{self, Decoded, Wire};
 use crate::connector::postgres_cdc::{quote_ident, upstream_error};
+use crate::connector::upstream::{SnapshotPage, upstream_text};
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
@@ -224,20 +227,35 @@ fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
     })
 }
 
-/// One page of the snapshot: rows after `cursor` (a key, as text values) in key order, as one
-/// text column per upstream column.
+/// One page of the snapshot: up to `limit` rows after `cursor` (a key, as text values) in
+/// `range`, in key order, as one array per upstream column (see [`pg_copy`] for their types),
+/// and the last row's key as text.
 pub async fn snapshot_page(
     client: &Client,
     table: &UpstreamTable,
     cursor: Option<&[Option<String>]>,
     range: &SplitRange,
     limit: usize,
-) -> Result<Vec<StringArray>> {
-    // Columns are qualified: an unqualified ORDER BY name would sort by the text output column.
-    let columns: Vec<String> =
-        table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
+) -> Result<SnapshotPage> {
+    let wires: Vec<Wire> = table
+        .columns
+        .iter()
+        .zip(&table.upstream_types)
+        .map(|(c, ty)| Wire::of(ty, c.data_type))
+        .collect();
+    // Columns are qualified: an unqualified ORDER BY name would sort by an output column.
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .zip(&wires)
+        .zip(&table.upstream_types)
+        .map(|((c, wire), ty)| {
+            let cast = if wire.needs_text_cast(ty) { "::text" } else { "" };
+            format!("t.{}{cast}", quote_ident(&c.name))
+        })
+        .collect();
     let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
-    let mut sql = format!("SELECT {} FROM {} AS t", columns.join(", "), table.qualified());
+    let mut sql = format!("COPY (SELECT {} FROM {} AS t", columns.join(", "), table.qualified());
     let mut conditions = Vec::new();
     if let Some(cursor) = cursor {
         let values = key_literals(table, cursor);
@@ -253,18 +271,26 @@ pub async fn snapshot_page(
     if !conditions.is_empty() {
         sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
     }
-    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
-    let messages = client.simple_query(&sql).await.map_err(upstream_error)?;
-    let mut columns: Vec<StringBuilder> =
-        table.columns.iter().map(|_| StringBuilder::with_capacity(limit, limit * 16)).collect();
-    for message in &messages {
-        if let SimpleQueryMessage::Row(row) = message {
-            for (i, column) in columns.iter_mut().enumerate() {
-                column.append_option(row.get(i));
-            }
-        }
+    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}) TO STDOUT (FORMAT binary)", key.join(", ")));
+    let stream = client.copy_out(sql.as_str()).await.map_err(upstream_error)?;
+    let mut stream = std::pin::pin!(stream);
+    let mut data = Vec::with_capacity(limit * 64);
+    while let Some(bytes) = stream.try_next().await.map_err(upstream_error)? {
+        data.extend_from_slice(&bytes);
     }
-    Ok(columns.iter_mut().map(StringBuilder::finish).collect())
+    let Decoded { columns, last_row } = pg_copy::decode(&data, &wires, limit)?;
+    if last_row.is_empty() {
+        return Ok(SnapshotPage { columns, last_key: None });
+    }
+    let n = columns[0].len();
+    // The cursor keeps every digit a numeric key was sent with: the column may round it.
+    let key = table.pk.iter().map(|&i| match (&last_row[i], wires[i]) {
+        (None, _) => Ok(None),
+        (Some(raw), Wire::Numeric { .. }) => pg_copy::numeric_text(raw).map(Some),
+        (Some(_), _) => upstream_text(&columns[i].slice(n - 1, 1)),
+    });
+    let last_key = Some(key.collect::<Result<_>>()?);
+    Ok(SnapshotPage { columns, last_key })
 }
 
 /// A key's text values as typed literals, in key order.

@@ -9,12 +9,15 @@
 //!
 //! Offsets are [`CdcOffset`]s (an LSN, or a binlog file and position), which order like the
 //! upstream's log; changes carry [`CdcOffset::position`], one number with the same order.
-//! Values travel as text in the forms Postgres prints, so one cast reads both upstreams.
+//! Changes and MySQL pages carry values as text in the forms Postgres prints, so one cast reads
+//! both upstreams; Postgres snapshot pages arrive in binary, decoded into each column's own
+//! Arrow type, and are cast from there.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::StringArray;
+use arrow::array::{Array, ArrayRef, AsArray};
 
 use crate::catalog::Created;
 use crate::connector::mysql_cdc::{self, MySqlSourceConfig};
@@ -246,8 +249,8 @@ impl UpstreamSession {
         }
     }
 
-    /// Up to `limit` rows after `cursor` (a key, as text) in key order, one text column per
-    /// upstream column, and the page's low offset: every change committed at or below it is in
+    /// Up to `limit` rows after `cursor` (a key, as text) in key order, one array per upstream
+    /// column (text, or the column's own Arrow type), and the page's low offset: every change committed at or below it is in
     /// the page's rows.
     pub async fn snapshot_page(
         &mut self,
@@ -255,14 +258,28 @@ impl UpstreamSession {
         cursor: Option<&[Option<String>]>,
         range: &SplitRange,
         limit: usize,
-    ) -> Result<(Vec<StringArray>, CdcOffset)> {
+    ) -> Result<(SnapshotPage, CdcOffset)> {
         match self {
             Self::Postgres(client) => {
-                let low = pg_reader::current_lsn(client).await?;
-                let page = pg_reader::snapshot_page(client, table, cursor, range, limit).await?;
+                // Pipelined on the one connection: requests run in the order they are first
+                // polled, so the position is read before the page's snapshot is taken.
+                let (low, page) = tokio::try_join!(
+                    pg_reader::current_lsn(client),
+                    pg_reader::snapshot_page(client, table, cursor, range, limit)
+                )?;
                 Ok((page, CdcOffset::Postgres { lsn: low }))
             }
-            Self::MySql(conn) => mysql_cdc::snapshot_page(conn, table, cursor, range, limit).await,
+            Self::MySql(conn) => {
+                let (page, low) =
+                    mysql_cdc::snapshot_page(conn, table, cursor, range, limit).await?;
+                let n = page.first().map_or(0, |c| c.len());
+                let last_key = (n > 0).then(|| {
+                    let key = table.pk.iter().map(|&i| &page[i]);
+                    key.map(|c| c.is_valid(n - 1).then(|| c.value(n - 1).to_owned())).collect()
+                });
+                let columns = page.into_iter().map(|c| Arc::new(c) as ArrayRef).collect();
+                Ok((SnapshotPage { columns, last_key }, low))
+            }
         }
     }
 
@@ -301,5 +318,85 @@ impl UpstreamSession {
             Self::Postgres(client) => pg_reader::fetch_row(client, table, key).await,
             Self::MySql(conn) => mysql_cdc::fetch_row(conn, table, key).await,
         }
+    }
+}
+
+/// A snapshot page as the upstream sent it.
+#[derive(Debug)]
+pub struct SnapshotPage {
+    /// One array per upstream column: text, or the column's own Arrow type.
+    pub columns: Vec<ArrayRef>,
+    /// The last row's key as the upstream prints it, every digit kept (the next page's
+    /// cursor); `None` for an empty page.
+    pub last_key: Option<Vec<Option<String>>>,
+}
+
+/// The first value of `column` as the upstream prints it, for the snapshot query's cursor:
+/// `bytea` as `\x` and hex digits, anything else as Arrow prints it (which Postgres parses).
+pub fn upstream_text(column: &ArrayRef) -> Result<Option<String>> {
+    use std::fmt::Write;
+    if column.is_null(0) {
+        return Ok(None);
+    }
+    if let Some(bytes) = column.as_binary_opt::<i32>() {
+        let mut text = String::from("\\x");
+        for b in bytes.value(0) {
+            write!(text, "{b:02x}").expect("writing to a String");
+        }
+        return Ok(Some(text));
+    }
+    if let Some(bc) = before_christ(column) {
+        return Ok(Some(bc));
+    }
+    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
+    Ok(Some(text.as_string::<i32>().value(0).to_owned()))
+}
+
+/// A date or timestamp before year 1 the way Postgres writes it (`0044-03-15 BC`): Arrow
+/// writes a negative year, which Postgres does not read.
+fn before_christ(column: &ArrayRef) -> Option<String> {
+    use arrow::datatypes::{Date32Type, TimestampMicrosecondType};
+    use chrono::Datelike;
+    let (date, time, zone) = if let Some(days) = column.as_primitive_opt::<Date32Type>() {
+        (Date32Type::to_naive_date_opt(days.value(0))?, None, "")
+    } else if let Some(micros) = column.as_primitive_opt::<TimestampMicrosecondType>() {
+        let at = chrono::DateTime::from_timestamp_micros(micros.value(0))?.naive_utc();
+        let zone = if micros.timezone().is_some() { "+00" } else { "" };
+        (at.date(), Some(at.time()), zone)
+    } else {
+        return None;
+    };
+    if date.year() > 0 {
+        return None;
+    }
+    let day = format!("{:04}-{:02}-{:02}", 1 - date.year(), date.month(), date.day());
+    Some(match time {
+        Some(time) => format!("{day} {}{zone} BC", time.format("%H:%M:%S%.f")),
+        None => format!("{day} BC"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restored_cursor_prints_as_the_upstream_does() {
+        let bytes: ArrayRef = Arc::new(arrow::array::BinaryArray::from(vec![&[0u8, 255][..]]));
+        assert_eq!(upstream_text(&bytes).unwrap().as_deref(), Some("\\x00ff"));
+        let int: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![Some(-7)]));
+        assert_eq!(upstream_text(&int).unwrap().as_deref(), Some("-7"));
+        let null: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![None]));
+        assert_eq!(upstream_text(&null).unwrap(), None);
+        let date: ArrayRef = Arc::new(arrow::array::Date32Array::from(vec![-719_528 - 365]));
+        assert_eq!(upstream_text(&date).unwrap().as_deref(), Some("0002-01-01 BC"));
+        let ad: ArrayRef = Arc::new(arrow::array::Date32Array::from(vec![-719_162]));
+        assert_eq!(upstream_text(&ad).unwrap().as_deref(), Some("0001-01-01"));
+        let micros = (-719_528i64 * 86_400 + 3_723) * 1_000_000 + 500_000;
+        let ts = arrow::array::TimestampMicrosecondArray::from(vec![micros]);
+        let plain: ArrayRef = Arc::new(ts.clone());
+        assert_eq!(upstream_text(&plain).unwrap().as_deref(), Some("0001-01-01 01:02:03.500 BC"));
+        let utc: ArrayRef = Arc::new(ts.with_timezone(crate::types::UTC));
+        assert_eq!(upstream_text(&utc).unwrap().as_deref(), Some("0001-01-01 01:02:03.500+00 BC"));
     }
 }

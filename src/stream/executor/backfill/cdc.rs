@@ -3,7 +3,9 @@
 //! The snapshot is read in pages in primary-key order (`WHERE (pk) > (cursor) ORDER BY pk
 //! LIMIT batch_size`); before each page the upstream's current WAL position is noted as the
 //! page's low offset. A change arriving from the source (already committed upstream) is
-//! - dropped if its key is beyond the cursor: a later page reads the row as it is then;
+//! - applied ahead of the snapshot if its key is beyond the cursor: a later page reads the row
+//!   as it is then and overwrites it ([`CdcBackfill::apply_ahead`],
+//!   [`CdcBackfill::overwrite_ahead`]; `docs/cdc.md`, "Rows ahead of the cursor");
 //! - dropped if its key was read by a page whose low offset is above the change's LSN: that
 //!   page's snapshot already holds it;
 //! - emitted otherwise (the row was read before the change happened).
@@ -16,7 +18,7 @@
 //! The table may be cut into [`Split`]s, ranges of the first key column each read after its own
 //! cursor with its own pages, up to `backfill.parallelism` pages in flight at once. A change
 //! goes to the split whose range holds its key. A change beyond the cursor of a split whose page
-//! is in flight may or may not be in that page's snapshot: it is held until the page is
+//! is in flight may or may not be in that page's snapshot: it is also held until the page is
 //! applied, then judged by the rule above.
 //!
 //! At every barrier each split's cursor, `backfill_finished`, `row_count` and last low offset
@@ -29,16 +31,16 @@
 //! The snapshot goes through the [`Phase`]s `Reading` (with `Retrying` after a failed page,
 //! until the next barrier), `Finishing` (every split read, not yet checkpointed) and `Done`.
 //!
-//! What it emits are rows of the table's own columns and types: snapshot pages and changes
-//! arrive as upstream text (the source's change rows are shared by all its tables, see
-//! [`cdc_source`](crate::stream::executor::cdc_source)) and are cast column by column, by the
-//! same cast. Change chunks carry one more column, `_unchanged` ([`unchanged_field`]): per row,
+//! What it emits are rows of the table's own columns and types: changes arrive as upstream
+//! text (the source's change rows are shared by all its tables, see
+//! [`cdc_source`](crate::stream::executor::cdc_source)), snapshot pages as text or already
+//! typed (Postgres's binary pages), and both are cast column by column, by the same cast. Change chunks carry one more column, `_unchanged` ([`unchanged_field`]): per row,
 //! the table columns an update did not send (TOASTed values), which the upsert materialize keeps
 //! from the stored row. An update that replaces its row (a key change, or `REPLICA IDENTITY
 //! FULL`: the old row is deleted first) has no stored row to keep them from, so they are read
 //! from the upstream instead.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -57,7 +59,7 @@ use tokio::sync::watch;
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::UpstreamTable;
-use crate::connector::upstream::{SourceConfig, UpstreamSession};
+use crate::connector::upstream::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
 use crate::error::{Error, Result};
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};
 use crate::storage::state_table::StateTable;
@@ -78,6 +80,11 @@ const EPOCH_ROWS: usize = 64 * 1024;
 
 /// The most splits a table is cut into.
 const MAX_SPLITS: usize = 1024;
+
+/// The most rows beyond the splits' cursors applied ahead of the snapshot at once; past it,
+/// changes to further rows beyond a cursor wait for the page that reads them, as without the
+/// early application.
+const AHEAD_ROWS: usize = 100_000;
 
 /// How the executor is set up.
 pub struct CdcBackfillConfig {
@@ -139,16 +146,7 @@ impl Executor for CdcBackfillExecutor {
             let mut asked_this_epoch = 0usize;
             loop {
                 backfill.ensure_planned().await?;
-                while asked_this_epoch < EPOCH_ROWS {
-                    let Some(read) = backfill.next_read(reads.len()) else { break };
-                    asked_this_epoch += backfill.config.batch_size;
-                    if asked_this_epoch >= EPOCH_ROWS {
-                        // The epoch's share is asked for: commit it soon rather than at the
-                        // interval.
-                        backfill.config.barrier.request_checkpoint();
-                    }
-                    reads.push(read);
-                }
+                backfill.start_reads(&mut reads, &mut asked_this_epoch);
                 // Not biased: a busy change stream must not starve the pages in flight.
                 let event = tokio::select! {
                     msg = upstream.next() => Event::Upstream(msg),
@@ -156,7 +154,10 @@ impl Executor for CdcBackfillExecutor {
                 };
                 match event {
                     Event::Page(done) => {
-                        for chunk in backfill.on_page(done)? {
+                        let chunks = backfill.on_page(done)?;
+                        // The next page is read while this one is materialized.
+                        backfill.start_reads(&mut reads, &mut asked_this_epoch);
+                        for chunk in chunks {
                             yield Message::Chunk(chunk);
                         }
                     }
@@ -251,6 +252,10 @@ struct Split {
     /// A page of the split is being read; its connection is with the read.
     reading: bool,
     held: Vec<Held>,
+    /// Rows beyond the cursor that changes wrote to the table ahead of the snapshot, by
+    /// storage key, with their key values: the page that reads their range overwrites or
+    /// deletes them.
+    ahead: BTreeMap<Vec<u8>, Vec<ScalarValue>>,
     session: Option<UpstreamSession>,
 }
 
@@ -269,6 +274,7 @@ impl Split {
             dirty: true,
             reading: false,
             held: Vec::new(),
+            ahead: BTreeMap::new(),
             session: None,
         }
     }
@@ -362,6 +368,7 @@ impl CdcBackfill {
         if persisted.num_rows() > 0 {
             let rows = (0..persisted.num_rows()).map(|r| CdcProgress::decode(&persisted, r));
             backfill.restore(rows.collect::<Result<_>>()?)?;
+            backfill.restore_ahead()?;
         } else if !backfill.config.snapshot || !backfill.splits_wanted() {
             let mut split = Split::new(backfill.upstream_name.clone(), SplitRange::default(), None);
             split.finished = !backfill.config.snapshot;
@@ -552,6 +559,23 @@ impl CdcBackfill {
         self.last_error = Some(e.to_string());
     }
 
+    /// Starts page reads while splits are idle and the epoch's share of rows is not asked for.
+    fn start_reads(
+        &mut self,
+        reads: &mut FuturesUnordered<PageRead>,
+        asked_this_epoch: &mut usize,
+    ) {
+        while *asked_this_epoch < EPOCH_ROWS {
+            let Some(read) = self.next_read(reads.len()) else { break };
+            *asked_this_epoch += self.config.batch_size;
+            if *asked_this_epoch >= EPOCH_ROWS {
+                // The epoch's share is asked for: commit it soon rather than at the interval.
+                self.config.barrier.request_checkpoint();
+            }
+            reads.push(read);
+        }
+    }
+
     /// Starts reading the next page of an idle unfinished split, if the phase, the number of
     /// reads in flight and the rate limit allow one.
     fn next_read(&mut self, in_flight: usize) -> Option<PageRead> {
@@ -607,22 +631,44 @@ impl CdcBackfill {
         tracing::debug!(split = %self.splits[index].id, rows = n, low, last = ?page.last_key, held = self.splits[index].held.len(), "read a snapshot page");
         self.last_error = None;
         let mut out = Vec::new();
-        if let Some(text_key) = page.last_key {
-            // A snapshot row's key is above every key the table has seen from this split
-            // (changes beyond the cursor are dropped or held), so the page is plain inserts: no
-            // `_unchanged` column tells the materialize to skip its upsert lookups.
-            let key = self.keys(&page.rows.slice(n - 1, 1))?.remove(0);
-            let split = &mut self.splits[index];
+        let finishes = n < asked;
+        let last_key = match n {
+            0 => None,
+            _ => Some(self.keys(&page.rows.slice(n - 1, 1))?.remove(0)),
+        };
+        // The rows applied ahead of the cursor that this page's range holds: up to its last
+        // row, or all that are left when it ends the split.
+        let split = &mut self.splits[index];
+        let covered = match &last_key {
+            _ if finishes => std::mem::take(&mut split.ahead),
+            Some(last) => {
+                let mut after = last.clone();
+                after.push(0);
+                let rest = split.ahead.split_off(&after);
+                std::mem::replace(&mut split.ahead, rest)
+            }
+            None => BTreeMap::new(),
+        };
+        if let (Some(text_key), Some(key)) = (page.last_key, last_key) {
             split.pages.push_back(Page { last_key: key.clone(), low });
             split.cursor = Some((text_key, key));
             split.rows += n as u64;
-            out.push(StreamChunk::inserts(page.rows));
+        }
+        if covered.is_empty() {
+            // The page's keys are above every key the table holds from this split, so it is
+            // plain inserts: no `_unchanged` column tells the materialize to skip its upsert
+            // lookups.
+            if n > 0 {
+                out.push(StreamChunk::inserts(page.rows));
+            }
+        } else {
+            out.extend(self.overwrite_ahead(page.rows, covered)?);
         }
         let split = &mut self.splits[index];
         split.session = session;
         split.dirty = true;
         split.last_low = low;
-        if n < asked {
+        if finishes {
             split.finished = true;
             if self.splits.iter().all(|s| s.finished) {
                 self.phase = Phase::Finishing;
@@ -636,6 +682,135 @@ impl CdcBackfill {
             out.extend(kept(&held.ops, &held.data, keep)?);
         }
         Ok(out)
+    }
+
+    /// Whether a change to the row with `key`, beyond the cursor of split `index`, is applied
+    /// at once rather than left to the page that will read the row; records the row as
+    /// applied ahead. The table materializes upserts and the page overwrites what it finds (see
+    /// [`CdcBackfill::overwrite_ahead`]), so only the order of changes to one key matters, and
+    /// changes arrive in commit order. A delete is applied when the table holds the row; an
+    /// insert or update when it carries every column or the table holds the row to keep the
+    /// unsent ones from, and the table holds fewer than [`AHEAD_ROWS`] rows ahead.
+    fn apply_ahead(
+        &mut self,
+        index: usize,
+        key: &[u8],
+        op: Op,
+        all_sent: bool,
+        data: &RecordBatch,
+        row: usize,
+    ) -> Result<bool> {
+        let total: usize = self.splits.iter().map(|s| s.ahead.len()).sum();
+        let pk = &self.config.table.pk;
+        let split = &mut self.splits[index];
+        if op == Op::Delete {
+            return Ok(split.ahead.remove(key).is_some());
+        }
+        if split.ahead.contains_key(key) {
+            return Ok(true);
+        }
+        if !all_sent || total >= AHEAD_ROWS {
+            return Ok(false);
+        }
+        let values = pk.iter().map(|&c| ScalarValue::try_from_array(data.column(c), row));
+        split.ahead.insert(key.to_vec(), values.collect::<Result<_, _>>()?);
+        Ok(true)
+    }
+
+    /// A page's rows when the table already holds some rows of its range (`covered`, applied
+    /// ahead): those rows of the page go as upserts, which replace the stored version; rows
+    /// of `covered` the page does not have were deleted upstream before its snapshot, and go
+    /// as deletes; the other rows go as plain inserts.
+    fn overwrite_ahead(
+        &self,
+        rows: RecordBatch,
+        mut covered: BTreeMap<Vec<u8>, Vec<ScalarValue>>,
+    ) -> Result<Vec<StreamChunk>> {
+        let keys = self.keys(&rows)?;
+        let stored: Vec<bool> = keys.iter().map(|k| covered.remove(k).is_some()).collect();
+        let mut out = Vec::new();
+        let fresh =
+            filter_record_batch(&rows, &BooleanArray::from_iter(stored.iter().map(|s| Some(!s))))?;
+        if fresh.num_rows() > 0 {
+            out.push(StreamChunk::inserts(fresh));
+        }
+        let upserts = filter_record_batch(&rows, &BooleanArray::from(stored))?;
+        if upserts.num_rows() > 0 {
+            let m = upserts.num_rows();
+            let data = with_unchanged(upserts, all_sent_list(m))?;
+            out.push(StreamChunk::new(vec![Op::Insert; m], data));
+        }
+        if !covered.is_empty() {
+            let m = covered.len();
+            let table = &self.config.table;
+            let schema = nullable(&table.full_schema());
+            let columns = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(c, field)| match table.pk.iter().position(|&p| p == c) {
+                    Some(at) => {
+                        let values = covered.values().map(|v| v[at].clone());
+                        Ok(ScalarValue::iter_to_array(values)?)
+                    }
+                    None => Ok(arrow::array::new_null_array(field.data_type(), m)),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let data = with_unchanged(RecordBatch::try_new(schema, columns)?, all_sent_list(m))?;
+            out.push(StreamChunk::new(vec![Op::Delete; m], data));
+        }
+        Ok(out)
+    }
+
+    /// Finds the rows that changes applied ahead of the snapshot left in the table beyond each
+    /// unfinished split's persisted cursor, after a restart.
+    fn restore_ahead(&mut self) -> Result<()> {
+        use crate::ids::VirtualNode;
+        use crate::storage::keycodec::vnode_prefix;
+        use crate::storage::row_codec::RowDecoder;
+        let table = self.config.table.clone();
+        let types: Vec<_> = table.columns.iter().map(|c| c.data_type).collect();
+        let snapshot = self.store.snapshot();
+        for index in 0..self.splits.len() {
+            let split = &self.splits[index];
+            if split.finished {
+                continue;
+            }
+            let from = match &split.cursor {
+                Some((_, cursor)) => {
+                    let mut after = cursor.clone();
+                    after.push(0);
+                    after
+                }
+                None => self.bound_key(split.range.start.as_deref())?.unwrap_or_default(),
+            };
+            let to = split.end_key.clone();
+            let mut found = Vec::new();
+            let mut decoder = RowDecoder::new(&types, &table.pk, 16);
+            for vnode in 0..VirtualNode::COUNT {
+                let prefix = vnode_prefix(table.id, VirtualNode(vnode as u16));
+                let start = [&prefix[..], &from].concat();
+                let end = match &to {
+                    Some(to) => [&prefix[..], to].concat(),
+                    None => crate::storage::keycodec::prefix_successor(&prefix)
+                        .expect("a table id below the greatest"),
+                };
+                snapshot.scan(&start, &end, usize::MAX, |k, v| {
+                    found.push(k[KEY_PREFIX_LEN..].to_vec());
+                    decoder.push(v)
+                })?;
+            }
+            let pk = decoder.finish();
+            let split = &mut self.splits[index];
+            for (row, key) in found.into_iter().enumerate() {
+                let values = pk.iter().map(|c| ScalarValue::try_from_array(c, row));
+                split.ahead.insert(key, values.collect::<Result<_, _>>()?);
+            }
+            if !split.ahead.is_empty() {
+                tracing::info!(split = %split.id, rows = split.ahead.len(), "rows applied ahead of the snapshot before the restart");
+            }
+        }
+        Ok(())
     }
 
     /// The split whose range holds `key`; `None` before the splits are planned.
@@ -684,7 +859,11 @@ impl CdcBackfill {
         }
         let fetched = self.fetch_unchanged(&changes, &rows).await?;
         let data = self.typed(|u| fetched.gather(&changes, &rows, u))?;
-        let data = with_unchanged(data, self.unchanged_columns(&changes, &rows))?;
+        let unchanged = self.unchanged_columns(&changes, &rows);
+        let all_sent: Vec<bool> = (0..rows.len())
+            .map(|i| unchanged.is_null(i) || unchanged.value_length(i) == 0)
+            .collect();
+        let data = with_unchanged(data, unchanged)?;
         let keys = self.keys(&data)?;
         let lsns: Vec<u64> = rows.iter().map(|&i| changes.lsn.value(i) as u64).collect();
         let ops: Vec<Op> = rows
@@ -696,13 +875,16 @@ impl CdcBackfill {
         let mut held: HashMap<usize, Vec<usize>> = HashMap::new();
         for (row, key) in keys.iter().enumerate() {
             let Some(index) = self.split_of(key) else { continue };
-            let split = &self.splits[index];
-            if split.reading && split.ahead(key) {
-                held.entry(index).or_default().push(row);
+            if self.splits[index].ahead(key) {
+                if self.splits[index].reading {
+                    held.entry(index).or_default().push(row);
+                }
+                keep[row] = self.apply_ahead(index, key, ops[row], all_sent[row], &data, row)?;
             } else {
-                keep[row] = split.applies(key, lsns[row]);
+                keep[row] = self.splits[index].applies(key, lsns[row]);
             }
             if trace {
+                let split = &self.splits[index];
                 let pk = ScalarValue::try_from_array(data.column(self.config.table.pk[0]), row)?;
                 let cursor = split.cursor.as_ref().map(|c| c.0.clone());
                 tracing::trace!(split = index, %pk, lsn = lsns[row], op = ?ops[row], ?cursor, reading = split.reading, finished = split.finished, keep = keep[row], "change");
@@ -911,31 +1093,26 @@ async fn read_page(
         },
     };
     let page = match session.snapshot_page(&upstream, cursor.as_deref(), &range, asked).await {
-        Ok((page, low)) => {
-            typed_page(&upstream, &table, &upstream_columns, &page).map(|p| (p, low))
-        }
+        Ok((page, low)) => typed_page(&table, &upstream_columns, page).map(|p| (p, low)),
         Err(e) => Err(e),
     };
     (Some(session), page)
 }
 
-/// A page of upstream text columns as a [`ReadPage`].
+/// A page as the upstream sent it (text or typed columns) as a [`ReadPage`].
 fn typed_page(
-    upstream: &UpstreamTable,
     table: &TableCatalog,
     upstream_columns: &[usize],
-    page: &[StringArray],
+    page: SnapshotPage,
 ) -> Result<ReadPage> {
-    let n = page.first().map_or(0, |c| c.len());
-    let rows = typed_batch(table, upstream_columns, |u| Ok(Arc::new(page[u].clone())))?;
-    let last_key = (n > 0).then(|| {
-        upstream
-            .pk
-            .iter()
-            .map(|&i| page[i].is_valid(n - 1).then(|| page[i].value(n - 1).to_owned()))
-            .collect()
-    });
-    Ok(ReadPage { rows, last_key })
+    let rows = typed_batch(table, upstream_columns, |u| Ok(page.columns[u].clone()))?;
+    Ok(ReadPage { rows, last_key: page.last_key })
+}
+
+/// An `_unchanged` column of `m` rows that sent every column: the materialize upserts them.
+fn all_sent_list(m: usize) -> ListArray {
+    let nulls = arrow::array::new_null_array(unchanged_field().data_type(), m);
+    nulls.as_list::<i32>().clone()
 }
 
 /// Appends the `_unchanged` column the upsert materialize reads (see [`unchanged_field`]).
@@ -945,24 +1122,6 @@ fn with_unchanged(data: RecordBatch, unchanged: ListArray) -> Result<RecordBatch
     let mut columns = data.columns().to_vec();
     columns.push(Arc::new(unchanged));
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
-}
-
-/// The first value of `column` as the upstream prints it, for the snapshot query's cursor:
-/// `bytea` as `\x` and hex digits, anything else as Arrow prints it (which Postgres parses).
-fn upstream_text(column: &ArrayRef) -> Result<Option<String>> {
-    use std::fmt::Write;
-    if column.is_null(0) {
-        return Ok(None);
-    }
-    if let Some(bytes) = column.as_binary_opt::<i32>() {
-        let mut text = String::from("\\x");
-        for b in bytes.value(0) {
-            write!(text, "{b:02x}").expect("writing to a String");
-        }
-        return Ok(Some(text));
-    }
-    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
-    Ok(Some(text.as_string::<i32>().value(0).to_owned()))
 }
 
 /// The same fields, all nullable: change rows carry only the key for deletes.
@@ -1084,9 +1243,15 @@ mod tests {
         let ids: Vec<String> = rows.iter().map(|(id, _)| id.to_string()).collect();
         let x = vec!["x"; rows.len()];
         let v: Vec<&str> = rows.iter().map(|(_, v)| *v).collect();
-        let page = vec![StringArray::from(ids), StringArray::from(x), StringArray::from(v)];
+        let last_key = ids.last().map(|id| vec![Some(id.clone())]);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(ids)),
+            Arc::new(StringArray::from(x)),
+            Arc::new(StringArray::from(v)),
+        ];
+        let page = SnapshotPage { columns, last_key };
         let c = &b.config;
-        let page = typed_page(&c.upstream, &c.table, &c.upstream_columns, &page).unwrap();
+        let page = typed_page(&c.table, &c.upstream_columns, page).unwrap();
         PageDone { split, asked, session: None, page: Ok((page, CdcOffset::Postgres { lsn: low })) }
     }
 
@@ -1104,14 +1269,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn changes_before_the_first_page_are_dropped() {
+    async fn changes_before_the_first_page_apply_ahead_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
-        assert_eq!(apply(&mut b, "+ public.t f 100 [1, x, a] . f").await, "-");
+        assert_eq!(apply(&mut b, "+ public.t f 100 [1, x, a] . f").await, "i T [u]\n+ 1 a .");
+        assert_eq!(b.splits[0].ahead.len(), 1);
     }
 
     #[tokio::test]
-    async fn changes_beyond_the_cursor_are_dropped_and_read_rows_take_newer_ones() {
+    async fn read_rows_take_newer_changes_and_rows_beyond_the_cursor_take_them_ahead() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = load(&Store::open(dir.path()).unwrap(), true);
         read_page(&mut b, 3, 100);
@@ -1119,7 +1285,8 @@ mod tests {
                        + public.t t 150 [3, ., .] . f
                        + public.t f 150 [4, x, d] . f";
         // Deletes carry only the key; the last column is `_unchanged`.
-        assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 2 b .\n- 3 . ."));
+        let expected = "i T [u]\n+ 2 b .\n- 3 . .\n+ 4 d .";
+        assert_eq!(apply(&mut b, lines).await, dedent(expected));
     }
 
     #[tokio::test]
@@ -1236,10 +1403,11 @@ mod tests {
         let mut b = load(&store, true);
         assert_eq!(b.phase, Phase::Reading);
         assert_eq!(b.rows(), 3);
-        // Every change to a row up to the cursor applies; the snapshot reads on after it.
+        // Every change to a row up to the cursor applies, and beyond it ahead of the snapshot.
         let lines = "+ public.t f 5 [3, x, c] . f
                        + public.t f 5 [4, x, d] . f";
-        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .");
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .\n+ 4 d .");
+        assert_eq!(b.splits[0].ahead.len(), 1);
     }
 
     #[tokio::test]
@@ -1267,16 +1435,6 @@ mod tests {
     }
 
     #[test]
-    fn a_restored_cursor_prints_as_the_upstream_does() {
-        let bytes: ArrayRef = Arc::new(arrow::array::BinaryArray::from(vec![&[0u8, 255][..]]));
-        assert_eq!(upstream_text(&bytes).unwrap().as_deref(), Some("\\x00ff"));
-        let int: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![Some(-7)]));
-        assert_eq!(upstream_text(&int).unwrap().as_deref(), Some("-7"));
-        let null: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![None]));
-        assert_eq!(upstream_text(&null).unwrap(), None);
-    }
-
-    #[test]
     fn a_restored_backfill_reports_its_last_offset() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
@@ -1296,12 +1454,14 @@ mod tests {
         read_page_of(&mut b, 0, 3, 100);
         read_page_of(&mut b, 1, 7, 200);
         // Split 0 [.., 5) has read up to 3, split 1 [5, ..) up to 7; LSN 150 is older than
-        // split 1's page, so its snapshot holds the change to 6.
+        // split 1's page, so its snapshot holds the change to 6; 4 and 8 are ahead of their
+        // splits' cursors.
         let lines = "+ public.t f 150 [2, x, b] . f
                      + public.t f 150 [4, x, d] . f
                      + public.t f 150 [6, x, f] . f
                      + public.t f 150 [8, x, h] . f";
-        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .\n+ 4 d .\n+ 8 h .");
+        assert_eq!((b.splits[0].ahead.len(), b.splits[1].ahead.len()), (1, 1));
         let lines = "+ public.t f 250 [6, x, f] . f";
         assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 6 f .");
     }
@@ -1312,24 +1472,102 @@ mod tests {
         let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
         read_page_of(&mut b, 0, 1, 100);
         b.splits[0].reading = true;
-        // Beyond split 0's cursor while its next page is read: held, not judged yet.
+        // Beyond split 0's cursor while its next page is read: applied ahead, and held to be
+        // judged again once the page is applied. 7 is ahead of split 1, which reads nothing.
         let lines = "+ public.t f 150 [2, x, b] . f
                      + public.t f 250 [3, x, c] . f
                      + public.t f 250 [4, x, d] . f
                      + public.t f 250 [7, x, g] . f";
-        assert_eq!(apply(&mut b, lines).await, "-");
-        // The page (low offset 200, asked for 3 rows) read 2 and 3: its snapshot holds the
-        // change of LSN 150 but maybe not those of 250. It is short, so the split is read to
-        // its end and the insert of 4, not in its snapshot, applies too.
+        let expected = "i T [u]\n+ 2 b .\n+ 3 c .\n+ 4 d .\n+ 7 g .";
+        assert_eq!(apply(&mut b, lines).await, dedent(expected));
+        // The page (low offset 200, asked for 3 rows) read 2 and 3: they overwrite what was
+        // applied ahead, and 4, absent from its snapshot, is deleted. Its snapshot holds the
+        // change of LSN 150 but maybe not those of 250, which apply again. It is short, so the
+        // split is read to its end and the insert of 4 applies too.
         let out = b.on_page(page(&b, 0, &[(2, "b"), (3, "old")], 3, 200)).unwrap();
         let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
-        assert_eq!(out, ["i T\n+ 2 b\n+ 3 old", "i T [u]\n+ 3 c .\n+ 4 d ."]);
+        let expected =
+            ["i T [u]\n+ 2 b .\n+ 3 old .", "i T [u]\n- 4 . .", "i T [u]\n+ 3 c .\n+ 4 d ."];
+        assert_eq!(out, expected);
         assert!(b.splits[0].finished && !b.splits[1].finished);
         assert_eq!(b.phase, Phase::Reading);
-        // Split 1 has no page in flight: a change ahead of its cursor is dropped at once.
+        // Split 1 has no page in flight: a change ahead of its cursor applies, without waiting.
         let lines = "+ public.t f 300 [8, x, h] . f";
-        assert_eq!(apply(&mut b, lines).await, "-");
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 8 h .");
         assert!(b.splits[1].held.is_empty());
+    }
+
+    #[tokio::test]
+    async fn changes_ahead_of_the_cursor_apply_at_once_and_the_page_reading_them_overwrites_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 2, 100);
+        // Ahead of the cursor: an insert carrying every column applies at once; a delete of
+        // a row the table does not hold, or an update without its unsent columns, does not.
+        let lines = "+ public.t f 150 [5, x, e] . f
+                     + public.t f 150 [8, x, h] . f
+                     + public.t t 160 [6, ., .] . f
+                     + public.t f 170 [7, x, g] [2] f";
+        assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 5 e .\n+ 8 h ."));
+        // Rows applied ahead take every later change, the unsent columns kept from them.
+        let lines = "+ public.t f 180 [5, x, e2] [2] f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 5 e2 [1]");
+        // The page reading 3-5 overwrites 5 (an upsert); 8 waits for its page.
+        let out = b.on_page(page(&b, 0, &[(3, "c"), (4, "d"), (5, "e3")], 3, 200)).unwrap();
+        let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+        assert_eq!(out, ["i T\n+ 3 c\n+ 4 d", "i T [u]\n+ 5 e3 ."]);
+        assert_eq!(b.splits[0].ahead.len(), 1);
+        // The last page has no 8: it was deleted upstream before the page's snapshot.
+        let out = b.on_page(page(&b, 0, &[(6, "f")], 3, 300)).unwrap();
+        let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+        assert_eq!(out, ["i T\n+ 6 f", "i T [u]\n- 8 . ."]);
+        assert!(b.splits[0].finished && b.splits[0].ahead.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_delete_ahead_of_the_cursor_forgets_the_row_and_the_cap_bounds_the_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 2, 100);
+        let lines = "+ public.t f 150 [5, x, e] . f
+                     + public.t t 160 [5, ., .] . f";
+        assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 5 e .\n- 5 . ."));
+        assert!(b.splits[0].ahead.is_empty());
+        // The page reading 5 again inserts it plainly: the table no longer holds it.
+        let out = b.on_page(page(&b, 0, &[(5, "e")], 1, 200)).unwrap();
+        let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+        assert_eq!(out, ["i T\n+ 5 e"]);
+        // At the cap, further rows wait for their page; rows already ahead still take changes.
+        for id in 0..AHEAD_ROWS as i32 {
+            let key = key(&b, 1000 + id);
+            b.splits[0].ahead.insert(key, vec![ScalarValue::Int32(Some(1000 + id))]);
+        }
+        let lines = "+ public.t f 250 [9, x, i] . f
+                     + public.t f 250 [1000, x, k] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1000 k .");
+    }
+
+    #[tokio::test]
+    async fn a_restart_finds_the_rows_applied_ahead_in_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = split_at(&store, &[5]);
+        read_page_of(&mut b, 0, 2, 100);
+        // Committed with the checkpoint: split 0 read up to 2; the table holds 1, 2 (read),
+        // 4 (applied ahead in split 0) and 7 (ahead in split 1, which read nothing).
+        b.persist(Epoch(1)).unwrap();
+        let table = &b.config.table;
+        let mut rows =
+            StateTable::new(store.clone(), table.id, table.pk.clone(), table.dist_key_len);
+        let chunk = StreamChunk::from_pretty("i T\n+ 1 a\n+ 2 b\n+ 4 d\n+ 7 g");
+        rows.write_chunk(&chunk).unwrap();
+        rows.commit(Epoch(1));
+        store.commit(Epoch(1)).unwrap();
+        let restored = load(&store, true);
+        let ahead: Vec<Vec<Vec<u8>>> =
+            restored.splits.iter().map(|s| s.ahead.keys().cloned().collect()).collect();
+        assert_eq!(ahead, [vec![key(&b, 4)], vec![key(&b, 7)]]);
+        assert_eq!(restored.splits[1].ahead[&key(&b, 7)], [ScalarValue::Int32(Some(7))]);
     }
 
     #[tokio::test]
@@ -1352,12 +1590,16 @@ mod tests {
             b.splits[1].range,
             SplitRange { start: Some("5".into()), end: Some("10".into()) }
         );
-        // Split 0 applies up to its cursor, finished split 1 everything, split 2 nothing yet.
+        // Split 0 applies up to its cursor, finished split 1 everything, and rows beyond split
+        // 0's cursor and in split 2 (nothing read yet) take their changes ahead.
         let lines = "+ public.t f 5 [3, x, c] . f
                      + public.t f 5 [4, x, d] . f
                      + public.t f 5 [9, x, i] . f
                      + public.t f 5 [12, x, l] . f";
-        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .\n+ 9 i .");
+        let expected = "i T [u]\n+ 3 c .\n+ 4 d .\n+ 9 i .\n+ 12 l .";
+        assert_eq!(apply(&mut b, lines).await, dedent(expected));
+        let ahead: Vec<usize> = b.splits.iter().map(|s| s.ahead.len()).collect();
+        assert_eq!(ahead, [1, 0, 1]);
     }
 
     #[test]

@@ -1,0 +1,614 @@
+//! Snapshot pages in Postgres's binary `COPY` format, decoded straight into Arrow arrays.
+//!
+//! A page is `COPY (SELECT .. ORDER BY pk LIMIT n) TO STDOUT (FORMAT binary)`: Postgres sends
+//! each value in its binary send format, which Sluice appends to a typed Arrow builder in one
+//! pass over the page, without text in between. Each upstream column is read as a [`Wire`]
+//! format chosen from its type; types Sluice has no binary decoder for are selected as `::text`
+//! and read as text, as the text protocol would print them.
+//!
+//! Values that the text path turns into NULL (they do not fit the column's Arrow type) are NULL
+//! here too: `infinity` dates and timestamps, numeric `NaN` and infinities, numerics beyond the
+//! column's precision. Numerics with more fraction digits than the column's scale are rounded
+//! half away from zero, as the cast of their text is.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
+use postgres_protocol::types as pg;
+
+use crate::error::{Error, Result};
+use crate::types::{DataType, UTC};
+
+/// Microseconds from the Unix epoch to Postgres's epoch, 2000-01-01.
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+/// Days from the Unix epoch to Postgres's epoch.
+const PG_EPOCH_DAYS: i32 = 10_957;
+/// The signature opening a binary `COPY` stream.
+const SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
+
+/// How one upstream column travels in a binary page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// `boolean`
+    Bool,
+    /// `smallint`
+    Int2,
+    /// `integer`
+    Int4,
+    /// `bigint`
+    Int8,
+    /// `real`
+    Float4,
+    /// `double precision`
+    Float8,
+    /// `numeric`, read into a decimal of this precision and scale.
+    Numeric {
+        /// Total digits of the decimal.
+        precision: u8,
+        /// Digits after the point.
+        scale: i8,
+    },
+    /// `date`
+    Date,
+    /// `timestamp without time zone`
+    Timestamp,
+    /// `timestamp with time zone`
+    Timestamptz,
+    /// `bytea`
+    Bytea,
+    /// Text: `text`, `varchar` and `char(n)` as they are, any other type cast to text upstream.
+    Text,
+}
+
+impl Wire {
+    /// The format for an upstream column of type `upstream_type` (as `format_type` prints it)
+    /// that Sluice holds as `data_type`.
+    pub fn of(upstream_type: &str, data_type: DataType) -> Self {
+        let base = upstream_type.split('(').next().unwrap_or(upstream_type).trim();
+        match (base, data_type) {
+            ("boolean", DataType::Boolean) => Wire::Bool,
+            ("smallint", DataType::Int16) => Wire::Int2,
+            ("integer", DataType::Int32) => Wire::Int4,
+            ("bigint", DataType::Int64) => Wire::Int8,
+            ("real", DataType::Float32) => Wire::Float4,
+            ("double precision", DataType::Float64) => Wire::Float8,
+            ("numeric", DataType::Decimal { precision, scale }) => {
+                Wire::Numeric { precision, scale }
+            }
+            ("date", DataType::Date) => Wire::Date,
+            ("timestamp without time zone", DataType::Timestamp) => Wire::Timestamp,
+            ("timestamp with time zone", DataType::Timestamptz) => Wire::Timestamptz,
+            ("bytea", DataType::Bytea) => Wire::Bytea,
+            _ => Wire::Text,
+        }
+    }
+
+    /// Whether the upstream sends the column as text only after a `::text` cast.
+    pub fn needs_text_cast(self, upstream_type: &str) -> bool {
+        let base = upstream_type.split('(').next().unwrap_or(upstream_type).trim();
+        self == Wire::Text && !matches!(base, "text" | "character varying" | "character")
+    }
+}
+
+/// A typed builder for one column of a page.
+enum Column {
+    Bool(BooleanBuilder),
+    Int2(Int16Builder),
+    Int4(Int32Builder),
+    Int8(Int64Builder),
+    Float4(Float32Builder),
+    Float8(Float64Builder),
+    Numeric(Decimal128Builder, u8, i8),
+    Date(Date32Builder),
+    Timestamp(TimestampMicrosecondBuilder),
+    Bytea(BinaryBuilder),
+    Text(StringBuilder),
+}
+
+impl Column {
+    fn new(wire: Wire, rows: usize) -> Result<Self> {
+        Ok(match wire {
+            Wire::Bool => Column::Bool(BooleanBuilder::with_capacity(rows)),
+            Wire::Int2 => Column::Int2(Int16Builder::with_capacity(rows)),
+            Wire::Int4 => Column::Int4(Int32Builder::with_capacity(rows)),
+            Wire::Int8 => Column::Int8(Int64Builder::with_capacity(rows)),
+            Wire::Float4 => Column::Float4(Float32Builder::with_capacity(rows)),
+            Wire::Float8 => Column::Float8(Float64Builder::with_capacity(rows)),
+            Wire::Numeric { precision, scale } => Column::Numeric(
+                Decimal128Builder::with_capacity(rows)
+                    .with_precision_and_scale(precision, scale)?,
+                precision,
+                scale,
+            ),
+            Wire::Date => Column::Date(Date32Builder::with_capacity(rows)),
+            Wire::Timestamp => Column::Timestamp(TimestampMicrosecondBuilder::with_capacity(rows)),
+            Wire::Timestamptz => Column::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC),
+            ),
+            Wire::Bytea => Column::Bytea(BinaryBuilder::with_capacity(rows, rows * 16)),
+            Wire::Text => Column::Text(StringBuilder::with_capacity(rows, rows * 16)),
+        })
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            Column::Bool(b) => b.append_null(),
+            Column::Int2(b) => b.append_null(),
+            Column::Int4(b) => b.append_null(),
+            Column::Int8(b) => b.append_null(),
+            Column::Float4(b) => b.append_null(),
+            Column::Float8(b) => b.append_null(),
+            Column::Numeric(b, ..) => b.append_null(),
+            Column::Date(b) => b.append_null(),
+            Column::Timestamp(b) => b.append_null(),
+            Column::Bytea(b) => b.append_null(),
+            Column::Text(b) => b.append_null(),
+        }
+    }
+
+    /// Appends a value in its binary send format.
+    fn append(&mut self, value: &[u8]) -> Result<()> {
+        match self {
+            Column::Bool(b) => b.append_value(pg::bool_from_sql(value).map_err(bad)?),
+            Column::Int2(b) => b.append_value(pg::int2_from_sql(value).map_err(bad)?),
+            Column::Int4(b) => b.append_value(pg::int4_from_sql(value).map_err(bad)?),
+            Column::Int8(b) => b.append_value(pg::int8_from_sql(value).map_err(bad)?),
+            Column::Float4(b) => b.append_value(pg::float4_from_sql(value).map_err(bad)?),
+            Column::Float8(b) => b.append_value(pg::float8_from_sql(value).map_err(bad)?),
+            Column::Numeric(b, precision, scale) => {
+                b.append_option(numeric(value, *precision, *scale)?)
+            }
+            Column::Date(b) => {
+                let days = pg::date_from_sql(value).map_err(bad)?;
+                // `infinity` and `-infinity` are the extremes; Arrow has no such dates.
+                let finite = days != i32::MAX && days != i32::MIN;
+                b.append_option(finite.then(|| days.checked_add(PG_EPOCH_DAYS)).flatten())
+            }
+            Column::Timestamp(b) => {
+                let micros = pg::timestamp_from_sql(value).map_err(bad)?;
+                let finite = micros != i64::MAX && micros != i64::MIN;
+                b.append_option(finite.then(|| micros.checked_add(PG_EPOCH_MICROS)).flatten())
+            }
+            Column::Bytea(b) => b.append_value(pg::bytea_from_sql(value)),
+            Column::Text(b) => b.append_value(pg::text_from_sql(value).map_err(bad)?),
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Column::Bool(b) => Arc::new(b.finish()),
+            Column::Int2(b) => Arc::new(b.finish()),
+            Column::Int4(b) => Arc::new(b.finish()),
+            Column::Int8(b) => Arc::new(b.finish()),
+            Column::Float4(b) => Arc::new(b.finish()),
+            Column::Float8(b) => Arc::new(b.finish()),
+            Column::Numeric(b, ..) => Arc::new(b.finish()),
+            Column::Date(b) => Arc::new(b.finish()),
+            Column::Timestamp(b) => Arc::new(b.finish()),
+            Column::Bytea(b) => Arc::new(b.finish()),
+            Column::Text(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+fn bad(e: Box<dyn std::error::Error + Sync + Send>) -> Error {
+    Error::Upstream { code: "XX000", message: format!("a snapshot value does not decode: {e}") }
+}
+
+fn malformed(what: &str) -> Error {
+    Error::Upstream { code: "XX000", message: format!("malformed binary COPY data: {what}") }
+}
+
+/// A decoded page: one array per column, and the last row's values in their send format.
+pub struct Decoded {
+    /// One array per column.
+    pub columns: Vec<ArrayRef>,
+    /// The last row's values as sent (`None`: NULL); empty for an empty page.
+    pub last_row: Vec<Option<Vec<u8>>>,
+}
+
+/// Reads a binary `COPY` stream whose rows have one value per entry of `wires`, about `rows`
+/// of them, into one array per column.
+pub fn decode(data: &[u8], wires: &[Wire], rows: usize) -> Result<Decoded> {
+    let mut columns = wires.iter().map(|&w| Column::new(w, rows)).collect::<Result<Vec<_>>>()?;
+    let mut at = header_len(data)?;
+    let mut last = None;
+    loop {
+        let start = at;
+        let fields = i16::from_be_bytes(take::<2>(data, &mut at)?);
+        if fields == -1 {
+            break;
+        }
+        if fields as usize != wires.len() {
+            return Err(malformed(&format!("a row of {fields} values, {} expected", wires.len())));
+        }
+        for column in &mut columns {
+            match value(data, &mut at)? {
+                Some(value) => column.append(value)?,
+                None => column.append_null(),
+            }
+        }
+        last = Some(start + 2);
+    }
+    let last_row = match last {
+        Some(mut at) => {
+            let values = wires.iter().map(|_| Ok(value(data, &mut at)?.map(<[u8]>::to_vec)));
+            values.collect::<Result<_>>()?
+        }
+        None => Vec::new(),
+    };
+    Ok(Decoded { columns: columns.iter_mut().map(Column::finish).collect(), last_row })
+}
+
+/// The next value of a row (`None`: NULL), moving `at` past it.
+fn value<'a>(data: &'a [u8], at: &mut usize) -> Result<Option<&'a [u8]>> {
+    let len = i32::from_be_bytes(take::<4>(data, at)?);
+    if len < 0 {
+        return Ok(None);
+    }
+    let end = *at + len as usize;
+    let value = data.get(*at..end).ok_or_else(|| malformed("a value past the end"))?;
+    *at = end;
+    Ok(Some(value))
+}
+
+/// A numeric in its send format as Postgres prints it, every digit kept.
+pub fn numeric_text(value: &[u8]) -> Result<String> {
+    use std::fmt::Write;
+    let mut at = 0;
+    let ndigits = i16::from_be_bytes(take::<2>(value, &mut at)?).max(0) as i32;
+    let weight = i16::from_be_bytes(take::<2>(value, &mut at)?) as i32;
+    let sign = u16::from_be_bytes(take::<2>(value, &mut at)?);
+    let dscale = u16::from_be_bytes(take::<2>(value, &mut at)?) as usize;
+    let mut digits = Vec::with_capacity(ndigits as usize);
+    for _ in 0..ndigits {
+        digits.push(i16::from_be_bytes(take::<2>(value, &mut at)?));
+    }
+    let mut text = match sign {
+        0x0000 => String::new(),
+        0x4000 => "-".to_owned(),
+        0xC000 => return Ok("NaN".to_owned()),
+        0xD000 => return Ok("Infinity".to_owned()),
+        0xF000 => return Ok("-Infinity".to_owned()),
+        _ => return Err(malformed("a numeric sign")),
+    };
+    // Digit `k` weighs 10000^(weight - k); digits beyond those sent are zeros.
+    let digit = |k: i32| if (0..ndigits).contains(&k) { digits[k as usize] } else { 0 };
+    if weight < 0 {
+        text.push('0');
+    }
+    for k in 0..=weight {
+        if k == 0 {
+            write!(text, "{}", digit(k)).expect("writing to a String");
+        } else {
+            write!(text, "{:04}", digit(k)).expect("writing to a String");
+        }
+    }
+    if dscale > 0 {
+        let mut fraction = String::with_capacity(dscale + 4);
+        let mut k = weight + 1;
+        while fraction.len() < dscale {
+            write!(fraction, "{:04}", digit(k)).expect("writing to a String");
+            k += 1;
+        }
+        fraction.truncate(dscale);
+        text.push('.');
+        text.push_str(&fraction);
+    }
+    Ok(text)
+}
+
+/// The length of the stream's header: signature, flags and header extension.
+fn header_len(data: &[u8]) -> Result<usize> {
+    if !data.starts_with(SIGNATURE) {
+        return Err(malformed("no PGCOPY signature"));
+    }
+    let mut at = SIGNATURE.len() + 4;
+    let extension = u32::from_be_bytes(take::<4>(data, &mut at)?) as usize;
+    Ok(at + extension)
+}
+
+fn take<const N: usize>(data: &[u8], at: &mut usize) -> Result<[u8; N]> {
+    let bytes = data.get(*at..*at + N).ok_or_else(|| malformed("truncated"))?;
+    *at += N;
+    Ok(bytes.try_into().expect("N bytes"))
+}
+
+/// A numeric in its send format (`ndigits, weight, sign, dscale` and base-10000 digits, most
+/// significant first) as a decimal of `precision` and `scale`, rounded half away from zero;
+/// `None` for `NaN`, the infinities and values beyond `precision`.
+fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<Option<i128>> {
+    let mut at = 0;
+    let ndigits = i16::from_be_bytes(take::<2>(value, &mut at)?);
+    let weight = i16::from_be_bytes(take::<2>(value, &mut at)?) as i32;
+    let sign = u16::from_be_bytes(take::<2>(value, &mut at)?);
+    at += 2; // dscale: the digits carry the value.
+    let negative = match sign {
+        0x0000 => false,
+        0x4000 => true,
+        _ => return Ok(None), // NaN, +Infinity, -Infinity
+    };
+    let mut magnitude: i128 = 0;
+    for i in 0..ndigits.max(0) as i32 {
+        let digit = i16::from_be_bytes(take::<2>(value, &mut at)?) as i128;
+        // The power of ten of this base-10000 digit's last decimal digit, at `scale`.
+        let exponent = 4 * (weight - i) + scale as i32;
+        if exponent >= 0 {
+            let add = 10i128
+                .checked_pow(exponent as u32)
+                .and_then(|p| p.checked_mul(digit))
+                .and_then(|d| magnitude.checked_add(d));
+            match add {
+                Some(m) => magnitude = m,
+                None => return Ok(None),
+            }
+            continue;
+        }
+        // The first digit reaching below the scale: keep its digits above, round on the
+        // first one below (the rest cannot tip a half-away-from-zero rounding).
+        let (kept, first_cut) = if exponent > -4 {
+            let cut = 10i128.pow((-exponent) as u32);
+            (digit / cut, digit / (cut / 10) % 10)
+        } else if exponent == -4 {
+            (0, digit / 1000)
+        } else {
+            (0, 0)
+        };
+        match magnitude.checked_add(kept + i128::from(first_cut >= 5)) {
+            Some(m) => magnitude = m,
+            None => return Ok(None),
+        }
+        break;
+    }
+    if magnitude >= 10i128.pow(precision as u32) {
+        return Ok(None);
+    }
+    Ok(Some(if negative { -magnitude } else { magnitude }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{CastMode, cast_to};
+    use arrow::array::{Array, StringArray};
+    use arrow::util::display::array_value_to_string;
+
+    /// A numeric's send format, built from its text the way Postgres's `numeric_send` does.
+    fn numeric_send(text: &str) -> Vec<u8> {
+        let (negative, text) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+        let dscale = frac.len();
+        // Pad the integer part on the left and the fraction on the right to whole groups.
+        let int = format!("{}{int}", "0".repeat((4 - int.len() % 4) % 4));
+        let frac = format!("{frac}{}", "0".repeat((4 - frac.len() % 4) % 4));
+        let all = format!("{int}{frac}");
+        let mut digits: Vec<i16> =
+            (0..all.len() / 4).map(|i| all[4 * i..4 * i + 4].parse().unwrap()).collect();
+        let mut weight = (int.len() / 4) as i16 - 1;
+        while digits.first() == Some(&0) {
+            digits.remove(0);
+            weight -= 1;
+        }
+        while digits.last() == Some(&0) {
+            digits.pop();
+        }
+        if digits.is_empty() {
+            weight = 0;
+        }
+        let mut out = Vec::new();
+        out.extend((digits.len() as i16).to_be_bytes());
+        out.extend(weight.to_be_bytes());
+        out.extend((if negative { 0x4000u16 } else { 0 }).to_be_bytes());
+        out.extend((dscale as u16).to_be_bytes());
+        for d in digits {
+            out.extend(d.to_be_bytes());
+        }
+        out
+    }
+
+    /// A binary COPY stream of `rows`, each value in its send format (`None`: NULL).
+    fn stream(rows: &[Vec<Option<Vec<u8>>>]) -> Vec<u8> {
+        let mut out = SIGNATURE.to_vec();
+        out.extend(0u32.to_be_bytes());
+        out.extend(0u32.to_be_bytes());
+        for row in rows {
+            out.extend((row.len() as i16).to_be_bytes());
+            for value in row {
+                match value {
+                    Some(v) => {
+                        out.extend((v.len() as i32).to_be_bytes());
+                        out.extend(v);
+                    }
+                    None => out.extend((-1i32).to_be_bytes()),
+                }
+            }
+        }
+        out.extend((-1i16).to_be_bytes());
+        out
+    }
+
+    fn show(array: &ArrayRef) -> Vec<String> {
+        (0..array.len())
+            .map(|i| {
+                if array.is_null(i) {
+                    "NULL".to_owned()
+                } else {
+                    array_value_to_string(array, i).unwrap()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn numerics_decode_as_their_text_casts() {
+        let cases = [
+            "0",
+            "1",
+            "-1",
+            "3.14",
+            "3.145",
+            "-3.145",
+            "3.144999",
+            "12345678.9",
+            "0.0001",
+            "0.00005",
+            "0.00004",
+            "10000",
+            "99999999.995",
+            "123456789012345678",
+            "-0.5",
+            "1000000000000000000000000000000000000000",
+        ];
+        for (precision, scale) in [(10, 2), (38, 10), (20, 0), (5, 4)] {
+            let data =
+                stream(&cases.iter().map(|c| vec![Some(numeric_send(c))]).collect::<Vec<_>>());
+            let binary = decode(&data, &[Wire::Numeric { precision, scale }], 4).unwrap().columns;
+            let text: ArrayRef = Arc::new(StringArray::from(cases.to_vec()));
+            let ty = DataType::Decimal { precision, scale };
+            let cast = cast_to(&text, ty, CastMode::Upstream).unwrap();
+            assert_eq!(show(&binary[0]), show(&cast), "numeric({precision},{scale})");
+        }
+    }
+
+    #[test]
+    fn numeric_nan_and_infinities_are_null() {
+        let special = |sign: u16| {
+            let mut v = 0i16.to_be_bytes().to_vec();
+            v.extend(0i16.to_be_bytes());
+            v.extend(sign.to_be_bytes());
+            v.extend(0u16.to_be_bytes());
+            v
+        };
+        let data = stream(&[
+            vec![Some(special(0xC000))],
+            vec![Some(special(0xD000))],
+            vec![Some(special(0xF000))],
+        ]);
+        let out = decode(&data, &[Wire::Numeric { precision: 38, scale: 10 }], 3).unwrap().columns;
+        assert_eq!(show(&out[0]), ["NULL", "NULL", "NULL"]);
+    }
+
+    #[test]
+    fn every_wire_decodes_its_send_format() {
+        let be = |v: &[u8]| Some(v.to_vec());
+        let rows = vec![
+            vec![
+                be(&[1]),
+                be(&(-7i16).to_be_bytes()),
+                be(&70000i32.to_be_bytes()),
+                be(&(-5_000_000_000i64).to_be_bytes()),
+                be(&1.5f32.to_be_bytes()),
+                be(&0.1f64.to_be_bytes()),
+                // 2024-02-29: 8825 days after 2000-01-01.
+                be(&8825i32.to_be_bytes()),
+                // 1999-12-31 23:59:59.5, before Postgres's epoch.
+                be(&(-500_000i64).to_be_bytes()),
+                be(&0i64.to_be_bytes()),
+                be(&[0, 255, b'\\']),
+                be("héllo".as_bytes()),
+            ],
+            vec![
+                be(&[0]),
+                None,
+                None,
+                None,
+                be(&f32::NAN.to_be_bytes()),
+                be(&f64::NEG_INFINITY.to_be_bytes()),
+                be(&i32::MAX.to_be_bytes()),
+                be(&i64::MIN.to_be_bytes()),
+                be(&i64::MAX.to_be_bytes()),
+                be(&[]),
+                be(b""),
+            ],
+        ];
+        let wires = [
+            Wire::Bool,
+            Wire::Int2,
+            Wire::Int4,
+            Wire::Int8,
+            Wire::Float4,
+            Wire::Float8,
+            Wire::Date,
+            Wire::Timestamp,
+            Wire::Timestamptz,
+            Wire::Bytea,
+            Wire::Text,
+        ];
+        let decoded = decode(&stream(&rows), &wires, 2).unwrap();
+        assert_eq!(decoded.last_row, rows[1]);
+        let out = decoded.columns;
+        let table: Vec<String> = (0..2)
+            .map(|r| out.iter().map(|c| show(c)[r].clone()).collect::<Vec<_>>().join(" | "))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                "true | -7 | 70000 | -5000000000 | 1.5 | 0.1 | 2024-02-29 | 1999-12-31T23:59:59.500 \
+                 | 2000-01-01T00:00:00Z | 00ff5c | héllo",
+                "false | NULL | NULL | NULL | NaN | -inf | NULL | NULL | NULL |  | ",
+            ]
+        );
+    }
+
+    #[test]
+    fn numerics_print_every_digit_sent() {
+        let cases = [
+            "0",
+            "1",
+            "-1",
+            "3.14",
+            "0.0001",
+            "0.00005",
+            "10000",
+            "100000000",
+            "-99999999.995",
+            "0.33333333333333333333",
+            "123456789012345678901234567890.5",
+            "1.000",
+        ];
+        for case in cases {
+            assert_eq!(numeric_text(&numeric_send(case)).unwrap(), case);
+        }
+        let mut nan = 0i32.to_be_bytes().to_vec();
+        nan.extend(0xC000u16.to_be_bytes());
+        nan.extend(0u16.to_be_bytes());
+        assert_eq!(numeric_text(&nan).unwrap(), "NaN");
+        assert!(numeric_text(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn malformed_streams_are_errors_not_panics() {
+        let good = stream(&[vec![Some(7i32.to_be_bytes().to_vec())]]);
+        for cut in 0..good.len() - 2 {
+            assert!(decode(&good[..cut], &[Wire::Int4], 1).is_err(), "cut at {cut}");
+        }
+        assert!(decode(&good, &[Wire::Int4, Wire::Int4], 1).is_err());
+        let short = stream(&[vec![Some(vec![0, 7])]]);
+        assert!(decode(&short, &[Wire::Int4], 1).is_err());
+    }
+
+    #[test]
+    fn types_without_a_decoder_are_read_as_text() {
+        assert_eq!(Wire::of("integer", DataType::Int32), Wire::Int4);
+        assert_eq!(
+            Wire::of("numeric(10,2)", DataType::Decimal { precision: 10, scale: 2 }),
+            Wire::Numeric { precision: 10, scale: 2 }
+        );
+        // A column Sluice holds as another type than the upstream's arrives as text.
+        assert_eq!(Wire::of("integer", DataType::Int64), Wire::Text);
+        assert!(Wire::of("uuid", DataType::Varchar).needs_text_cast("uuid"));
+        assert!(Wire::of("jsonb", DataType::Jsonb).needs_text_cast("jsonb"));
+        assert!(
+            !Wire::of("character varying(5)", DataType::Varchar)
+                .needs_text_cast("character varying(5)")
+        );
+    }
+}
