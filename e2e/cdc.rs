@@ -835,6 +835,24 @@ async fn parallel_splits(upstream: &Upstream, server: &mut Sluice) -> anyhow::Re
     .await?;
     let expected = vec![Some("4".to_owned()), Some("4".to_owned()), Some(read.to_string())];
     ensure!(progress == vec![expected], "rw_cdc_progress: {progress:?}");
+    // And each split on its own, its range following the one before.
+    let per_split = text_rows(
+        &client,
+        "SELECT split_id, split_start, split_end, cursor, rows_done, backfill_finished \
+         FROM rw_catalog.rw_cdc_split_progress WHERE table_name = 'events' ORDER BY split_id",
+    )
+    .await?;
+    ensure!(per_split.len() == 4, "rw_cdc_split_progress: {per_split:?}");
+    for (i, row) in per_split.iter().enumerate() {
+        ensure!(row[0].as_deref() == Some(format!("public.events/{i}").as_str()), "{row:?}");
+        ensure!(row[5].as_deref() == Some("t") && row[3].is_some(), "{row:?}");
+        let rows: i64 = row[4].as_deref().unwrap_or("0").parse()?;
+        ensure!(rows == splits[i].1, "split {i}: {row:?} vs the state table's {:?}", splits[i]);
+    }
+    ensure!(per_split[0][1].is_none() && per_split[3][2].is_none(), "{per_split:?}");
+    for pair in per_split.windows(2) {
+        ensure!(pair[0][2].is_some() && pair[0][2] == pair[1][1], "ranges: {per_split:?}");
+    }
     Ok(())
 }
 

@@ -9,8 +9,8 @@
 //! the registry of tables, `TABLES`: the one list naming each table and how its batch is built,
 //! which listing, existence checks and scans all read. The tables themselves live in:
 //!
-//! - `progress`: `rw_ddl_progress`, `rw_fragment_backfill_progress` and `rw_cdc_progress`,
-//!   the progress of creating jobs and CDC tables.
+//! - `progress`: `rw_ddl_progress`, `rw_fragment_backfill_progress`, `rw_cdc_progress` and
+//!   `rw_cdc_split_progress`, the progress of creating jobs and CDC tables.
 //! - `relations`: `rw_tables`, `rw_materialized_views`, `rw_sources` and
 //!   `rw_internal_tables`, the relations of the catalog.
 //! - `jobs`: `rw_fragments`, `rw_actors`, `rw_recovery_events` and `rw_rate_limit`, the
@@ -173,6 +173,7 @@ const TABLES: &[SystemTable] = &[
         name: "rw_cdc_progress",
         fill: |s| Box::pin(async move { to_batch(s.cdc_progress().await?) }),
     },
+    SystemTable { name: "rw_cdc_split_progress", fill: |s| ready_result(s.cdc_split_progress()) },
     SystemTable { name: "rw_internal_tables", fill: |s| ready(s.internal_tables()) },
     SystemTable { name: "rw_tables", fill: |s| ready(s.relations(RelationKind::Table)) },
     SystemTable {
@@ -189,6 +190,11 @@ const TABLES: &[SystemTable] = &[
 /// The fill of a table whose rows are computed without waiting on anything.
 fn ready<'a, R: SystemRow>(rows: Vec<R>) -> BoxFuture<'a, Result<RecordBatch>> {
     Box::pin(std::future::ready(to_batch(rows)))
+}
+
+/// [`ready`] of rows that may fail to be read.
+fn ready_result<'a, R: SystemRow>(rows: Result<Vec<R>>) -> BoxFuture<'a, Result<RecordBatch>> {
+    Box::pin(std::future::ready(rows.and_then(to_batch)))
 }
 
 /// The registered table called `name`.

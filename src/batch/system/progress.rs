@@ -1,4 +1,5 @@
-//! Progress tables: `rw_ddl_progress`, `rw_fragment_backfill_progress` and `rw_cdc_progress`.
+//! Progress tables: `rw_ddl_progress`, `rw_fragment_backfill_progress`, `rw_cdc_progress` and
+//! `rw_cdc_split_progress`.
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use super::{
 use crate::catalog::{StatePurpose, TableCatalog};
 use crate::connector::upstream::SourceConfig;
 use crate::error::Result;
-use crate::stream::executor::backfill::state::{PersistedProgress, persisted_progress};
+use crate::stream::executor::backfill::state::{
+    PersistedProgress, persisted_progress, persisted_splits,
+};
 use crate::stream::executor::cdc_source::recorded_position;
 use crate::stream::graph::creating::create_type;
 
@@ -162,6 +165,49 @@ impl SystemRow for CdcProgressRow {
     }
 }
 
+/// `rw_cdc_split_progress`: one row per snapshot split of each CDC table, as committed.
+pub struct CdcSplitProgressRow {
+    job_id: i64,
+    table_name: String,
+    split_id: String,
+    split_start: Option<String>,
+    split_end: Option<String>,
+    cursor: Option<String>,
+    rows_done: u64,
+    backfill_finished: bool,
+    upstream_offset: Option<String>,
+}
+
+impl SystemRow for CdcSplitProgressRow {
+    fn columns() -> Vec<(&'static str, DataType)> {
+        vec![
+            ("job_id", BIGINT),
+            ("table_name", VARCHAR),
+            ("split_id", VARCHAR),
+            ("split_start", VARCHAR),
+            ("split_end", VARCHAR),
+            ("cursor", VARCHAR),
+            ("rows_done", BIGINT),
+            ("backfill_finished", BOOLEAN),
+            ("upstream_offset", VARCHAR),
+        ]
+    }
+
+    fn values(self) -> Vec<Value> {
+        vec![
+            Value::Int(Some(self.job_id)),
+            text(self.table_name),
+            text(self.split_id),
+            Value::Text(self.split_start),
+            Value::Text(self.split_end),
+            Value::Text(self.cursor),
+            Value::Int(Some(self.rows_done as i64)),
+            Value::Bool(Some(self.backfill_finished)),
+            Value::Text(self.upstream_offset),
+        ]
+    }
+}
+
 impl SystemSchema {
     fn rate_limit_of(&self, id: crate::catalog::TableId) -> Option<u64> {
         self.catalog.table_by_id(id).and_then(|t| t.backfill_rate_limit)
@@ -251,14 +297,45 @@ impl SystemSchema {
         Ok(rows)
     }
 
-    /// The committed progress of a CDC table's splits.
-    fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<PersistedProgress> {
-        let state = table
+    pub(super) fn cdc_split_progress(&self) -> Result<Vec<CdcSplitProgressRow>> {
+        let mut rows = Vec::new();
+        for table in self.catalog.tables() {
+            if table.cdc.is_none() {
+                continue;
+            }
+            let Some(state) = self.cdc_state_table(&table) else { continue };
+            for split in persisted_splits(&self.store, &state)? {
+                let cursor = split
+                    .cursor
+                    .map(|key| key.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+                rows.push(CdcSplitProgressRow {
+                    job_id: table.id.0 as i64,
+                    table_name: table.name.clone(),
+                    split_id: split.split,
+                    split_start: split.range.start,
+                    split_end: split.range.end,
+                    cursor,
+                    rows_done: split.rows,
+                    backfill_finished: split.finished,
+                    upstream_offset: (!split.offset.is_start()).then(|| split.offset.to_string()),
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The state table of a CDC table's backfill.
+    fn cdc_state_table(&self, table: &TableCatalog) -> Option<std::sync::Arc<TableCatalog>> {
+        table
             .internal_tables
             .iter()
             .filter_map(|id| self.catalog.table_by_id(*id))
-            .find(|t| t.purpose == Some(StatePurpose::StreamCdcScan));
-        let Some(state) = state else {
+            .find(|t| t.purpose == Some(StatePurpose::StreamCdcScan))
+    }
+
+    /// The committed progress of a CDC table's splits.
+    fn persisted_cdc_state(&self, table: &TableCatalog) -> Result<PersistedProgress> {
+        let Some(state) = self.cdc_state_table(table) else {
             return Ok(PersistedProgress::default());
         };
         persisted_progress(&self.store, &state)

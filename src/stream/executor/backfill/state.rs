@@ -289,6 +289,15 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
     })
 }
 
+/// Every split of a CDC backfill state table, as committed (none for another kind of table).
+pub fn persisted_splits(store: &Arc<Store>, table: &TableCatalog) -> Result<Vec<CdcProgress>> {
+    if !table.columns.iter().any(|c| c.name == CDC_OFFSET) {
+        return Ok(Vec::new());
+    }
+    let batch = read_rows(table, &table.state_table(store.clone()))?;
+    (0..batch.num_rows()).map(|row| CdcProgress::decode(&batch, row)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
