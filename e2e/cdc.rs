@@ -622,6 +622,99 @@ async fn writes_ahead(upstream: &Upstream, server: &mut Sluice) -> anyhow::Resul
 }
 
 #[tokio::test]
+async fn sources_use_tls_as_ssl_mode_says() -> anyhow::Result<()> {
+    let mut upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = tls(&mut upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// The message of a failed statement, with its SQLSTATE.
+async fn error_of(client: &Client, sql: &str) -> anyhow::Result<(String, String)> {
+    match client.batch_execute(sql).await {
+        Ok(()) => anyhow::bail!("expected {sql} to fail"),
+        Err(e) => {
+            let db = e.as_db_error().context("not a server error")?;
+            Ok((db.code().code().to_owned(), db.message().to_owned()))
+        }
+    }
+}
+
+/// `ssl.mode` against an upstream without TLS, then with it (a certificate from a private CA):
+/// snapshot, changes and validation all go over TLS when asked, and a certificate that does not
+/// chain to `ssl.root.cert` is refused.
+async fn tls(upstream: &mut Upstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    upstream
+        .connect("shop")
+        .await?
+        .batch_execute(
+            "CREATE TABLE t (id int PRIMARY KEY, v text);
+         INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, 500) AS i;",
+        )
+        .await?;
+    let client = server.connect().await?;
+    let (code, message) =
+        error_of(&client, &upstream.source_sql("s", ", ssl.mode = 'required'")).await?;
+    ensure!(code == "08001" && message.contains("TLS"), "{code}: {message}");
+    client.batch_execute(&upstream.source_sql("s", ", ssl.mode = 'preferred'")).await?;
+    client.batch_execute("DROP SOURCE s").await?;
+    let (code, message) =
+        error_of(&client, &upstream.source_sql("s", ", ssl.mode = 'verify-full'")).await?;
+    ensure!(code == "22023" && message.contains("ssl.root.cert"), "{code}: {message}");
+    let (code, _) = error_of(&client, &upstream.source_sql("s", ", ssl.mode = 'on'")).await?;
+    ensure!(code == "22023", "ssl.mode 'on': {code}");
+
+    let ca = upstream.enable_tls().await?;
+    let ca = ca.display().to_string();
+    let up = upstream.connect("shop").await?;
+    client
+        .batch_execute(
+            &upstream
+                .source_sql("pg", &format!(", ssl.mode = 'verify-full', ssl.root.cert = '{ca}'")),
+        )
+        .await?;
+    client.batch_execute("CREATE TABLE t (*) FROM pg TABLE 'public.t'").await?;
+    up.batch_execute("UPDATE t SET v = 'changed' WHERE id % 7 = 0; DELETE FROM t WHERE id > 490")
+        .await?;
+    assert_converges(&client, &up, "SELECT id, v FROM t", "SELECT id, v FROM t").await?;
+    let plain = count(
+        &up,
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'sluice' AND NOT s.ssl",
+    )
+    .await?;
+    let encrypted = count(
+        &up,
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'sluice' AND s.ssl",
+    )
+    .await?;
+    ensure!(plain == 0 && encrypted > 0, "{plain} plain and {encrypted} TLS connections");
+
+    // The same CA as PEM text; `required` does not check the certificate.
+    let pem = std::fs::read_to_string(&ca)?.replace('\'', "''");
+    client
+        .batch_execute(
+            &upstream
+                .source_sql("s2", &format!(", ssl.mode = 'verify-ca', ssl.root.cert = '{pem}'")),
+        )
+        .await?;
+    client.batch_execute(&upstream.source_sql("s3", ", ssl.mode = 'required'")).await?;
+    // A certificate from another CA is refused.
+    let other = tempfile::tempdir()?;
+    let other_ca = crate::upstream::make_ca(other.path(), "other")?;
+    let sql = upstream.source_sql(
+        "s4",
+        &format!(", ssl.mode = 'verify-ca', ssl.root.cert = '{}'", other_ca.display()),
+    );
+    let (code, message) = error_of(&client, &sql).await?;
+    ensure!(code == "08001" && message.contains("TLS"), "{code}: {message}");
+    client.batch_execute("DROP SOURCE s2; DROP SOURCE s3").await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn source_needs_logical_wal_level() -> anyhow::Result<()> {
     let upstream = Upstream::start_with_wal_level("replica").await?;
     let server = Sluice::start().await?;

@@ -73,6 +73,8 @@ pub struct Upstream {
     spawns: u32,
     /// The `wal_level` the server runs with.
     wal_level: &'static str,
+    /// More `-c` settings (TLS).
+    extra_settings: Vec<String>,
 }
 
 /// A uid and gid to run a child process as.
@@ -102,8 +104,16 @@ impl Upstream {
         let bin = find_bin_dir()?;
         let run_as = postgres_user_if_root()?;
         let dir = tempfile::Builder::new().prefix("sluice-pg-").tempdir()?;
-        let mut upstream =
-            Upstream { dir, child: None, port: 0, bin, run_as, spawns: 0, wal_level };
+        let mut upstream = Upstream {
+            dir,
+            child: None,
+            port: 0,
+            bin,
+            run_as,
+            spawns: 0,
+            wal_level,
+            extra_settings: Vec::new(),
+        };
         upstream.prepare_dir()?;
         upstream.initdb().await?;
         for attempt in 1..=START_ATTEMPTS {
@@ -249,11 +259,69 @@ impl Upstream {
         ];
         let mut command = self.command("postgres");
         command.arg("-D").arg(self.data_dir()).arg("-p").arg(self.port.to_string());
-        for setting in settings {
+        for setting in settings.into_iter().chain(self.extra_settings.iter().cloned()) {
             command.arg("-c").arg(setting);
         }
         command.stdout(log.try_clone()?).stderr(log).kill_on_drop(true);
         command.spawn().context("spawn postgres")
+    }
+
+    /// Restarts the server with TLS (`ssl = on`): a new CA signs a certificate for `localhost`
+    /// and 127.0.0.1. Returns the CA certificate's path (PEM).
+    pub async fn enable_tls(&mut self) -> anyhow::Result<PathBuf> {
+        let tls = self.dir.path().join("tls");
+        fs::create_dir_all(&tls)?;
+        let ca = make_ca(&tls, "ca")?;
+        let (cert, key) = (tls.join("server.crt"), tls.join("server.key"));
+        let san = tls.join("san.ext");
+        fs::write(&san, "subjectAltName=DNS:localhost,IP:127.0.0.1\n")?;
+        let csr = tls.join("server.csr");
+        openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            path(&key)?,
+            "-out",
+            path(&csr)?,
+        ])?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            path(&csr)?,
+            "-CA",
+            path(&ca)?,
+            "-CAkey",
+            path(&tls.join("ca.key"))?,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            path(&san)?,
+            "-out",
+            path(&cert)?,
+        ])?;
+        // Postgres refuses a key others can read.
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
+        if let Some(user) = self.run_as {
+            for file in [&tls, &cert, &key] {
+                std::os::unix::fs::chown(file, Some(user.uid), Some(user.gid))?;
+            }
+        }
+        self.extra_settings = vec![
+            "ssl=on".to_owned(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+        ];
+        self.restart().await?;
+        Ok(ca)
     }
 
     /// Fast shutdown: SIGINT to the postmaster, then waits for it to exit.
@@ -350,6 +418,40 @@ fn wait_blocking(child: &mut Child, timeout: Duration) -> bool {
 async fn probe(conn: String) -> anyhow::Result<()> {
     let client = connect(&conn).await?;
     client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+/// A new self-signed CA in `dir`: `<name>.crt` (returned) and `<name>.key`.
+pub fn make_ca(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sluice test CA",
+        "-keyout",
+        path(&key)?,
+        "-out",
+        path(&cert)?,
+    ])?;
+    Ok(cert)
+}
+
+fn path(p: &Path) -> anyhow::Result<&str> {
+    p.to_str().context("a non-UTF-8 path")
+}
+
+/// Runs the `openssl` command line tool.
+fn openssl(args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new("openssl").args(args).output().context("run openssl")?;
+    ensure!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     Ok(())
 }
 

@@ -10,6 +10,8 @@ pub mod offset;
 pub mod pg_copy;
 /// Reading an upstream Postgres: table descriptions, snapshot pages, decoded changes.
 pub mod pg_reader;
+/// TLS to an upstream Postgres (`ssl.mode`, `ssl.root.cert`).
+pub mod pg_tls;
 /// A Postgres CDC source's options, connection, slot and publication.
 pub mod postgres_cdc;
 /// The interface both upstreams implement: `SourceConfig` and `UpstreamSession`.

@@ -10,9 +10,17 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::connector::pg_tls::{SslMode, TlsSettings};
+
 use crate::catalog::Created;
 use crate::connector::upstream::SourceOptions;
 use crate::error::{Error, Result};
+
+/// Whether a connection failed in the TLS negotiation or handshake.
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    let text = e.to_string();
+    text.contains("TLS") || text.contains("tls") || text.contains("certificate")
+}
 
 /// How long connecting to the upstream may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,6 +46,8 @@ pub struct PgSourceConfig {
     pub publication: String,
     /// Whether Sluice may create the publication.
     pub create_publication: bool,
+    /// `ssl.mode` and `ssl.root.cert`.
+    pub tls: TlsSettings,
 }
 
 impl PgSourceConfig {
@@ -86,19 +96,14 @@ impl PgSourceConfig {
             "publication.name",
             "publication.create.enable",
             "ssl.mode",
+            "ssl.root.cert",
         ];
         let options = SourceOptions::new(options, "postgres-cdc", KNOWN)?;
         let get = |key: &str| options.get(key);
         let required = |key: &str| options.required(key);
         let port = options.port(5432)?;
-        match get("ssl.mode").as_deref() {
-            None | Some("disabled") | Some("disable") | Some("prefer") => {}
-            Some(other) => {
-                return Err(Error::Unsupported(format!(
-                    "ssl.mode '{other}'; use 'disabled' or 'prefer'"
-                )));
-            }
-        }
+        let tls =
+            TlsSettings::new(SslMode::parse(get("ssl.mode").as_deref())?, get("ssl.root.cert"))?;
         let create_publication = match get("publication.create.enable").as_deref() {
             None | Some("true") => true,
             Some("false") => false,
@@ -129,6 +134,7 @@ impl PgSourceConfig {
             slot,
             publication,
             create_publication,
+            tls,
         })
     }
 
@@ -143,8 +149,26 @@ impl PgSourceConfig {
             .dbname(&self.database)
             .application_name("sluice")
             .connect_timeout(CONNECT_TIMEOUT);
+        match self.tls.client_config()? {
+            None => self.connect_with(&config, NoTls).await,
+            Some(tls) => {
+                config.ssl_mode(match self.tls.mode {
+                    SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+                    _ => tokio_postgres::config::SslMode::Require,
+                });
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
+                self.connect_with(&config, tls).await
+            }
+        }
+    }
+
+    async fn connect_with<T>(&self, config: &tokio_postgres::Config, tls: T) -> Result<Client>
+    where
+        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
+        T::Stream: Send + 'static,
+    {
         let (client, connection) =
-            match tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls)).await {
+            match tokio::time::timeout(CONNECT_TIMEOUT, config.connect(tls)).await {
                 Ok(Ok(pair)) => pair,
                 Ok(Err(e)) => return Err(self.connect_error(&e)),
                 Err(_) => return Err(self.unreachable(&"timed out")),
@@ -180,6 +204,24 @@ impl PgSourceConfig {
                 code: "08001",
                 message: format!("upstream refused the connection: {}", db.message()),
             },
+            None if self.tls.mode != SslMode::Disable && is_tls_failure(e) => {
+                let mut cause = e.to_string();
+                let mut source = std::error::Error::source(e);
+                while let Some(inner) = source {
+                    cause = format!("{cause}: {inner}");
+                    source = inner.source();
+                }
+                Error::Upstream {
+                    code: "08001",
+                    message: format!(
+                        "TLS with the upstream at {}:{} failed ({cause}); check ssl.mode ('{}') \
+                         and ssl.root.cert, and that the upstream has ssl = on",
+                        self.hostname,
+                        self.port,
+                        self.tls.mode.name()
+                    ),
+                }
+            }
             None => self.unreachable(e),
         }
     }

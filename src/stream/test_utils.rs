@@ -270,6 +270,10 @@ pub fn pg_source_config(
         slot: "s".into(),
         publication: "p".into(),
         create_publication: false,
+        tls: crate::connector::pg_tls::TlsSettings {
+            mode: crate::connector::pg_tls::SslMode::Disable,
+            root_cert: None,
+        },
     }
 }
 
