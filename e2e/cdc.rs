@@ -715,6 +715,85 @@ async fn tls(upstream: &mut Upstream, server: &Sluice) -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_parallel_snapshot_rides_out_cut_connections_and_a_dropped_slot_is_reported()
+-> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = cut_connections(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// Every connection Sluice has to the upstream is cut (as a network cut or an upstream
+/// restart does) three times while 4 splits read: each split reads on after its own cursor,
+/// and the table ends equal to the upstream. Then the slot is dropped upstream: the progress
+/// view says so, and the server stays up.
+async fn cut_connections(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
+    const ROWS: i64 = 60_000;
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(&format!(
+        "CREATE TABLE events (id bigint PRIMARY KEY, v int);
+         INSERT INTO events SELECT i, i FROM generate_series(1, {ROWS}) AS i;"
+    ))
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "SET background_ddl = true;
+             SET backfill_rate_limit = 6000;
+             CREATE TABLE events (*) WITH (backfill.parallelism = '4', snapshot.batch_size = '100')
+               FROM pg TABLE 'public.events'",
+        )
+        .await?;
+    for round in 1..=3i64 {
+        retry_until(Duration::from_secs(60), || async {
+            let read = rows_read(&client).await?;
+            ensure!(read >= round * 8_000, "{read} rows read");
+            Ok(())
+        })
+        .await?;
+        up.batch_execute(&format!(
+            "UPDATE events SET v = -v WHERE id % 1000 = {round};
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'sluice' AND pid <> pg_backend_pid();"
+        ))
+        .await?;
+    }
+    let splits = split_rows(&client).await?;
+    ensure!(splits.len() == 4 && splits.iter().any(|s| !s.2), "finished too soon: {splits:?}");
+    client.batch_execute("ALTER TABLE events SET BACKFILL_RATE_LIMIT = DEFAULT").await?;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
+    let query = "SELECT id, v FROM events";
+    assert_converges(&client, &up, query, query).await?;
+    let read = rows_read(&client).await?;
+    ensure!(read < ROWS * 12 / 10, "read {read} rows for {ROWS}: some split started over");
+
+    // The slot goes behind Sluice's back (once no poll holds it).
+    retry_until(Duration::from_secs(30), || async {
+        up.batch_execute("SELECT pg_drop_replication_slot('sluice_pg')").await?;
+        Ok(())
+    })
+    .await?;
+    up.batch_execute("UPDATE events SET v = 0 WHERE id = 1").await?;
+    let error = retry_until(Duration::from_secs(30), || async {
+        let rows = text_rows(
+            &client,
+            "SELECT source_error FROM rw_catalog.rw_cdc_progress WHERE table_name = 'events'",
+        )
+        .await?;
+        rows.first().and_then(|r| r[0].clone()).context("no source error yet")
+    })
+    .await?;
+    ensure!(
+        error.contains("sluice_pg") && error.contains("dropped outside Sluice"),
+        "source_error: {error}"
+    );
+    ensure!(count(&client, "SELECT count(*) FROM events").await? == ROWS, "the table is intact");
+    Ok(())
+}
+
+#[tokio::test]
 async fn source_needs_logical_wal_level() -> anyhow::Result<()> {
     let upstream = Upstream::start_with_wal_level("replica").await?;
     let server = Sluice::start().await?;

@@ -298,6 +298,7 @@ impl Reader {
                 chunk
             }
             Err(e) => {
+                let e = slot_gone(e, &self.config.slot);
                 tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
                 self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
                 self.client = None;
@@ -418,6 +419,24 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
+}
+
+/// `e`, said plainly when it is the slot that is gone upstream (dropped behind Sluice's back):
+/// changes made since are lost to the source, which only a new source recovers from.
+fn slot_gone(e: Error, slot: &str) -> Error {
+    match e {
+        Error::Upstream { code: "42704", message } if message.contains("replication slot") => {
+            Error::Upstream {
+                code: "55000",
+                message: format!(
+                    "the replication slot \"{slot}\" is gone from the upstream ({message}): \
+                     it was dropped outside Sluice, and the changes made since are lost to this \
+                     source; drop the source and its tables and create them again"
+                ),
+            }
+        }
+        other => other,
+    }
 }
 
 #[cfg(test)]
