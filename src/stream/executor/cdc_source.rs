@@ -634,6 +634,18 @@ mod tests {
         assert_eq!(load(&store).emitted, 250);
     }
 
+    #[test]
+    fn a_slot_gone_upstream_is_said_plainly_and_other_errors_pass() {
+        let gone = Error::Upstream {
+            code: "42704",
+            message: "upstream: replication slot \"s\" does not exist".into(),
+        };
+        let said = slot_gone(gone, "s").to_string();
+        assert!(said.contains("dropped outside Sluice") && said.contains("\"s\""), "{said}");
+        let other = Error::Upstream { code: "42704", message: "upstream: type x".into() };
+        assert_eq!(slot_gone(other, "s").to_string(), "upstream: type x");
+    }
+
     #[tokio::test]
     async fn a_failed_poll_backs_off_and_a_poll_within_the_backoff_does_not_connect() {
         // A local port nothing listens on: connecting fails at once.
