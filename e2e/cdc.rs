@@ -12,10 +12,7 @@ use crate::upstream::Upstream;
 
 /// The SQLSTATE of a failed statement, or an error if it succeeded.
 async fn sqlstate_of(client: &Client, sql: &str) -> anyhow::Result<String> {
-    match client.batch_execute(sql).await {
-        Ok(()) => anyhow::bail!("expected {sql} to fail"),
-        Err(e) => Ok(e.code().map(|c| c.code().to_owned()).unwrap_or_default()),
-    }
+    Ok(error_of(client, sql).await?.0)
 }
 
 async fn count(client: &Client, sql: &str) -> anyhow::Result<i64> {

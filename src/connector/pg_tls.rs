@@ -116,19 +116,22 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(tls_error)?;
-        let verifier: Arc<dyn ServerCertVerifier> = match &self.root_cert {
-            None => Arc::new(AnyCertificate(provider.signature_verification_algorithms)),
-            Some(_) => {
-                let roots = Arc::new(self.roots()?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                    .build()
-                    .map_err(tls_error)?;
-                match self.mode {
-                    SslMode::VerifyFull => webpki,
-                    _ => Arc::new(AnyName(webpki)),
-                }
-            }
+        let chain = match &self.root_cert {
+            None => None,
+            Some(_) => Some(
+                WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(self.roots()?),
+                    provider.clone(),
+                )
+                .build()
+                .map_err(tls_error)?,
+            ),
         };
+        let verifier = Arc::new(Verifier {
+            chain,
+            check_name: self.mode == SslMode::VerifyFull,
+            algorithms: provider.signature_verification_algorithms,
+        });
         let config =
             builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth();
         Ok(Some(config))
@@ -169,51 +172,19 @@ fn tls_error(e: impl std::fmt::Display) -> Error {
     Error::Upstream { code: "08001", message: format!("cannot set up TLS: {e}") }
 }
 
-/// Accepts any certificate (`preferred`, `required`): the channel is encrypted, the peer not
-/// authenticated. Handshake signatures are still checked.
+/// Checks the server's certificate as the mode says: not at all (no root certificate:
+/// `preferred`, `required`), its chain only (`verify-ca`), or its chain and name
+/// (`verify-full`). Handshake signatures are always checked.
 #[derive(Debug)]
-struct AnyCertificate(WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
-    }
+struct Verifier {
+    /// The chain check against the root certificates, if there are any.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// Whether the certificate must name the host.
+    check_name: bool,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-/// Checks the chain but not the name (`verify-ca`).
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -222,12 +193,15 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let verified =
-            self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+            chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         match verified {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -238,7 +212,7 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -247,11 +221,11 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 

@@ -700,20 +700,19 @@ impl CdcBackfill {
         data: &RecordBatch,
         row: usize,
     ) -> Result<bool> {
-        let total: usize = self.splits.iter().map(|s| s.ahead.len()).sum();
-        let pk = &self.config.table.pk;
-        let split = &mut self.splits[index];
         if op == Op::Delete {
-            return Ok(split.ahead.remove(key).is_some());
+            return Ok(self.splits[index].ahead.remove(key).is_some());
         }
-        if split.ahead.contains_key(key) {
+        if self.splits[index].ahead.contains_key(key) {
             return Ok(true);
         }
-        if !all_sent || total >= AHEAD_ROWS {
+        if !all_sent || self.splits.iter().map(|s| s.ahead.len()).sum::<usize>() >= AHEAD_ROWS {
             return Ok(false);
         }
+        let pk = &self.config.table.pk;
         let values = pk.iter().map(|&c| ScalarValue::try_from_array(data.column(c), row));
-        split.ahead.insert(key.to_vec(), values.collect::<Result<_, _>>()?);
+        let values = values.collect::<Result<_, _>>()?;
+        self.splits[index].ahead.insert(key.to_vec(), values);
         Ok(true)
     }
 
