@@ -688,6 +688,14 @@ async fn tls(upstream: &mut Upstream, server: &Sluice) -> anyhow::Result<()> {
     )
     .await?;
     ensure!(plain == 0 && encrypted > 0, "{plain} plain and {encrypted} TLS connections");
+    // The change stream is one of them: its replication connection.
+    let streams = count(
+        &up,
+        "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'sluice' AND a.backend_type = 'walsender' AND s.ssl",
+    )
+    .await?;
+    ensure!(streams == 1, "{streams} replication connections over TLS");
 
     // The same CA as PEM text; `required` does not check the certificate.
     let pem = std::fs::read_to_string(&ca)?.replace('\'', "''");
@@ -766,9 +774,15 @@ async fn cut_connections(upstream: &Upstream, server: &Sluice) -> anyhow::Result
     let read = rows_read(&client).await?;
     ensure!(read < ROWS * 12 / 10, "read {read} rows for {ROWS}: some split started over");
 
-    // The slot goes behind Sluice's back (once no poll holds it).
+    // The slot goes behind Sluice's back: its stream is cut, and the slot dropped before
+    // Sluice starts it again.
     retry_until(Duration::from_secs(30), || async {
-        up.batch_execute("SELECT pg_drop_replication_slot('sluice_pg')").await?;
+        up.batch_execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+             WHERE slot_name = 'sluice_pg' AND active_pid IS NOT NULL;
+             SELECT pg_drop_replication_slot('sluice_pg');",
+        )
+        .await?;
         Ok(())
     })
     .await?;
@@ -779,13 +793,13 @@ async fn cut_connections(upstream: &Upstream, server: &Sluice) -> anyhow::Result
             "SELECT source_error FROM rw_catalog.rw_cdc_progress WHERE table_name = 'events'",
         )
         .await?;
-        rows.first().and_then(|r| r[0].clone()).context("no source error yet")
+        // The cut stream shows first, as an error that passes.
+        let error = rows.first().and_then(|r| r[0].clone()).context("no source error yet")?;
+        ensure!(error.contains("dropped outside Sluice"), "source_error: {error}");
+        Ok(error)
     })
     .await?;
-    ensure!(
-        error.contains("sluice_pg") && error.contains("dropped outside Sluice"),
-        "source_error: {error}"
-    );
+    ensure!(error.contains("sluice_pg"), "source_error: {error}");
     ensure!(count(&client, "SELECT count(*) FROM events").await? == ROWS, "the table is intact");
     Ok(())
 }

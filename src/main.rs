@@ -58,7 +58,8 @@ fn main() -> anyhow::Result<()> {
 async fn serve() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,pg_walstream=warn")),
         )
         .with_writer(std::io::stderr)
         .init();

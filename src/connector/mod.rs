@@ -10,6 +10,8 @@ pub mod offset;
 pub mod pg_copy;
 /// Reading an upstream Postgres: table descriptions, snapshot pages, decoded changes.
 pub mod pg_reader;
+/// A Postgres source's change stream over a streaming replication connection.
+pub mod pg_replication;
 /// TLS to an upstream Postgres (`ssl.mode`, `ssl.root.cert`).
 pub mod pg_tls;
 /// A Postgres CDC source's options, connection, slot and publication.

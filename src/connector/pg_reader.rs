@@ -1,17 +1,12 @@
 //! Reading a Postgres upstream: table descriptions, snapshot pages, and the change stream.
 //!
 //! Snapshot pages are queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`) read
-//! as binary `COPY` (see [`pg_copy`]). Changes are read from the logical replication slot with
-//! `pg_logical_slot_peek_binary_changes` (pgoutput, decoded by `pg_walstream`), which leaves the
-//! slot where it is; the slot is advanced only after the checkpoint holding the changes
-//! commits, so a restart re-reads anything not yet committed.
-
-use std::collections::HashMap;
+//! as binary `COPY` (see [`pg_copy`]). Changes are streamed from the logical replication slot
+//! by [`pg_replication`](crate::connector::pg_replication), as [`RowChange`]s.
 
 use arrow::array::Array;
 use futures::TryStreamExt;
 
-use pg_walstream::protocol::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
@@ -413,114 +408,6 @@ pub struct RowChange {
     pub replaces: bool,
     /// The end LSN of the transaction's commit record: every change of the transaction has it.
     pub lsn: u64,
-}
-
-/// Reads committed transactions from the slot, without consuming them, and returns the changes
-/// of transactions that end after `after`, plus the number of raw messages read (a read of fewer
-/// than `limit` messages saw everything committed so far).
-pub async fn peek_changes(
-    client: &Client,
-    slot: &str,
-    publication: &str,
-    after: u64,
-    limit: i32,
-) -> Result<(Vec<RowChange>, usize)> {
-    let rows = client
-        .query(
-            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, \
-             'proto_version', '1', 'publication_names', $3)",
-            // A list of identifiers: quoted, a name may hold any character.
-            &[&slot, &limit, &quote_ident(publication)],
-        )
-        .await
-        .map_err(upstream_error)?;
-    let mut parser = LogicalReplicationParser::with_protocol_version(1);
-    let mut relations: HashMap<u32, String> = HashMap::new();
-    let mut pending: Vec<RowChange> = Vec::new();
-    let mut out = Vec::new();
-    for row in &rows {
-        let data: &[u8] = row.get(0);
-        let message = parser
-            .parse_wal_message(data)
-            .map_err(|e| Error::Upstream {
-                code: "XX000",
-                message: format!("cannot decode a pgoutput message: {e}"),
-            })?
-            .message;
-        match message {
-            LogicalReplicationMessage::Begin { .. } => pending.clear(),
-            LogicalReplicationMessage::Relation {
-                relation_id, namespace, relation_name, ..
-            } => {
-                relations.insert(relation_id, format!("{namespace}.{relation_name}"));
-            }
-            LogicalReplicationMessage::Insert { relation_id, tuple } => {
-                pending.push(change(&relations, relation_id, false, &tuple)?);
-            }
-            LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, .. } => {
-                // An old tuple comes when the key changed (or with REPLICA IDENTITY FULL): the
-                // row under the old key goes.
-                let replaces = old_tuple.is_some();
-                if let Some(old) = old_tuple {
-                    pending.push(change(&relations, relation_id, true, &old)?);
-                }
-                let mut new = change(&relations, relation_id, false, &new_tuple)?;
-                new.replaces = replaces;
-                pending.push(new);
-            }
-            LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
-                pending.push(change(&relations, relation_id, true, &old_tuple)?);
-            }
-            LogicalReplicationMessage::Commit { end_lsn, .. } => {
-                let mut txn = std::mem::take(&mut pending);
-                if end_lsn > after {
-                    txn.iter_mut().for_each(|c| c.lsn = end_lsn);
-                    out.append(&mut txn);
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok((out, rows.len()))
-}
-
-fn change(
-    relations: &HashMap<u32, String>,
-    relation: u32,
-    delete: bool,
-    tuple: &TupleData,
-) -> Result<RowChange> {
-    let table = relations.get(&relation).cloned().ok_or_else(|| Error::Upstream {
-        code: "XX000",
-        message: format!("a change of relation {relation} came before its description"),
-    })?;
-    let values = tuple
-        .columns
-        .iter()
-        .map(|c| if c.is_null() || c.is_unchanged() { None } else { c.as_string() })
-        .collect();
-    let unchanged = tuple
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.is_unchanged())
-        .map(|(i, _)| i)
-        .collect();
-    Ok(RowChange { table, delete, values, unchanged, replaces: false, lsn: 0 })
-}
-
-/// Tells the upstream that changes up to `lsn` are durable, so the slot may release them.
-pub async fn advance_slot(client: &Client, slot: &str, lsn: u64) -> Result<()> {
-    let lsn = pg_walstream::format_lsn(lsn);
-    client
-        .execute(
-            "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn) \
-             WHERE $2::text::pg_lsn > (SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1)",
-            &[&slot, &lsn],
-        )
-        .await
-        .map_err(upstream_error)?;
-    Ok(())
 }
 
 /// Adds a table to the publication unless it is there already.

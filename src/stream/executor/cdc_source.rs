@@ -1,11 +1,12 @@
 //! `CdcSourceExecutor`: the one reader of a Postgres source's replication slot.
 //!
-//! Between barriers it polls the slot (without consuming it) and emits every change of every
-//! published table as a row of [`change_schema`], in commit order. On a barrier it records the
-//! end LSN of the last transaction it emitted in its state table, forwards the barrier, and,
-//! once that checkpoint is committed, advances the slot to it. After a restart it skips
-//! transactions at or below the committed LSN, so every change reaches the tables exactly once.
-//! Upstream failures are logged and retried with backoff.
+//! It streams the slot over a replication connection ([`ChangeStream`]) and emits every change
+//! of every published table as a row of [`change_schema`], in commit order. On a barrier it
+//! records the end LSN of the last transaction it emitted in its state table, forwards the
+//! barrier, and, once that checkpoint is committed, lets the slot move to it (the stream reports
+//! it as flushed). After a restart it streams from the committed LSN and skips transactions at
+//! or below it, so every change reaches the tables exactly once. Upstream failures are logged,
+//! shown in `rw_cdc_progress`, and the stream started again with backoff.
 //!
 //! A change row is `table | delete | lsn | values | unchanged | replaces`: `values` is the row
 //! as Postgres prints it, a list of text (one item per upstream column, NULL for NULL or not
@@ -14,8 +15,9 @@
 //! so the values stay text here: each table's backfill picks its rows by `table` and casts them
 //! to its own column types ([`Changes`] reads the columns back, typed).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow::array::{
     Array, AsArray, BooleanArray, Int32Array, Int64Array, ListArray, ListBuilder, RecordBatch,
@@ -28,7 +30,8 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use crate::catalog::{Epoch, TableCatalog};
-use crate::connector::pg_reader::{RowChange, advance_slot, durable_wal_end, peek_changes};
+use crate::connector::pg_reader::{RowChange, durable_wal_end};
+use crate::connector::pg_replication::{Batch, ChangeStream};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -40,20 +43,18 @@ use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
 use crate::stream::{index_list_type, indices_at};
 
-/// Changes read per poll, at most.
-const POLL_LIMIT: i32 = 10_000;
-/// Time between polls of an idle slot.
-const POLL_INTERVAL: Duration = Duration::from_millis(20);
-
-/// Changes emitted since the last checkpoint after which the reader asks for the next one:
-/// every poll decodes the slot from its confirmed position, which only a committed checkpoint
-/// moves, so a busy upstream needs frequent checkpoints to keep polls short.
-const CHECKPOINT_CHANGES: usize = 4096;
-
 /// Bytes of WAL the offset may move past without a checkpoint; beyond them the reader asks for
-/// one, and polls wait for the slot to move: decoding them again at every poll would keep the
-/// upstream busy (a large transaction on an unpublished table).
+/// one, so the slot releases them.
 const CHECKPOINT_WAL_BYTES: u64 = 1 << 20;
+
+/// How often the upstream's WAL position is read, for the lag.
+const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// WAL positions kept waiting for the stream to pass them, at most.
+const MAX_SAMPLES: usize = 64;
+
+/// The wait after a first failure; it doubles with each failure after it, up to the most.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The schema of the rows a source emits, one per change (see the module docs): `table`
 /// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
@@ -177,24 +178,30 @@ impl Executor for CdcSourceExecutor {
                 reader.commit(first.epoch.prev)?;
             }
             yield Message::Barrier(first);
-            let mut ticker = tokio::time::interval(POLL_INTERVAL);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut sampler = tokio::time::interval(SAMPLE_INTERVAL);
+            sampler.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                let barrier = tokio::select! {
+                let event = tokio::select! {
                     biased;
-                    barrier = barriers.recv() => barrier,
-                    _ = ticker.tick() => {
-                        if let Some(chunk) = reader.poll().await {
+                    barrier = barriers.recv() => Event::Barrier(barrier),
+                    read = reader.next() => Event::Read(read),
+                    _ = sampler.tick() => Event::Sample,
+                };
+                match event {
+                    Event::Barrier(None) => break,
+                    Event::Barrier(Some(barrier)) => {
+                        if barrier.is_checkpoint() {
+                            reader.commit(barrier.epoch.prev)?;
+                        }
+                        yield Message::Barrier(barrier);
+                    }
+                    Event::Read(read) => {
+                        if let Some(chunk) = reader.accept(read)? {
                             yield Message::Chunk(chunk);
                         }
-                        continue;
                     }
-                };
-                let Some(barrier) = barrier else { break };
-                if barrier.is_checkpoint() {
-                    reader.commit(barrier.epoch.prev)?;
+                    Event::Sample => reader.sample().await,
                 }
-                yield Message::Barrier(barrier);
             }
         }
         .boxed()
@@ -205,28 +212,39 @@ impl Executor for CdcSourceExecutor {
     }
 }
 
+/// What the executor's loop waits for.
+enum Event {
+    Barrier(Option<Barrier>),
+    Read(Option<Result<Batch>>),
+    Sample,
+}
+
 struct Reader {
     config: PgSourceConfig,
     store: Arc<Store>,
     table: StateTable,
     state_schema: SchemaRef,
+    /// The running change stream; `None` after a failure, until `retry_at`.
+    stream: Option<ChangeStream>,
+    /// A plain connection to the upstream, for its WAL position (see [`Reader::sample`]).
     client: Option<Client>,
-    /// End LSN of the last transaction emitted.
+    /// End LSN of the last transaction emitted, or a later position no transaction emitted
+    /// yet can commit at or below.
     emitted: u64,
     /// The offset recorded at the last barrier.
     recorded: u64,
     /// After a failure: when to try again, and the wait after the next failure.
-    retry_at: Option<std::time::Instant>,
+    retry_at: Option<Instant>,
     backoff: Duration,
-    /// The offset to advance the slot to once the checkpoint of the epoch is committed. It is
-    /// done on the polling connection, between polls: a slot is busy while it is read.
+    /// Whether the last attempt failed (its error is shown until the stream reads again).
+    failing: bool,
+    /// The offset the slot may move to once the checkpoint of the epoch is committed.
     advance_to: Option<(Epoch, u64)>,
-    /// Changes emitted since the last checkpoint.
-    unrecorded: usize,
-    /// The offset the slot was last advanced to by this reader.
-    advanced: u64,
     /// The last offset inside a committed checkpoint: the slot may always be moved up to it.
     durable: u64,
+    /// Upstream WAL positions, oldest first, each with when it was read: once the stream has
+    /// passed one, everything the upstream committed before that moment has been read.
+    samples: VecDeque<(Instant, u64)>,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
 }
@@ -254,120 +272,144 @@ impl Reader {
         barrier: BarrierHandle,
     ) -> Result<Self> {
         let table = state.state_table(store.clone());
-        let (start, end) = table.full_range();
-        let mut emitted = 0;
-        if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
-            let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
-            decoder.push(&row)?;
-            if let ScalarValue::Int64(Some(lsn)) =
-                ScalarValue::try_from_array(&decoder.finish()[0], 0)?
-            {
-                emitted = lsn as u64;
-            }
-        }
+        let emitted = recorded_position(&store, state)?;
         Ok(Self {
             config,
             store,
             table,
             state_schema: state.full_schema(),
+            stream: None,
             client: None,
             emitted,
             recorded: emitted,
             retry_at: None,
-            backoff: Duration::from_millis(100),
+            backoff: INITIAL_BACKOFF,
+            failing: false,
             advance_to: None,
-            unrecorded: 0,
-            advanced: emitted,
             durable: emitted,
+            samples: VecDeque::new(),
             barrier,
             metrics: Default::default(),
         })
     }
 
-    /// Reads new committed changes; upstream failures are logged and retried later.
-    async fn poll(&mut self) -> Option<StreamChunk> {
-        if self.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
-            return None;
-        }
-        match self.try_poll().await {
-            Ok(chunk) => {
-                if self.retry_at.take().is_some() {
-                    self.metrics.1.cdc_error(&self.metrics.0, None);
-                }
-                self.backoff = Duration::from_millis(100);
-                chunk
+    /// The next item of the change stream, starting the stream (after the backoff of a failed
+    /// one) when there is none. Cancel-safe.
+    async fn next(&mut self) -> Option<Result<Batch>> {
+        if self.stream.is_none() {
+            if let Some(at) = self.retry_at {
+                tokio::time::sleep_until(at.into()).await;
+                self.retry_at = None;
             }
-            Err(e) => {
-                let e = slot_gone(e, &self.config.slot);
-                tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
-                self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
-                self.client = None;
-                self.retry_at = Some(std::time::Instant::now() + self.backoff);
-                self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
-                None
-            }
+            // From the emitted offset: what this process emitted past the committed one is in
+            // the epoch under way, and after a crash the stream starts from the committed one.
+            self.stream =
+                Some(ChangeStream::spawn(self.config.clone(), self.emitted, self.durable));
         }
+        self.stream.as_mut().expect("started above").next().await
     }
 
-    async fn try_poll(&mut self) -> Result<Option<StreamChunk>> {
-        if self.client.is_none() {
-            let client = self.config.connect().await?;
-            // Polls decode from the slot's position, which may be behind the committed offset:
-            // Sluice was killed between a checkpoint and the slot's advance, or the upstream
-            // crashed and its slot fell back to the position of its last checkpoint. Decoding
-            // from there, a poll could be filled with transactions at or below the offset,
-            // all skipped, and never reach a new one.
-            advance_slot(&client, &self.config.slot, self.durable).await?;
-            self.advanced = self.advanced.max(self.durable);
-            self.client = Some(client);
-        }
-        let client = self.client.as_ref().expect("connected above");
-        if let Some((epoch, lsn)) = self.advance_to {
-            if self.store.committed_epoch() >= epoch {
-                advance_slot(client, &self.config.slot, lsn).await?;
-                self.advance_to = None;
-                self.advanced = lsn;
-                self.durable = lsn;
-            } else if lsn.saturating_sub(self.advanced) > CHECKPOINT_WAL_BYTES {
+    /// Takes an item of the change stream: the chunk of its new changes, if any. A failure is
+    /// logged and shown, and the stream started again after a backoff.
+    fn accept(&mut self, read: Option<Result<Batch>>) -> Result<Option<StreamChunk>> {
+        let batch = match read {
+            Some(Ok(batch)) => batch,
+            Some(Err(e)) => {
+                self.fail(e);
                 return Ok(None);
             }
+            None => {
+                self.fail(Error::Upstream {
+                    code: "08006",
+                    message: "the replication stream ended".into(),
+                });
+                return Ok(None);
+            }
+        };
+        if std::mem::take(&mut self.failing) {
+            self.metrics.1.cdc_error(&self.metrics.0, None);
         }
-        let started = std::time::Instant::now();
-        let wal_end = durable_wal_end(client).await?;
-        let (changes, messages) = peek_changes(
-            client,
-            &self.config.slot,
-            &self.config.publication,
-            self.emitted,
-            POLL_LIMIT,
-        )
-        .await?;
-        if let Some(wal_end) = wal_end.filter(|_| messages < POLL_LIMIT as usize) {
-            // The poll decoded every transaction committed before `wal_end`: the offset may
-            // pass them even when none touched a published table (other tables, views being
-            // built upstream), so the slot moves and later polls do not decode them again.
-            self.emitted = self.emitted.max(wal_end);
-            self.metrics.1.cdc_caught_up(&self.metrics.0, started);
-        }
+        self.backoff = INITIAL_BACKOFF;
+        self.confirm_committed();
+        let emitted = self.emitted;
+        let mut changes = batch.changes;
+        // A stream started again re-sends what commits after its start, which may be less
+        // than what was emitted.
+        changes.retain(|c| c.lsn > emitted);
+        self.emitted = changes.iter().map(|c| c.lsn).fold(emitted.max(batch.position), u64::max);
+        self.caught_up();
         if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
+            // The slot keeps the WAL until a checkpoint records the offset.
             self.barrier.request_checkpoint();
         }
         if changes.is_empty() {
-            if messages >= POLL_LIMIT as usize && self.advance_to.is_none() {
-                // A full poll of transactions already emitted: the slot lags the committed
-                // offset (see above), so move it rather than decode the same ones again.
-                advance_slot(client, &self.config.slot, self.durable).await?;
-            }
             return Ok(None);
         }
-        self.emitted = changes.iter().map(|c| c.lsn).fold(self.emitted, u64::max);
         self.count(&changes);
-        self.unrecorded += changes.len();
-        if self.unrecorded >= CHECKPOINT_CHANGES {
-            self.barrier.request_checkpoint();
-        }
         tracing::debug!(slot = %self.config.slot, changes = changes.len(), upto = self.emitted, "read changes");
         Ok(Some(changes_chunk(&changes)?))
+    }
+
+    fn fail(&mut self, e: Error) {
+        let e = slot_gone(e, &self.config.slot);
+        tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
+        self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
+        self.failing = true;
+        self.stream = None;
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Tells the stream the offset of the last committed checkpoint, once it is committed.
+    fn confirm_committed(&mut self) {
+        if let Some((epoch, lsn)) = self.advance_to
+            && self.store.committed_epoch() >= epoch
+        {
+            self.advance_to = None;
+            self.durable = self.durable.max(lsn);
+        }
+        if let Some(stream) = &self.stream {
+            stream.confirm(self.durable);
+        }
+    }
+
+    /// Reads the upstream's WAL position, for the lag (`sluice_cdc_lag_seconds`): the stream
+    /// has read everything committed before now once its position passes this one.
+    async fn sample(&mut self) {
+        self.confirm_committed();
+        let read = async {
+            if self.client.is_none() {
+                self.client = Some(self.config.connect().await?);
+            }
+            durable_wal_end(self.client.as_ref().expect("connected above")).await
+        };
+        match tokio::time::timeout(SAMPLE_INTERVAL, read).await {
+            Ok(Ok(Some(position))) => {
+                if self.samples.len() == MAX_SAMPLES {
+                    // Far behind: the oldest sample tells the lag; drop the newest.
+                    self.samples.pop_back();
+                }
+                self.samples.push_back((Instant::now(), position));
+                self.caught_up();
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(_)) | Err(_) => self.client = None,
+        }
+    }
+
+    /// Marks the source caught up as of the latest sample the stream has passed.
+    fn caught_up(&mut self) {
+        let mut at = None;
+        while let Some(&(when, position)) = self.samples.front() {
+            if position > self.emitted {
+                break;
+            }
+            at = Some(when);
+            self.samples.pop_front();
+        }
+        if let Some(at) = at {
+            self.metrics.1.cdc_caught_up(&self.metrics.0, at);
+        }
     }
 
     /// Counts `changes` per upstream table (they come grouped by transaction, so runs of one
@@ -379,9 +421,10 @@ impl Reader {
         }
     }
 
-    /// Records the emitted offset for the checkpoint of `epoch`, and advances the slot once
+    /// Records the emitted offset for the checkpoint of `epoch`; the slot may move to it once
     /// that checkpoint commits.
     fn commit(&mut self, epoch: Epoch) -> Result<()> {
+        self.confirm_committed();
         if self.emitted != self.recorded {
             let columns = vec![
                 Arc::new(Int32Array::from(vec![0])) as _,
@@ -392,7 +435,6 @@ impl Reader {
             self.recorded = self.emitted;
             self.advance_to = Some((epoch, self.emitted));
         }
-        self.unrecorded = 0;
         self.table.commit(epoch);
         Ok(())
     }
@@ -568,14 +610,16 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let mut reader = load(&store);
         reader.emitted = 250;
-        reader.unrecorded = 12;
         reader.commit(Epoch(1)).unwrap();
         assert_eq!(stored(&store), "i I", "durable only once the checkpoint commits");
+        // The slot may move to it once epoch 1 is committed, not before.
+        assert_eq!(reader.advance_to, Some((Epoch(1), 250)));
+        reader.confirm_committed();
+        assert_eq!(reader.durable, 0);
         store.commit(Epoch(1)).unwrap();
         assert_eq!(stored(&store), "i I\n+ 0 250");
-        // The slot is advanced to it once epoch 1 is committed.
-        assert_eq!(reader.advance_to, Some((Epoch(1), 250)));
-        assert_eq!((reader.recorded, reader.unrecorded), (250, 0));
+        reader.confirm_committed();
+        assert_eq!((reader.durable, reader.advance_to, reader.recorded), (250, None, 250));
     }
 
     #[test]
@@ -597,11 +641,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let mut reader = load(&store);
-        reader.unrecorded = 12;
         reader.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
         assert_eq!(stored(&store), "i I");
-        assert_eq!((reader.advance_to, reader.unrecorded), (None, 0));
+        assert_eq!(reader.advance_to, None);
     }
 
     #[test]
@@ -612,11 +655,11 @@ mod tests {
         reader.emitted = 250;
         reader.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
-        // `emitted` is the offset polls read after: transactions ending at or below it are
-        // skipped. The slot is moved up to it (`durable`) before the first poll.
+        // `emitted` is where the stream starts: transactions ending at or below it are
+        // skipped. The slot may move up to it (`durable`) at once.
         let reader = load(&store);
-        let offsets = [reader.emitted, reader.recorded, reader.durable, reader.advanced];
-        assert_eq!(offsets, [250; 4]);
+        let offsets = [reader.emitted, reader.recorded, reader.durable];
+        assert_eq!(offsets, [250; 3]);
         assert_eq!(reader.advance_to, None);
     }
 
@@ -647,7 +690,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_poll_backs_off_and_a_poll_within_the_backoff_does_not_connect() {
+    async fn a_failed_stream_backs_off_and_is_not_started_again_within_the_backoff() {
         // A local port nothing listens on: connecting fails at once.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let dir = tempfile::tempdir().unwrap();
@@ -655,18 +698,73 @@ mod tests {
         let mut reader =
             Reader::load(config("127.0.0.1", port), store.clone(), &state(), handle(&store))
                 .unwrap();
-        let before = std::time::Instant::now();
-        assert!(reader.poll().await.is_none());
+        reader.metrics.0 = "s".into();
+        let before = Instant::now();
+        let read = reader.next().await;
+        assert!(matches!(read, Some(Err(_))), "{read:?}");
+        assert!(reader.accept(read).unwrap().is_none());
+        assert!(reader.stream.is_none() && reader.failing);
         assert!(reader.retry_at.unwrap() >= before + Duration::from_millis(100));
         assert_eq!(reader.backoff, Duration::from_millis(200));
-        // Before `retry_at`, a poll does not try (a failed attempt would double the backoff).
-        reader.retry_at = Some(std::time::Instant::now() + Duration::from_secs(60));
-        assert!(reader.poll().await.is_none());
+        assert!(reader.metrics.1.cdc_last_error("s").is_some(), "the error is shown");
+        // Before `retry_at`, nothing is started (a failed attempt would double the backoff).
+        reader.retry_at = Some(Instant::now() + Duration::from_secs(60));
+        let waited = tokio::time::timeout(Duration::from_millis(100), reader.next()).await;
+        assert!(waited.is_err() && reader.stream.is_none());
         assert_eq!(reader.backoff, Duration::from_millis(200));
         reader.retry_at = None;
         reader.backoff = Duration::from_secs(4);
-        assert!(reader.poll().await.is_none());
+        let read = reader.next().await;
+        reader.accept(read).unwrap();
         assert_eq!(reader.backoff, Duration::from_secs(5), "the backoff is capped");
+        // A batch read clears the error and the backoff.
+        reader.accept(Some(Ok(Batch::default()))).unwrap();
+        assert!(reader.metrics.1.cdc_last_error("s").is_none() && !reader.failing);
+        assert_eq!(reader.backoff, INITIAL_BACKOFF);
+    }
+
+    #[test]
+    fn a_batch_emits_what_commits_after_the_offset_and_moves_the_offset_to_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 100;
+        // A stream started again at 100 re-sends the transaction ending at 100.
+        let changes = vec![
+            insert("public.t", 100, &[Some("1")]),
+            insert("public.t", 130, &[Some("2")]),
+            insert("public.u", 130, &[Some("3")]),
+        ];
+        let chunk = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap().unwrap();
+        let expected = "T B I [T] [u] B
+                        + public.t false 130 [2] . false
+                        + public.u false 130 [3] . false";
+        assert_eq!(chunk.to_pretty(), dedent(expected));
+        assert_eq!(reader.emitted, 150, "nothing commits at or below 150 unsent");
+        // A keepalive's position alone moves the offset, with nothing to emit.
+        assert!(
+            reader.accept(Some(Ok(Batch { changes: vec![], position: 400 }))).unwrap().is_none()
+        );
+        assert_eq!(reader.emitted, 400);
+        // An older position does not move it back.
+        reader.accept(Some(Ok(Batch { changes: vec![], position: 90 }))).unwrap();
+        assert_eq!(reader.emitted, 400);
+    }
+
+    #[test]
+    fn the_source_is_caught_up_as_of_the_last_upstream_position_the_stream_passed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.metrics.0 = "s".into();
+        let start = Instant::now() - Duration::from_secs(3);
+        let at = |ms| start + Duration::from_millis(ms);
+        reader.samples = [(at(0), 100), (at(1000), 200), (at(2000), 300)].into();
+        reader.emitted = 250;
+        reader.caught_up();
+        assert_eq!(reader.samples, [(at(2000), 300)], "passed 100 and 200");
+        let lag = reader.metrics.1.cdc_lag_seconds("s").unwrap();
+        assert!((2.0..2.5).contains(&lag), "caught up as of 2 s ago: {lag}");
     }
 
     /// A source executor on `store`, fed barriers through the returned sender.
