@@ -26,8 +26,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType as ArrowType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
-use tokio::sync::mpsc;
-use tokio_postgres::Client;
+use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::pg_reader::{RowChange, durable_wal_end};
@@ -49,6 +48,8 @@ const CHECKPOINT_WAL_BYTES: u64 = 1 << 20;
 
 /// How often the upstream's WAL position is read, for the lag.
 const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long reading it may take before the connection is given up.
+const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// WAL positions kept waiting for the stream to pass them, at most.
 const MAX_SAMPLES: usize = 64;
 
@@ -200,7 +201,7 @@ impl Executor for CdcSourceExecutor {
                             yield Message::Chunk(chunk);
                         }
                     }
-                    Event::Sample => reader.sample().await,
+                    Event::Sample => reader.sample(),
                 }
             }
         }
@@ -226,8 +227,8 @@ struct Reader {
     state_schema: SchemaRef,
     /// The running change stream; `None` after a failure, until `retry_at`.
     stream: Option<ChangeStream>,
-    /// A plain connection to the upstream, for its WAL position (see [`Reader::sample`]).
-    client: Option<Client>,
+    /// Reads the upstream's WAL position, started at the first sample.
+    sampler: Option<Sampler>,
     /// End LSN of the last transaction emitted, or a later position no transaction emitted
     /// yet can commit at or below.
     emitted: u64,
@@ -279,7 +280,7 @@ impl Reader {
             table,
             state_schema: state.full_schema(),
             stream: None,
-            client: None,
+            sampler: None,
             emitted,
             recorded: emitted,
             retry_at: None,
@@ -373,28 +374,23 @@ impl Reader {
         }
     }
 
-    /// Reads the upstream's WAL position, for the lag (`sluice_cdc_lag_seconds`): the stream
-    /// has read everything committed before now once its position passes this one.
-    async fn sample(&mut self) {
+    /// Takes the upstream's latest WAL position (see [`Sampler`]), for the lag
+    /// (`sluice_cdc_lag_seconds`): the stream has read everything committed before it was read
+    /// once its position passes it.
+    fn sample(&mut self) {
         self.confirm_committed();
-        let read = async {
-            if self.client.is_none() {
-                self.client = Some(self.config.connect().await?);
-            }
-            durable_wal_end(self.client.as_ref().expect("connected above")).await
-        };
-        match tokio::time::timeout(SAMPLE_INTERVAL, read).await {
-            Ok(Ok(Some(position))) => {
-                if self.samples.len() == MAX_SAMPLES {
-                    // Far behind: the oldest sample tells the lag; drop the newest.
-                    self.samples.pop_back();
-                }
-                self.samples.push_back((Instant::now(), position));
-                self.caught_up();
-            }
-            Ok(Ok(None)) => {}
-            Ok(Err(_)) | Err(_) => self.client = None,
+        let config = &self.config;
+        let sampler = self.sampler.get_or_insert_with(|| Sampler::spawn(config.clone()));
+        if !sampler.latest.has_changed().unwrap_or(false) {
+            return;
         }
+        let Some(sample) = *sampler.latest.borrow_and_update() else { return };
+        if self.samples.len() == MAX_SAMPLES {
+            // Far behind: the oldest sample tells the lag; drop the newest.
+            self.samples.pop_back();
+        }
+        self.samples.push_back(sample);
+        self.caught_up();
     }
 
     /// Marks the source caught up as of the latest sample the stream has passed.
@@ -437,6 +433,49 @@ impl Reader {
         }
         self.table.commit(epoch);
         Ok(())
+    }
+}
+
+/// A task reading the upstream's WAL position every [`SAMPLE_INTERVAL`] on a connection of its
+/// own, so a slow upstream never holds up the reader's barriers; ends when dropped.
+struct Sampler {
+    /// When the latest position was asked for, and the position.
+    latest: watch::Receiver<Option<(Instant, u64)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn spawn(config: PgSourceConfig) -> Self {
+        let (sender, latest) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            let mut client = None;
+            let mut ticker = tokio::time::interval(SAMPLE_INTERVAL);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                if client.is_none() {
+                    client = config.connect().await.ok();
+                }
+                let Some(connection) = &client else { continue };
+                let asked = Instant::now();
+                match tokio::time::timeout(SAMPLE_TIMEOUT, durable_wal_end(connection)).await {
+                    Ok(Ok(Some(position))) => {
+                        if sender.send(Some((asked, position))).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Ok(None)) => {}
+                    Ok(Err(_)) | Err(_) => client = None,
+                }
+            }
+        });
+        Self { latest, task }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
