@@ -1,6 +1,7 @@
 //! Real clients against a real server: tokio-postgres's extended protocol (typed parameters,
 //! binary results), SQLSTATE codes on errors, many concurrent sessions, and the `psql` binary
-//! (`\copy` in CSV and text format, `\d`, `\dt`, the progress notices of a foreground CREATE).
+//! (`\copy` in CSV and text format, `\d`, `\dt`, the progress notices of a foreground CREATE),
+//! and `COPY .. TO STDOUT` byte for byte against a real Postgres.
 //!
 //! Every test starts its own server. DML returns only after its write is committed, so each
 //! read that follows a write expects to see it at once: nothing here retries, and a stale read
@@ -729,5 +730,104 @@ async fn binary_numeric_parameters_keep_every_digit() -> anyhow::Result<()> {
     let refused = client.execute("UPDATE money SET small = $1 WHERE id = 1", &[&too_big]).await;
     let code = refused.as_ref().err().and_then(|e| e.code()).map(|c| c.code().to_owned());
     ensure!(code.as_deref() == Some("22003"), "100000000 into numeric(6,2): {refused:?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// COPY .. TO STDOUT, against Postgres as the oracle
+
+#[tokio::test]
+async fn copy_to_stdout_writes_what_postgres_writes() -> anyhow::Result<()> {
+    let upstream = crate::upstream::Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = copy_out(&upstream, &server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+/// The bytes `COPY .. TO STDOUT` sends for `sql`.
+async fn copied(client: &Client, sql: &str) -> anyhow::Result<Vec<u8>> {
+    use futures::TryStreamExt;
+    let stream = client.copy_out(sql).await.with_context(|| sql.to_owned())?;
+    let parts: Vec<bytes::Bytes> = stream.try_collect().await.with_context(|| sql.to_owned())?;
+    Ok(parts.concat())
+}
+
+async fn copy_out(upstream: &crate::upstream::Upstream, server: &Sluice) -> anyhow::Result<()> {
+    let pg = upstream.connect("postgres").await?;
+    let client = server.connect().await?;
+    // One row per INSERT: each value is cast to its column's type on its own.
+    let setup = "CREATE TABLE ct (id int PRIMARY KEY, b boolean, big bigint, f float8, r real, \
+                 n numeric(10,2), t text, d date, ts timestamp);
+                 INSERT INTO ct VALUES (1, true, 9223372036854775807, 1.5, 123.45, 12.30, \
+                  'plain', '2024-02-29', '2024-02-29 12:34:56.5');
+                 INSERT INTO ct VALUES (2, false, -1, -0.1, 1e-7, -0.05, \
+                  E'tab\\there, \"quoted\"; back\\\\slash', '1999-12-31', '2000-01-01 00:00:00');
+                 INSERT INTO ct VALUES (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+                 INSERT INTO ct VALUES (4, true, 0, '1e300', '3.4e38', 99999999.99, \
+                  E'line\\nbreak and ünïcode', '0001-01-01', '1970-01-01 00:00:00.000001');
+                 INSERT INTO ct VALUES (5, false, 42, 2.5, -1.25, 0, '', '2100-06-15', \
+                  '2100-06-15 23:59:59');";
+    pg.batch_execute(setup).await?;
+    client.batch_execute(setup).await?;
+
+    // The same bytes as Postgres, in every text form.
+    let ordered = "(SELECT * FROM ct ORDER BY id)";
+    for options in [
+        "",
+        "(FORMAT text)",
+        "(FORMAT csv)",
+        "(FORMAT csv, HEADER)",
+        "WITH (FORMAT csv, DELIMITER ';', NULL 'null', QUOTE '''')",
+        "(FORMAT text, DELIMITER '|', NULL '-')",
+        "CSV HEADER",
+    ] {
+        let sql = format!("COPY {ordered} TO STDOUT {options}");
+        let (ours, theirs) = (copied(&client, &sql).await?, copied(&pg, &sql).await?);
+        ensure!(
+            ours == theirs,
+            "{sql}\nSluice:\n{}\nPostgres:\n{}",
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs)
+        );
+    }
+    // Binary, for the types whose binary form has one spelling; and no rows at all.
+    for sql in [
+        "COPY (SELECT * FROM ct WHERE id < 0) TO STDOUT (FORMAT csv, HEADER)",
+        "COPY (SELECT id, b, big, f, r, t, d, ts FROM ct ORDER BY id) TO STDOUT (FORMAT binary)",
+        "COPY (SELECT id FROM ct WHERE id < 0) TO STDOUT (FORMAT binary)",
+    ] {
+        let (ours, theirs) = (copied(&client, sql).await?, copied(&pg, sql).await?);
+        ensure!(ours == theirs, "{sql}\nSluice:   {ours:?}\nPostgres: {theirs:?}");
+    }
+    // A table and a column list, in any row order.
+    for sql in ["COPY ct TO STDOUT", "COPY ct (t, id) TO STDOUT (FORMAT csv)"] {
+        let lines = |bytes: Vec<u8>| {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            text.lines().map(str::to_owned).collect::<BTreeSet<_>>()
+        };
+        let (ours, theirs) = (lines(copied(&client, sql).await?), lines(copied(&pg, sql).await?));
+        ensure!(ours == theirs, "{sql}\nSluice:   {ours:?}\nPostgres: {theirs:?}");
+    }
+
+    // psql's \copy to a file, and the row count it reports.
+    let dir = tempfile::Builder::new().prefix("sluice-copy-out-").tempdir()?;
+    let path = dir.path().join("ct.csv");
+    let out = psql(server, &format!("\\copy ct TO '{}' CSV HEADER", path.display())).await?;
+    ensure!(out.contains("COPY 5"), "psql printed {out:?}");
+    let written = std::fs::read_to_string(&path)?;
+    ensure!(written.starts_with("id,b,big,f,r,n,t,d,ts\n"), "header of {written:?}");
+    ensure!(written.lines().count() == 7, "5 rows, one with a line break: {written:?}");
+
+    // Bad input is refused with the code Postgres gives, and the session goes on.
+    let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
+    let missing = client.copy_out("COPY nosuch TO STDOUT").await.err().and_then(code);
+    ensure!(missing.as_deref() == Some("42P01"), "COPY of a missing table: {missing:?}");
+    let binary_in = client.batch_execute("COPY ct FROM STDIN (FORMAT binary)").await;
+    let binary_in = binary_in.err().and_then(code);
+    ensure!(binary_in.as_deref() == Some("0A000"), "binary COPY FROM: {binary_in:?}");
+    let header = client.copy_out("COPY ct TO STDOUT (FORMAT binary, HEADER)").await;
+    ensure!(header.is_err(), "HEADER with binary was accepted");
+    let count = text_rows(&client, "SELECT count(*) FROM ct").await?;
+    ensure!(count == [[Some("5".to_owned())]], "{count:?}");
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! `COPY .. FROM STDIN`: its options and its two data formats (CSV and Postgres text), read
-//! into batches of text columns that `engine::dml` casts to the table's types.
+//! `COPY`: its options; for `COPY .. FROM STDIN` its two data formats (CSV and Postgres text),
+//! read into batches of text columns that `engine::dml` casts to the table's types. `COPY ..
+//! TO STDOUT` runs a batch query whose rows the frontend encodes (text, CSV or binary).
 
 use std::sync::Arc;
 
@@ -11,11 +12,13 @@ use crate::catalog::TableCatalog;
 use crate::error::{Error, Result};
 use crate::{invalid, unsupported};
 
-/// The format of a `COPY .. FROM STDIN`.
+/// The format of a `COPY`.
 #[derive(Debug, Clone)]
 pub struct CopyFormat {
     /// CSV (true) or Postgres text format (false).
     pub csv: bool,
+    /// Postgres binary format (only `COPY .. TO STDOUT` writes it).
+    pub binary: bool,
     /// Field separator.
     pub delimiter: u8,
     /// CSV quote character.
@@ -42,15 +45,22 @@ pub(crate) fn format(
     options: &[ast::CopyOption],
     legacy: &[ast::CopyLegacyOption],
 ) -> Result<CopyFormat> {
-    let mut format =
-        CopyFormat { csv: false, delimiter: b'\t', quote: b'"', header: false, null: "\\N".into() };
+    let mut format = CopyFormat {
+        csv: false,
+        binary: false,
+        delimiter: b'\t',
+        quote: b'"',
+        header: false,
+        null: "\\N".into(),
+    };
     let mut delimiter = None;
     let mut null = None;
     for option in options {
         match option {
             ast::CopyOption::Format(f) => match f.value.to_lowercase().as_str() {
-                "csv" => format.csv = true,
-                "text" => format.csv = false,
+                "csv" => (format.csv, format.binary) = (true, false),
+                "text" => (format.csv, format.binary) = (false, false),
+                "binary" => (format.csv, format.binary) = (false, true),
                 other => return Err(unsupported!("COPY format {other}")),
             },
             ast::CopyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
@@ -72,10 +82,14 @@ pub(crate) fn format(
                     }
                 }
             }
+            ast::CopyLegacyOption::Binary => format.binary = true,
             ast::CopyLegacyOption::Delimiter(c) => delimiter = Some(ascii(*c)?),
             ast::CopyLegacyOption::Null(s) => null = Some(s.clone()),
             other => return Err(unsupported!("COPY option {other}")),
         }
+    }
+    if format.binary && (delimiter.is_some() || null.is_some() || format.header) {
+        return Err(invalid!("COPY in binary format takes no DELIMITER, NULL or HEADER"));
     }
     if format.csv {
         format.delimiter = b',';

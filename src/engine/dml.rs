@@ -21,6 +21,7 @@ use crate::batch::DML_SCHEMA;
 use crate::catalog::{Epoch, RelationKind, TableCatalog};
 use crate::engine::copy::{self, CopyTarget};
 use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::engine::session::Session;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::sql::parser::{Statement, parse};
@@ -159,7 +160,41 @@ impl Engine {
             columns.into_iter().map(|c| ast::ObjectName::from(vec![c])).collect();
         let columns = target_columns(&table, &names)?;
         let format = copy::format(options, legacy)?;
+        if format.binary {
+            return Err(unsupported!("COPY FROM STDIN in binary format; use text or csv"));
+        }
         Ok(Output::CopyIn(CopyTarget { table, columns, format }))
+    }
+
+    /// `COPY table [(columns)] TO STDOUT` and `COPY (query) TO STDOUT`: the rows of the table
+    /// (or view) or the query, for the client to read in the format the options name.
+    pub(crate) async fn copy_to_stdout(
+        &self,
+        session: &Session,
+        source: ast::CopySource,
+        options: &[ast::CopyOption],
+        legacy: &[ast::CopyLegacyOption],
+    ) -> Result<Output> {
+        let format = copy::format(options, legacy)?;
+        let query = match source {
+            ast::CopySource::Query(query) => ast::Statement::Query(query),
+            ast::CopySource::Table { table_name, columns } => {
+                let list = match columns.is_empty() {
+                    true => "*".to_owned(),
+                    false => columns.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                };
+                let sql = format!("SELECT {list} FROM {table_name}");
+                let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+                let mut parsed =
+                    datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, &sql)
+                        .map_err(|e| Error::InvalidStatement(format!("COPY {table_name}: {e}")))?;
+                parsed.pop().ok_or_else(|| invalid!("COPY {table_name}: nothing to read"))?
+            }
+        };
+        match self.query(session, query).await? {
+            Output::Rows { schema, stream } => Ok(Output::CopyOut { schema, stream, format }),
+            _ => Err(invalid!("COPY TO reads rows")),
+        }
     }
 
     /// Loads the data of a finished `COPY .. FROM STDIN`; returns the number of rows.

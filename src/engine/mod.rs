@@ -72,6 +72,15 @@ pub enum Output {
     Command(CommandTag),
     /// `COPY .. FROM STDIN`: the client sends the data next.
     CopyIn(copy::CopyTarget),
+    /// `COPY .. TO STDOUT`: rows for the client, in a COPY format.
+    CopyOut {
+        /// Their schema.
+        schema: SchemaRef,
+        /// The rows.
+        stream: SendableRecordBatchStream,
+        /// How they are written.
+        format: copy::CopyFormat,
+    },
     /// A transaction statement (`BEGIN`, `COMMIT`, ...), accepted for client compatibility.
     Transaction {
         /// The command tag.
@@ -237,6 +246,14 @@ impl Engine {
                 legacy_options,
                 ..
             } => self.copy_from_stdin(source, &options, &legacy_options),
+            S::Copy {
+                source,
+                to: true,
+                target: ast::CopyTarget::Stdout,
+                options,
+                legacy_options,
+                ..
+            } => self.copy_to_stdout(session, source, &options, &legacy_options).await,
             S::ShowTables { .. } => self.show_tables(),
             S::ShowViews { materialized: true, .. } => {
                 self.show_relations(RelationKind::MaterializedView)

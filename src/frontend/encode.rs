@@ -8,15 +8,21 @@ use arrow::datatypes::{
     TimestampMicrosecondType,
 };
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use arrow_pg::encoder::encode_value;
+use bytes::BytesMut;
 use datafusion::execution::SendableRecordBatchStream;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use pgwire::api::Type;
 use pgwire::api::portal::Format;
-use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::results::{
+    CopyEncoder, CopyResponse, CopyTextOptions, FieldInfo, QueryResponse, Response, Tag,
+};
 use pgwire::error::PgWireResult;
+use pgwire::messages::copy::CopyData;
 use pgwire::messages::data::DataRow;
 
 use crate::engine::CommandTag;
+use crate::engine::copy::CopyFormat;
 use crate::error::Error;
 use crate::frontend::sqlstate::pg_error;
 
@@ -65,6 +71,156 @@ pub fn rows(
         })
         .flatten();
     Ok(Response::Query(QueryResponse::new(fields, rows)))
+}
+
+/// The response of a `COPY .. TO STDOUT`: each row as one CopyData message in `format`
+/// (text, CSV or binary), values written as a query's text or binary results write them.
+pub fn copy_out(
+    schema: SchemaRef,
+    stream: SendableRecordBatchStream,
+    format: &CopyFormat,
+) -> PgWireResult<Response> {
+    let wire_format = if format.binary { Format::UnifiedBinary } else { Format::UnifiedText };
+    let fields = Arc::new(fields(&schema, &wire_format)?);
+    let mut encoder = (!format.csv).then(|| copy_encoder(fields.clone(), format));
+    // The header line goes with the first row: pgwire counts messages as rows.
+    let header =
+        Arc::new(std::sync::Mutex::new(format.header.then(|| csv_header(&fields, format))));
+    let pending = header.clone();
+    let rows = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = rows.clone();
+    let (binary, csv) = (format.binary, format.clone());
+    let row_fields = fields.clone();
+    let data = stream
+        .map(move |batch| {
+            let fields = &row_fields;
+            let batch = batch.map_err(|e| pg_error(&Error::DataFusion(e)))?;
+            let batch = if binary { batch } else { postgres_text(batch, &wire_format) };
+            let mut messages = Vec::with_capacity(batch.num_rows());
+            match &mut encoder {
+                Some(encoder) => {
+                    let schema = batch.schema();
+                    for row in 0..batch.num_rows() {
+                        let columns = batch.columns().iter().zip(schema.fields().iter());
+                        for ((column, field), pg_field) in columns.zip(fields.iter()) {
+                            encode_value(encoder, column, row, field, pg_field)?;
+                        }
+                        messages.push(encoder.take_copy().data);
+                    }
+                }
+                None => {
+                    for row in encode_recordbatch(fields.clone(), batch.clone()) {
+                        let row = row?;
+                        messages.push(csv_line(row.field_count, &row.data, &csv));
+                    }
+                }
+            }
+            if let Some(first) = messages.first_mut()
+                && let Some(mut line) = pending.lock().expect("not poisoned").take()
+            {
+                line.extend_from_slice(first);
+                *first = line.freeze();
+            }
+            counted.fetch_add(messages.len(), std::sync::atomic::Ordering::Relaxed);
+            PgWireResult::Ok(messages)
+        })
+        .chain(futures::stream::once(async move {
+            // No row to carry it: the header alone (a binary COPY always has one).
+            let none = rows.load(std::sync::atomic::Ordering::Relaxed) == 0;
+            let alone = match header.lock().expect("not poisoned").take() {
+                Some(line) if none => Some(line.freeze()),
+                _ => (none && binary).then(binary_copy_header),
+            };
+            Ok(alone.into_iter().collect())
+        }))
+        .map_ok(|messages: Vec<bytes::Bytes>| {
+            futures::stream::iter(messages.into_iter().map(|m| Ok(CopyData::new(m))))
+        })
+        .try_flatten();
+    let format_code = if binary { 1 } else { 0 };
+    Ok(Response::CopyOut(CopyResponse::new(format_code, schema.fields().len(), data)))
+}
+
+/// The encoder of text and binary COPY rows.
+fn copy_encoder(fields: Arc<Vec<FieldInfo>>, format: &CopyFormat) -> CopyEncoder {
+    if format.binary {
+        return CopyEncoder::new_binary(fields);
+    }
+    let options = CopyTextOptions {
+        delimiter: (format.delimiter as char).to_string().into(),
+        null_string: format.null.clone().into(),
+    };
+    CopyEncoder::new_text(fields, options)
+}
+
+/// One CSV line of the `fields` text values of a data row (`data`: each as its length, -1 for
+/// NULL, and its bytes), as Postgres writes it: NULL as the NULL string, and a value quoted
+/// when it holds the delimiter, the quote, a line break, or reads as the NULL string.
+fn csv_line(fields: i16, data: &[u8], format: &CopyFormat) -> bytes::Bytes {
+    let (delimiter, quote) = (format.delimiter, format.quote);
+    let mut line = BytesMut::with_capacity(data.len() + 8);
+    let mut data = data;
+    for i in 0..fields {
+        if i > 0 {
+            line.extend_from_slice(&[delimiter]);
+        }
+        let len = i32::from_be_bytes(data[..4].try_into().expect("4 bytes"));
+        data = &data[4..];
+        if len < 0 {
+            line.extend_from_slice(format.null.as_bytes());
+            continue;
+        }
+        let (value, rest) = data.split_at(len as usize);
+        data = rest;
+        let special = |&b: &u8| b == delimiter || b == quote || b == b'\n' || b == b'\r';
+        let quoted = value.iter().any(special)
+            || value == format.null.as_bytes()
+            || (fields == 1 && value == b"\\.");
+        if !quoted {
+            line.extend_from_slice(value);
+            continue;
+        }
+        line.extend_from_slice(&[quote]);
+        for &b in value {
+            if b == quote {
+                line.extend_from_slice(&[quote]);
+            }
+            line.extend_from_slice(&[b]);
+        }
+        line.extend_from_slice(&[quote]);
+    }
+    line.extend_from_slice(b"\n");
+    line.freeze()
+}
+
+/// The CSV header line: the column names, quoted where CSV needs it.
+fn csv_header(fields: &[FieldInfo], format: &CopyFormat) -> BytesMut {
+    let (delimiter, quote) = (format.delimiter as char, format.quote as char);
+    let names: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            let name = f.name();
+            let special = |c: char| c == delimiter || c == quote || c == '\n' || c == '\r';
+            match name.contains(special) || name.is_empty() {
+                true => {
+                    let doubled = name.replace(quote, &format!("{quote}{quote}"));
+                    format!("{quote}{doubled}{quote}")
+                }
+                false => name.to_owned(),
+            }
+        })
+        .collect();
+    let mut line = BytesMut::from(names.join(&delimiter.to_string()).as_bytes());
+    line.extend_from_slice(b"\n");
+    line
+}
+
+/// The start of a binary COPY: signature, flags and header extension length.
+fn binary_copy_header() -> bytes::Bytes {
+    let mut header = BytesMut::from(&b"PGCOPY\n\xff\r\n\0"[..]);
+    header.extend_from_slice(&0i32.to_be_bytes());
+    header.extend_from_slice(&0i32.to_be_bytes());
+    header.freeze()
 }
 
 /// Rewrites the text-format timestamp, float and numeric columns of `batch` as Postgres prints
@@ -186,7 +342,29 @@ pub fn parameter_type(ty: Option<&arrow::datatypes::DataType>) -> Type {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::sql::sqlparser::ast;
+
     use super::*;
+
+    #[test]
+    fn csv_lines_quote_what_csv_needs_and_a_value_that_reads_as_null() {
+        let format =
+            crate::engine::copy::format(&[], &[ast::CopyLegacyOption::Csv(vec![])]).unwrap();
+        let (mut data, mut fields) = (BytesMut::new(), 0);
+        for value in [Some("plain"), None, Some(""), Some("a,b"), Some("say \"hi\""), Some("x\ny")]
+        {
+            match value {
+                Some(v) => {
+                    data.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    data.extend_from_slice(v.as_bytes());
+                }
+                None => data.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+            fields += 1;
+        }
+        let line = csv_line(fields, &data, &format);
+        assert_eq!(&line[..], b"plain,,\"\",\"a,b\",\"say \"\"hi\"\"\",\"x\ny\"\n");
+    }
 
     #[test]
     fn timestamps_print_like_postgres() {

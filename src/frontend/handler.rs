@@ -212,6 +212,7 @@ fn respond(output: Output, format: &Format) -> PgWireResult<Response> {
                 "COPY FROM STDIN in the extended protocol".into(),
             )));
         }
+        Output::CopyOut { schema, stream, format } => encode::copy_out(schema, stream, &format)?,
     })
 }
 
