@@ -259,10 +259,16 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
             }
             // Arrow prints every digit; the encoder's own path goes through a 28-digit decimal
             // and fails on larger numbers (`numeric` holds 38).
-            ArrowType::Decimal128(..) => match arrow::compute::cast(column, &ArrowType::Utf8) {
-                Ok(text) => text.as_string::<i32>().clone(),
-                Err(_) => continue,
-            },
+            ArrowType::Decimal128(precision, scale) => {
+                let Ok(text) = arrow::compute::cast(column, &ArrowType::Utf8) else { continue };
+                let text = text.as_string::<i32>();
+                match (*precision, *scale) == crate::types::DEFAULT_NUMERIC {
+                    // An unconstrained `numeric`: Postgres prints a value's own digits, not the
+                    // column's scale (`3.14`, not `3.1400000000`).
+                    true => text.iter().map(|v| v.map(trim_fraction_zeros)).collect(),
+                    false => text.clone(),
+                }
+            }
             _ => continue,
         };
         *column = Arc::new(text);
@@ -279,6 +285,15 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
+}
+
+/// `digits` without the trailing zeros of its fraction (and without the point, when nothing of
+/// the fraction is left).
+fn trim_fraction_zeros(digits: &str) -> &str {
+    if !digits.contains('.') {
+        return digits;
+    }
+    digits.trim_end_matches('0').trim_end_matches('.')
 }
 
 /// A float as Postgres prints it: the shortest digits that read back as the same `f32` or
@@ -364,6 +379,15 @@ mod tests {
         }
         let line = csv_line(fields, &data, &format);
         assert_eq!(&line[..], b"plain,,\"\",\"a,b\",\"say \"\"hi\"\"\",\"x\ny\"\n");
+    }
+
+    #[test]
+    fn unconstrained_numerics_print_their_own_digits() {
+        let cases = [("3.1400000000", "3.14"), ("-12.0000000000", "-12"), ("100", "100")];
+        for (column, shown) in cases {
+            assert_eq!(trim_fraction_zeros(column), shown);
+        }
+        assert_eq!(trim_fraction_zeros("0.0000000000"), "0");
     }
 
     #[test]

@@ -205,18 +205,34 @@ fn check_depth(statement: &ast::Statement) -> Result<()> {
 /// `0.0025`). Postgres reads them as exact `numeric`; DataFusion would read them as decimals
 /// of negative scale (`1e10` as `Decimal128(1, -10)`), which compare and convert wrongly
 /// (`1e10 = 1e10` was false, `1e15::float8` was `999999999999999.9`). Literals too long to
-/// write out within a numeric's 38 digits are left alone.
+/// write out within a numeric's 38 digits become doubles.
 fn expand_exponent_literals(statement: &mut ast::Statement) {
     use std::ops::ControlFlow;
 
     let _ = ast::visit_expressions_mut(statement, |expr| {
-        if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) =
-            expr
-            && let Some(plain) = without_exponent(text)
-        {
-            *text = plain;
+        let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) = expr
+        else {
+            return ControlFlow::<()>::Continue(());
+        };
+        if !text.contains(['e', 'E']) {
+            return ControlFlow::Continue(());
         }
-        ControlFlow::<()>::Continue(())
+        match without_exponent(text) {
+            Some(plain) => *text = plain,
+            // Beyond a numeric's 38 digits (`1e300`): a double, which holds it; Postgres's
+            // numeric would hold it exactly, Sluice's cannot.
+            None => {
+                let literal = ast::Value::SingleQuotedString(text.clone());
+                *expr = ast::Expr::Cast {
+                    kind: ast::CastKind::DoubleColon,
+                    expr: Box::new(ast::Expr::Value(literal.into())),
+                    data_type: ast::DataType::DoublePrecision,
+                    array: false,
+                    format: None,
+                };
+            }
+        }
+        ControlFlow::Continue(())
     });
 }
 
