@@ -831,3 +831,78 @@ async fn copy_out(upstream: &crate::upstream::Upstream, server: &Sluice) -> anyh
     ensure!(count == [[Some("5".to_owned())]], "{count:?}");
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Server-side cursors
+
+#[tokio::test]
+async fn cursors_fetch_forward_in_pieces() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let outcome = cursors(&server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+async fn cursors(server: &Sluice) -> anyhow::Result<()> {
+    let client = server.connect().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE cur (id int PRIMARY KEY, v text);
+             INSERT INTO cur SELECT i, 'v' || i FROM generate_series(1, 2500) AS s(i);",
+        )
+        .await?;
+    client.batch_execute("BEGIN; DECLARE c CURSOR FOR SELECT id, v FROM cur ORDER BY id").await?;
+    let ids = |rows: &[Row]| rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>();
+    // Through the extended protocol (FETCH is described from the open cursor).
+    let rows = client.query("FETCH 3 FROM c", &[]).await?;
+    ensure!(ids(&rows) == [1, 2, 3], "FETCH 3: {:?}", ids(&rows));
+    ensure!(rows[0].get::<_, String>(1) == "v1", "the text column");
+    let rows = client.query("FETCH NEXT FROM c", &[]).await?;
+    ensure!(ids(&rows) == [4], "FETCH NEXT: {:?}", ids(&rows));
+    // Across the query's batches, and through the simple protocol.
+    let rows = text_rows(&client, "FETCH FORWARD 2000 FROM c").await?;
+    ensure!(rows.len() == 2000, "FETCH FORWARD 2000 gave {} rows", rows.len());
+    ensure!(rows[0][0].as_deref() == Some("5") && rows[1999][0].as_deref() == Some("2004"));
+    let rows = client.query("FETCH ALL IN c", &[]).await?;
+    ensure!(rows.len() == 496 && ids(&rows)[495] == 2500, "FETCH ALL: {} rows", rows.len());
+    let rows = client.query("FETCH 10 FROM c", &[]).await?;
+    ensure!(rows.is_empty(), "past the end: {} rows", rows.len());
+
+    // Misuse is refused with Postgres's codes, and the session goes on.
+    let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
+    let dup = client.batch_execute("DECLARE c CURSOR FOR SELECT 1").await.err().and_then(code);
+    ensure!(dup.as_deref() == Some("42P03"), "a second cursor c: {dup:?}");
+    let back = client.batch_execute("FETCH PRIOR FROM c").await.err().and_then(code);
+    ensure!(back.as_deref() == Some("0A000"), "FETCH PRIOR: {back:?}");
+    let scroll =
+        client.batch_execute("DECLARE s SCROLL CURSOR FOR SELECT 1").await.err().and_then(code);
+    ensure!(scroll.as_deref() == Some("0A000"), "SCROLL: {scroll:?}");
+    client.batch_execute("CLOSE c").await?;
+    let gone = client.batch_execute("FETCH 1 FROM c").await.err().and_then(code);
+    ensure!(gone.as_deref() == Some("34000"), "FETCH after CLOSE: {gone:?}");
+    let gone = client.query("FETCH 1 FROM nosuch", &[]).await.err().and_then(code);
+    ensure!(gone.as_deref() == Some("34000"), "describe of FETCH from no cursor: {gone:?}");
+    client.batch_execute("DECLARE a CURSOR FOR SELECT 1; DECLARE b CURSOR FOR SELECT 2").await?;
+    client.batch_execute("CLOSE ALL; COMMIT").await?;
+    let gone = client.batch_execute("FETCH 1 FROM a").await.err().and_then(code);
+    ensure!(gone.as_deref() == Some("34000"), "FETCH after CLOSE ALL: {gone:?}");
+
+    // psql, which reads a result through a cursor when FETCH_COUNT is set.
+    let port = server.port().to_string();
+    let run = Command::new("psql")
+        .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "root", "-d", "dev", "-At"])
+        .args(["-v", "ON_ERROR_STOP=1", "-v", "FETCH_COUNT=100"])
+        .args(["-c", "SELECT id FROM cur ORDER BY id"])
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PSQL_TIMEOUT, run).await.context("psql timed out")??;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure!(output.status.success(), "psql failed: {}", String::from_utf8_lossy(&output.stderr));
+    let printed: Vec<&str> = stdout.lines().collect();
+    ensure!(
+        printed.len() == 2500 && printed[0] == "1" && printed[2499] == "2500",
+        "psql with FETCH_COUNT printed {} lines",
+        printed.len()
+    );
+    Ok(())
+}

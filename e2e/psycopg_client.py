@@ -38,6 +38,16 @@ with psycopg.connect(sys.argv[1]) as conn:
     assert cur.fetchone() is None  # id 3 was deleted
     cur.execute("SELECT count(*), sum(amount) FROM py_items")
     assert cur.fetchone() == (9, Decimal("16.50")), "count/sum after delete"
+    # A named (server-side) cursor: DECLARE, then FETCH FORWARD in pieces, then CLOSE.
+    with conn.cursor(name="py_named") as named:
+        named.itersize = 4
+        named.execute("SELECT id, name FROM py_items WHERE id > %s ORDER BY id", (0,))
+        first = named.fetchone()
+        assert first == (1, "a"), first
+        assert named.fetchmany(3) == [(4, "n4"), (5, "n5"), (6, "n6")]
+        rest = named.fetchall()
+        assert [r[0] for r in rest] == [7, 8, 9, 10, 11], rest
+    conn.commit()
     cur.execute("DROP TABLE py_items")
     conn.commit()
 print("psycopg: ok")

@@ -49,6 +49,12 @@ pub enum Error {
     /// `SHOW` of a variable that does not exist.
     #[error("unrecognized configuration parameter \"{0}\"")]
     UnknownSetting(String),
+    /// `FETCH` or `CLOSE` of a cursor the session has not declared.
+    #[error("cursor \"{0}\" does not exist")]
+    UnknownCursor(String),
+    /// `DECLARE` of a cursor the session has already.
+    #[error("cursor \"{0}\" already exists")]
+    DuplicateCursor(String),
     /// The statement names a relation of another kind (DROP TABLE on a view, ...).
     #[error("{0}")]
     WrongObjectType(String),

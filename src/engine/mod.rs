@@ -18,6 +18,7 @@
 mod alter;
 mod cdc;
 pub mod copy;
+pub mod cursor;
 pub mod ddl;
 pub mod dml;
 mod jobs;
@@ -254,6 +255,11 @@ impl Engine {
                 legacy_options,
                 ..
             } => self.copy_to_stdout(session, source, &options, &legacy_options).await,
+            S::Declare { stmts } => self.declare(session, stmts).await,
+            S::Fetch { name, direction, into, .. } => {
+                self.fetch(session, &name, &direction, into).await
+            }
+            S::Close { cursor } => self.close(session, cursor).await,
             S::ShowTables { .. } => self.show_tables(),
             S::ShowViews { materialized: true, .. } => {
                 self.show_relations(RelationKind::MaterializedView)

@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::ast;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use crate::engine::cursor::Cursors;
 use crate::engine::{CommandTag, Output};
 use crate::error::{Error, Result};
 
@@ -46,6 +47,8 @@ pub struct Session {
     vars: Mutex<HashMap<String, String>>,
     /// Where notices of the running statement go, while one runs.
     notices: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Open cursors.
+    cursors: Cursors,
 }
 
 impl Session {
@@ -58,7 +61,12 @@ impl Session {
             .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        Self { vars: Mutex::new(vars), notices: Mutex::default() }
+        Self { vars: Mutex::new(vars), notices: Mutex::default(), cursors: Cursors::default() }
+    }
+
+    /// The session's open cursors.
+    pub fn cursors(&self) -> &Cursors {
+        &self.cursors
     }
 
     /// Sends the notices of the statements run from now on to `sink` (`None`: drops them).

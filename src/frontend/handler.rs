@@ -15,14 +15,15 @@ use parking_lot::Mutex;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
-use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{CopyResponse, FieldInfo, Response, Tag};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
+use pgwire::api::results::{CopyResponse, DescribePortalResponse, FieldInfo, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_PORTAL};
 
 use crate::engine::copy::CopyTarget;
 use crate::engine::{Engine, Output, Session};
@@ -227,7 +228,7 @@ impl QueryParser for PreparedParser {
 
     async fn parse_sql<C>(
         &self,
-        _client: &C,
+        client: &C,
         sql: &str,
         types: &[Option<Type>],
     ) -> PgWireResult<Option<Prepared>>
@@ -244,7 +245,7 @@ impl QueryParser for PreparedParser {
             return Ok(None);
         };
         let (mut param_types, schema) =
-            describe(&self.engine, &statement).await.map_err(|e| pg_error(&e))?;
+            describe(&self.engine, &session(client), &statement).await.map_err(|e| pg_error(&e))?;
         for (i, client_type) in types.iter().enumerate() {
             if let Some(ty) = client_type.as_ref().and_then(arrow_of_pg) {
                 if param_types.len() <= i {
@@ -295,6 +296,27 @@ impl ExtendedQueryHandler for Backend {
 
     fn query_parser(&self) -> Arc<PreparedParser> {
         self.parser.clone()
+    }
+
+    /// A cursor `DECLARE`d in SQL is a portal too: clients describe it by its name to learn its
+    /// columns (psycopg's named cursors do).
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == TARGET_TYPE_BYTE_PORTAL {
+            let name = message.name.as_deref().unwrap_or_default();
+            if client.portal_store().get_portal(name).is_none()
+                && let Ok(schema) = self.engine.cursor_schema(&session(client), name).await
+            {
+                let fields = encode::fields(&schema, &Format::UnifiedText)?;
+                return send_describe_response(client, &DescribePortalResponse::new(fields)).await;
+            }
+        }
+        self._on_describe(client, message).await
     }
 
     async fn do_query<C>(

@@ -20,14 +20,16 @@ use std::sync::Arc;
 use crate::batch::DML_SCHEMA;
 use crate::engine::Engine;
 use crate::engine::ddl::{normalize_ident, relation_name};
+use crate::engine::session::Session;
 use crate::error::{Error, Result};
 use crate::frontend::handler::Prepared;
 use crate::frontend::sqlstate::pg_error;
 use crate::sql::parser::Statement;
 
-/// The parameter types and result schema of a statement.
+/// The parameter types and result schema of a statement of `session`.
 pub async fn describe(
     engine: &Engine,
+    session: &Session,
     statement: &Statement,
 ) -> Result<(Vec<Option<ArrowType>>, Option<SchemaRef>)> {
     let Statement::Sql(stmt) = statement else {
@@ -62,6 +64,9 @@ pub async fn describe(
             Some(text_schema(&[&name]))
         }
         ast::Statement::ShowTables { .. } => Some(text_schema(&["Name"])),
+        ast::Statement::Fetch { name, .. } => {
+            Some(engine.cursor_schema(session, &name.value).await?)
+        }
         ast::Statement::ExplainTable { .. } => Some(text_schema(&["Name", "Type", "Is Hidden"])),
         _ => None,
     };

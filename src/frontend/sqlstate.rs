@@ -17,6 +17,8 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::InvalidInput(_) => "22P02",
         Error::TypeMismatch(_) => "42804",
         Error::UnknownSetting(_) => "42704",
+        Error::UnknownCursor(_) => "34000",
+        Error::DuplicateCursor(_) => "42P03",
         Error::WrongObjectType(_) => "42809",
         Error::DependentObjects(_) => "2BP01",
         Error::Unsupported(_) => "0A000",
