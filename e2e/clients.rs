@@ -906,3 +906,36 @@ async fn cursors(server: &Sluice) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// The login role
+
+#[tokio::test]
+async fn current_user_is_the_login_role() -> anyhow::Result<()> {
+    let server = Sluice::start().await?;
+    let conn = server.conn_string().replace("user=root", "user=alice");
+    let alice = harness::connect(&conn).await?;
+    let rows = text_rows(
+        &alice,
+        "SELECT current_user, session_user, user, current_role, upper(current_user) AS shout",
+    )
+    .await?;
+    let alice_text = Some("alice".to_owned());
+    let expected = vec![vec![
+        alice_text.clone(),
+        alice_text.clone(),
+        alice_text.clone(),
+        alice_text,
+        Some("ALICE".to_owned()),
+    ]];
+    ensure!(rows == expected, "{rows:?}");
+    // Named as Postgres names them.
+    let row = alice.query_one("SELECT current_user, user, current_role", &[]).await?;
+    let names: Vec<&str> = row.columns().iter().map(|c| c.name()).collect();
+    ensure!(names == ["current_user", "user", "current_role"], "{names:?}");
+    // Another session keeps its own.
+    let root = server.connect().await?;
+    let rows = text_rows(&root, "SELECT current_user").await?;
+    ensure!(rows == [[Some("root".to_owned())]], "{rows:?}");
+    Ok(())
+}

@@ -90,8 +90,13 @@ impl Engine {
     }
 
     /// Runs a query or EXPLAIN.
-    pub(crate) async fn query(&self, _session: &Session, stmt: ast::Statement) -> Result<Output> {
-        let state = self.query_state();
+    pub(crate) async fn query(&self, session: &Session, stmt: ast::Statement) -> Result<Output> {
+        let mut state = self.query_state();
+        if let Some(user) = session.user() {
+            // `current_user` and its kin answer the login role.
+            use datafusion::execution::FunctionRegistry;
+            state.register_udf(Arc::new(crate::sql::functions::session_user_udf(user)))?;
+        }
         let plan = self.plan(&state, stmt).await?;
         refuse_wide_decimals(&plan)?;
         self.run_plan(state, plan).await

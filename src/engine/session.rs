@@ -49,6 +49,8 @@ pub struct Session {
     notices: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Open cursors.
     cursors: Cursors,
+    /// The role the client logged in as.
+    user: Option<String>,
 }
 
 impl Session {
@@ -56,12 +58,30 @@ impl Session {
     pub fn with_startup_parameters<'a>(
         params: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Self {
+        let mut user = None;
         let vars = params
             .into_iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
+            .filter(|(k, v)| match k.as_str() {
+                "user" => {
+                    user = Some(v.to_string());
+                    false
+                }
+                "database" => false,
+                _ => true,
+            })
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
-        Self { vars: Mutex::new(vars), notices: Mutex::default(), cursors: Cursors::default() }
+        Self {
+            vars: Mutex::new(vars),
+            notices: Mutex::default(),
+            cursors: Cursors::default(),
+            user,
+        }
+    }
+
+    /// The role the client logged in as (`current_user`).
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     /// The session's open cursors.

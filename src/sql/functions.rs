@@ -39,6 +39,19 @@ pub fn version_udf() -> ScalarUDF {
     )
 }
 
+/// `session_user` (and `current_user`, `user`, `current_role`, which Sluice's parser writes so):
+/// `user`, the role the session logged in as.
+pub fn session_user_udf(user: &str) -> ScalarUDF {
+    let user = user.to_owned();
+    create_udf(
+        "session_user",
+        Vec::new(),
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(move |_| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(user.clone()))))),
+    )
+}
+
 /// The name of [`bytea_in_udf`]; not meant to be called by users.
 pub const BYTEA_IN: &str = "sluice_bytea_in";
 

@@ -100,6 +100,12 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             check_depth(stmt)?;
         }
     }
+    let mut statements = statements;
+    for statement in &mut statements {
+        if let Statement::Sql(stmt) = statement {
+            name_user_functions(stmt);
+        }
+    }
     let mut statements = with_compat_rewrites(sql, statements, depth);
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
@@ -199,6 +205,54 @@ fn check_depth(statement: &ast::Statement) -> Result<()> {
             "subqueries nest deeper than {MAX_QUERY_DEPTH} levels; flatten the query"
         ))),
     }
+}
+
+/// The login role's functions, written without parentheses: all read the session's user.
+const USER_FUNCTIONS: &[&str] = &["current_user", "session_user", "user", "current_role"];
+
+/// Names the output columns of `current_user`, `session_user`, `user` and `current_role` as
+/// Postgres names them, and calls all four `session_user`, the one DataFusion has (which Sluice
+/// answers with the login role, see `engine::query`).
+fn name_user_functions(statement: &mut ast::Statement) {
+    use std::ops::ControlFlow;
+
+    // Reserved words in Postgres, so never a column: the parser reads `user` and
+    // `current_role` as names, the others as functions.
+    let user_function = |expr: &ast::Expr| match expr {
+        ast::Expr::Function(f) if matches!(f.args, ast::FunctionArguments::None) => {
+            let name = f.name.to_string().to_lowercase();
+            USER_FUNCTIONS.contains(&name.as_str()).then_some(name)
+        }
+        ast::Expr::Identifier(ident) if ident.quote_style.is_none() => {
+            let name = ident.value.to_lowercase();
+            USER_FUNCTIONS.contains(&name.as_str()).then_some(name)
+        }
+        _ => None,
+    };
+    let Ok(session_user) = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql("session_user")
+        .and_then(|mut p| p.parse_expr())
+    else {
+        return;
+    };
+    if let ast::Statement::Query(query) = statement
+        && let ast::SetExpr::Select(select) = query.body.as_mut()
+    {
+        for item in &mut select.projection {
+            if let ast::SelectItem::UnnamedExpr(expr) = item
+                && let Some(name) = user_function(expr)
+            {
+                let alias = ast::Ident::with_quote('"', name);
+                *item = ast::SelectItem::ExprWithAlias { expr: expr.clone(), alias };
+            }
+        }
+    }
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if user_function(expr).is_some() {
+            *expr = session_user.clone();
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// Writes numeric literals with an exponent (`1e10`, `2.5E-3`) out in full (`10000000000`,
