@@ -48,6 +48,17 @@ with psycopg.connect(sys.argv[1]) as conn:
         rest = named.fetchall()
         assert [r[0] for r in rest] == [7, 8, 9, 10, 11], rest
     conn.commit()
+    # jsonb parameters (psycopg sends them in binary), stored and queried with the operators.
+    from psycopg.types.json import Jsonb
+    cur.execute("CREATE TABLE py_docs (id int PRIMARY KEY, d jsonb)")
+    cur.execute("INSERT INTO py_docs VALUES (%s, %s)", (1, Jsonb({"kind": "b", "n": [1, 2]})))
+    cur.execute("INSERT INTO py_docs VALUES (%s, %s)", (2, Jsonb({"kind": "a"})))
+    cur.execute("SELECT id, d->>'kind', d->'n' FROM py_docs WHERE d @> %s", (Jsonb({"kind": "b"}),))
+    assert cur.fetchall() == [(1, "b", "[1, 2]")], "jsonb query"
+    cur.execute("SELECT d FROM py_docs WHERE id = %s", (1,))
+    assert cur.fetchone()[0] in ('{"n": [1, 2], "kind": "b"}', {"n": [1, 2], "kind": "b"})
+    cur.execute("DROP TABLE py_docs")
+    conn.commit()
     cur.execute("DROP TABLE py_items")
     conn.commit()
 print("psycopg: ok")

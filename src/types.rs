@@ -208,6 +208,16 @@ pub enum CastMode {
 /// by Arrow (strictly in [`CastMode::Strict`]).
 pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRef> {
     let target = to.to_arrow();
+    if let (DataType::Jsonb, CastMode::Strict, Some(text)) =
+        (to, mode, array.as_string_opt::<i32>())
+    {
+        // Checked and stored as Postgres stores jsonb (what an upstream sends already is).
+        let values = text.iter().map(|v| v.map(crate::sql::jsonb::normalize).transpose());
+        let values: std::result::Result<StringArray, String> = values.collect();
+        return values
+            .map(|v| Arc::new(v) as ArrayRef)
+            .map_err(|e| Error::InvalidInput(format!("invalid input syntax for type json: {e}")));
+    }
     if array.data_type() == &target {
         return Ok(array.clone());
     }

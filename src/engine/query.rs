@@ -48,6 +48,9 @@ pub fn session_context(
         ctx.register_udaf(udaf);
     }
     ctx.register_udf(crate::sql::functions::version_udf());
+    for udf in crate::sql::jsonb::udfs() {
+        ctx.register_udf(udf);
+    }
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
     ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store, graph)));
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)

@@ -42,7 +42,7 @@ struct PendingCopy {
 type CopySlot = Mutex<Option<PendingCopy>>;
 
 /// A prepared statement of the extended protocol.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Prepared {
     /// The parsed statement; `None` for an empty query.
     pub statement: Option<Statement>,

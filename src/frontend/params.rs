@@ -221,6 +221,8 @@ pub fn substitute(
     let mut inferred: Vec<Option<&ArrowType>> =
         prepared.param_types.iter().map(Option::as_ref).collect();
     inferred.resize(count, None);
+    let text_json = json_as_text(portal);
+    let portal = text_json.as_ref().unwrap_or(portal);
     let values = match arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)? {
         datafusion::common::ParamValues::List(values) => values,
         datafusion::common::ParamValues::Map(_) => {
@@ -263,6 +265,41 @@ pub fn substitute(
         ControlFlow::<()>::Continue(())
     });
     Ok(Statement::Sql(stmt))
+}
+
+/// `portal` with its `json` and `jsonb` parameters as `text` ones (a binary jsonb value is a
+/// version byte, 1, and the text), which the columns and casts they go to read as JSON; `None`
+/// when it has none.
+fn json_as_text(portal: &Portal<Prepared>) -> Option<Portal<Prepared>> {
+    use pgwire::api::Type;
+    let types = &portal.statement.parameter_types;
+    let is_json = |t: &Option<Type>| matches!(t, Some(t) if *t == Type::JSON || *t == Type::JSONB);
+    if !types.iter().any(is_json) {
+        return None;
+    }
+    let mut text = Portal::default();
+    text.name = portal.name.clone();
+    text.parameter_format = portal.parameter_format.clone();
+    text.result_column_format = portal.result_column_format.clone();
+    text.parameters = portal.parameters.clone();
+    for (i, ty) in types.iter().enumerate() {
+        let jsonb_binary =
+            matches!(ty, Some(t) if *t == Type::JSONB) && portal.parameter_format.is_binary(i);
+        if let (true, Some(Some(bytes))) = (jsonb_binary, text.parameters.get_mut(i))
+            && bytes.first() == Some(&1)
+        {
+            *bytes = bytes.slice(1..);
+        }
+    }
+    let types =
+        types.iter().map(|t| if is_json(t) { Some(Type::TEXT) } else { t.clone() }).collect();
+    let statement = &portal.statement;
+    text.statement = std::sync::Arc::new(pgwire::api::stmt::StoredStatement::new(
+        statement.id.clone(),
+        statement.statement.clone(),
+        types,
+    ));
+    Some(text)
 }
 
 /// A `numeric` in Postgres's binary format as text: `ndigits`, `weight`, `sign` and `dscale`

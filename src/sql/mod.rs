@@ -11,6 +11,8 @@ pub mod checked;
 pub mod dialect;
 /// Scalar functions registered over DataFusion's (`version()`).
 pub mod functions;
+/// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`) as functions.
+pub mod jsonb;
 /// Postgres names for unnamed output columns.
 pub mod names;
 /// Statements: sqlparser's Postgres dialect plus Sluice's own, with input limits.

@@ -110,6 +110,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
             expand_exponent_literals(stmt);
+            crate::sql::jsonb::rewrite_operators(stmt);
             if let ast::Statement::Query(query) = stmt.as_mut() {
                 alias_output_columns(query);
             }
