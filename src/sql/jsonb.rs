@@ -560,6 +560,14 @@ pub fn rewrite_operators(statement: &mut ast::Statement) {
                 ast::BinaryOperator::LongArrow => (GET_TEXT, false),
                 ast::BinaryOperator::HashArrow => (GET_PATH, false),
                 ast::BinaryOperator::HashLongArrow => (GET_PATH_TEXT, false),
+                // Arrays have their own `@>` in DataFusion.
+                ast::BinaryOperator::AtArrow | ast::BinaryOperator::ArrowAt
+                    if [left.as_ref(), right.as_ref()]
+                        .iter()
+                        .any(|e| matches!(e, ast::Expr::Array(_))) =>
+                {
+                    return ControlFlow::<()>::Continue(());
+                }
                 ast::BinaryOperator::AtArrow => (CONTAINS, false),
                 ast::BinaryOperator::ArrowAt => (CONTAINS, true),
                 ast::BinaryOperator::Question => (EXISTS, false),
