@@ -933,9 +933,35 @@ async fn current_user_is_the_login_role() -> anyhow::Result<()> {
     let row = alice.query_one("SELECT current_user, user, current_role", &[]).await?;
     let names: Vec<&str> = row.columns().iter().map(|c| c.name()).collect();
     ensure!(names == ["current_user", "user", "current_role"], "{names:?}");
+    // A jsonb column is described as jsonb, and its binary form reads as jsonb's.
+    alice.batch_execute("CREATE TABLE jdocs (id int PRIMARY KEY, d jsonb); INSERT INTO jdocs VALUES (1, '{\"a\": 1}')").await?;
+    let row = alice.query_one("SELECT d, id FROM jdocs", &[]).await?;
+    ensure!(
+        *row.columns()[0].type_() == tokio_postgres::types::Type::JSONB,
+        "{:?}",
+        row.columns()[0]
+    );
+    let raw: RawJsonb = row.try_get(0)?;
+    ensure!(raw.0 == b"\x01{\"a\": 1}", "binary jsonb {:?}", raw.0);
     // Another session keeps its own.
     let root = server.connect().await?;
     let rows = text_rows(&root, "SELECT current_user").await?;
     ensure!(rows == [[Some("root".to_owned())]], "{rows:?}");
     Ok(())
+}
+
+/// The bytes of a binary-format jsonb value.
+struct RawJsonb(Vec<u8>);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for RawJsonb {
+    fn from_sql(
+        _: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(RawJsonb(raw.to_vec()))
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::JSONB
+    }
 }

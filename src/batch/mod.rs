@@ -156,11 +156,25 @@ pub struct RelationProvider {
 impl RelationProvider {
     /// A provider exposing the visible columns, or all of them when `with_hidden`.
     pub fn new(table: Arc<TableCatalog>, store: Arc<Store>, with_hidden: bool) -> Self {
-        let (columns, schema) = if with_hidden {
+        let (columns, schema): (Vec<usize>, SchemaRef) = if with_hidden {
             ((0..table.columns.len()).collect(), table.full_schema())
         } else {
             (table.visible_indices(), table.visible_schema())
         };
+        // jsonb columns say so, for the wire protocol to describe them as jsonb.
+        let fields: Vec<arrow::datatypes::Field> = schema
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(field, &c)| match table.columns[c].data_type {
+                DataType::Jsonb => crate::sql::jsonb::mark(field.as_ref().clone()),
+                _ => field.as_ref().clone(),
+            })
+            .collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        ));
         Self { table, store, columns, schema }
     }
 }

@@ -28,7 +28,40 @@ use crate::frontend::sqlstate::pg_error;
 
 /// The wire fields of a result schema, in `format`, named as the query names its columns.
 pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
-    arrow_schema_to_pg_fields(&shown_names(schema), format, None)
+    let mut fields = arrow_schema_to_pg_fields(&shown_names(schema), format, None)?;
+    for (field, info) in schema.fields().iter().zip(fields.iter_mut()) {
+        if crate::sql::jsonb::is_marked(field) {
+            // Text is the jsonb text format; the binary format is written by `jsonb_binary`.
+            *info = FieldInfo::new(
+                info.name().to_owned(),
+                info.table_id(),
+                info.column_id(),
+                Type::JSONB,
+                info.format(),
+            );
+        }
+    }
+    Ok(fields)
+}
+
+/// The jsonb columns of `batch` that go out in binary format, as jsonb's binary form: the
+/// version byte 1, then the text.
+fn jsonb_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
+    let schema = batch.schema();
+    let marked = |i: usize| crate::sql::jsonb::is_marked(schema.field(i)) && !format.is_text(i);
+    if !(0..batch.num_columns()).any(marked) {
+        return batch;
+    }
+    let mut columns = batch.columns().to_vec();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for i in (0..columns.len()).filter(|&i| marked(i)) {
+        let Some(text) = columns[i].as_string_opt::<i32>() else { continue };
+        let binary: arrow::array::BinaryArray =
+            text.iter().map(|v| v.map(|v| [&[1u8][..], v.as_bytes()].concat())).collect();
+        columns[i] = Arc::new(binary);
+        fields[i] = Field::new(fields[i].name(), ArrowType::Binary, true);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")
 }
 
 /// `schema` with each column's name as the user sees it: a repeated output name carries a
@@ -63,7 +96,8 @@ pub fn rows(
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> = match batch {
                 Ok(batch) => {
-                    encode_recordbatch(encoder_fields.clone(), postgres_text(batch, &format))
+                    let batch = jsonb_binary(postgres_text(batch, &format), &format);
+                    encode_recordbatch(encoder_fields.clone(), batch)
                 }
                 Err(e) => Box::new(std::iter::once(Err(pg_error(&Error::DataFusion(e))))),
             };
@@ -282,7 +316,7 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         .fields()
         .iter()
         .zip(&columns)
-        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
+        .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()).with_nullable(true))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
 }

@@ -222,6 +222,21 @@ fn numeric_text(lexeme: &str) -> String {
     }
 }
 
+/// The field metadata key that marks a text column as holding jsonb.
+pub const TYPE_KEY: &str = "sluice.type";
+
+/// `field` marked as holding jsonb text.
+pub fn mark(field: arrow::datatypes::Field) -> arrow::datatypes::Field {
+    let mut metadata = field.metadata().clone();
+    metadata.insert(TYPE_KEY.to_owned(), "jsonb".to_owned());
+    field.with_metadata(metadata)
+}
+
+/// Whether `field` holds jsonb text (see [`mark`]).
+pub fn is_marked(field: &arrow::datatypes::Field) -> bool {
+    field.metadata().get(TYPE_KEY).is_some_and(|t| t == "jsonb")
+}
+
 /// JSON text as Postgres stores and prints it as jsonb; an error for text that is not JSON.
 pub fn normalize(text: &str) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
