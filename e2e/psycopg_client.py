@@ -54,7 +54,7 @@ with psycopg.connect(sys.argv[1]) as conn:
     cur.execute("INSERT INTO py_docs VALUES (%s, %s)", (1, Jsonb({"kind": "b", "n": [1, 2]})))
     cur.execute("INSERT INTO py_docs VALUES (%s, %s)", (2, Jsonb({"kind": "a"})))
     cur.execute("SELECT id, d->>'kind', d->'n' FROM py_docs WHERE d @> %s", (Jsonb({"kind": "b"}),))
-    assert cur.fetchall() == [(1, "b", "[1, 2]")], "jsonb query"
+    assert cur.fetchall() == [(1, "b", [1, 2])], "jsonb query: -> gives jsonb, ->> text"
     # A jsonb column is described as jsonb: psycopg hands back the parsed value.
     cur.execute("SELECT d FROM py_docs WHERE id = %s", (1,))
     assert cur.fetchone()[0] == {"n": [1, 2], "kind": "b"}

@@ -14,10 +14,11 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanBuilder, StringBuilder};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::sql::sqlparser::ast;
 
@@ -226,14 +227,14 @@ fn numeric_text(lexeme: &str) -> String {
 pub const TYPE_KEY: &str = "sluice.type";
 
 /// `field` marked as holding jsonb text.
-pub fn mark(field: arrow::datatypes::Field) -> arrow::datatypes::Field {
+pub fn mark(field: Field) -> Field {
     let mut metadata = field.metadata().clone();
     metadata.insert(TYPE_KEY.to_owned(), "jsonb".to_owned());
     field.with_metadata(metadata)
 }
 
 /// Whether `field` holds jsonb text (see [`mark`]).
-pub fn is_marked(field: &arrow::datatypes::Field) -> bool {
+pub fn is_marked(field: &Field) -> bool {
     field.metadata().get(TYPE_KEY).is_some_and(|t| t == "jsonb")
 }
 
@@ -373,6 +374,15 @@ impl ScalarUDFImpl for JsonbFunction {
         })
     }
 
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let field = Field::new(self.name, self.return_type(&[])?, true);
+        Ok(Arc::new(match self.op {
+            // `->` gives jsonb, which clients are told.
+            Op::Get => mark(field),
+            _ => field,
+        }))
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let rows = args.number_rows;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
@@ -496,6 +506,11 @@ impl ScalarUDFImpl for JsonIn {
 
     fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
         Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let field = Field::new(self.name(), DataType::Utf8, true);
+        Ok(Arc::new(if self.jsonb { mark(field) } else { field }))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
