@@ -458,9 +458,19 @@ async fn psql(server: &Sluice, command: &str) -> anyhow::Result<String> {
 /// Runs `psql -c command` against the server and returns its stdout and stderr (where psql
 /// prints notices); fails on a non-zero exit.
 async fn psql_output(server: &Sluice, command: &str) -> anyhow::Result<(String, String)> {
+    psql_with(server, &[], command).await
+}
+
+/// [`psql_output`] with more psql options (`-v FETCH_COUNT=100`, `-At`, ..).
+async fn psql_with(
+    server: &Sluice,
+    options: &[&str],
+    command: &str,
+) -> anyhow::Result<(String, String)> {
     let port = server.port().to_string();
     let run = Command::new("psql")
         .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "root", "-d", "dev"])
+        .args(options)
         .args(["-v", "ON_ERROR_STOP=1", "-c", command])
         .env("PGCONNECT_TIMEOUT", "10")
         .stdin(Stdio::null())
@@ -887,17 +897,8 @@ async fn cursors(server: &Sluice) -> anyhow::Result<()> {
     ensure!(gone.as_deref() == Some("34000"), "FETCH after CLOSE ALL: {gone:?}");
 
     // psql, which reads a result through a cursor when FETCH_COUNT is set.
-    let port = server.port().to_string();
-    let run = Command::new("psql")
-        .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "root", "-d", "dev", "-At"])
-        .args(["-v", "ON_ERROR_STOP=1", "-v", "FETCH_COUNT=100"])
-        .args(["-c", "SELECT id FROM cur ORDER BY id"])
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(PSQL_TIMEOUT, run).await.context("psql timed out")??;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    ensure!(output.status.success(), "psql failed: {}", String::from_utf8_lossy(&output.stderr));
+    let options = ["-At", "-v", "FETCH_COUNT=100"];
+    let (stdout, _) = psql_with(server, &options, "SELECT id FROM cur ORDER BY id").await?;
     let printed: Vec<&str> = stdout.lines().collect();
     ensure!(
         printed.len() == 2500 && printed[0] == "1" && printed[2499] == "2500",

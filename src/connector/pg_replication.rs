@@ -28,7 +28,6 @@ use pg_walstream::{CancellationToken, PgReplicationConnection, ReplicationError}
 use tokio::sync::mpsc;
 
 use crate::connector::pg_reader::RowChange;
-use crate::connector::pg_tls::SslMode;
 use crate::connector::postgres_cdc::{PgSourceConfig, quote_ident};
 use crate::error::{Error, Result};
 
@@ -192,14 +191,7 @@ fn conninfo(config: &PgSourceConfig) -> Result<String> {
     add("replication", "database");
     add("application_name", "sluice");
     add("connect_timeout", &CONNECT_TIMEOUT_SECS.to_string());
-    let mode = match config.tls.mode {
-        SslMode::Disable => "disable",
-        SslMode::Prefer => "prefer",
-        SslMode::Require => "require",
-        SslMode::VerifyCa => "verify-ca",
-        SslMode::VerifyFull => "verify-full",
-    };
-    add("sslmode", mode);
+    add("sslmode", config.tls.mode.libpq_name());
     if let Some(path) = root_cert_file(config.tls.root_cert.as_deref())? {
         add("sslrootcert", &path);
     }

@@ -58,6 +58,17 @@ impl SslMode {
         })
     }
 
+    /// libpq's spelling (`sslmode`).
+    pub fn libpq_name(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
     /// The spelling used in messages.
     pub fn name(self) -> &'static str {
         match self {
