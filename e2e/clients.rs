@@ -1,7 +1,7 @@
 //! Real clients against a real server: tokio-postgres's extended protocol (typed parameters,
 //! binary results), SQLSTATE codes on errors, many concurrent sessions, and the `psql` binary
 //! (`\copy` in CSV and text format, `\d`, `\dt`, the progress notices of a foreground CREATE),
-//! and `COPY .. TO STDOUT` byte for byte against a real Postgres.
+//! and, against a real Postgres, `COPY .. TO STDOUT` byte for byte and psql's meta-commands.
 //!
 //! Every test starts its own server. DML returns only after its write is committed, so each
 //! read that follows a write expects to see it at once: nothing here retries, and a stale read
@@ -467,9 +467,21 @@ async fn psql_with(
     options: &[&str],
     command: &str,
 ) -> anyhow::Result<(String, String)> {
-    let port = server.port().to_string();
+    psql_at(server.port(), "root", "dev", options, command).await
+}
+
+/// Runs `psql -c command` as `user` against database `db` of the server on `port` (Sluice or
+/// the private Postgres); returns stdout and stderr, failing on a non-zero exit.
+async fn psql_at(
+    port: u16,
+    user: &str,
+    db: &str,
+    options: &[&str],
+    command: &str,
+) -> anyhow::Result<(String, String)> {
+    let port = port.to_string();
     let run = Command::new("psql")
-        .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "root", "-d", "dev"])
+        .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", user, "-d", db])
         .args(options)
         .args(["-v", "ON_ERROR_STOP=1", "-c", command])
         .env("PGCONNECT_TIMEOUT", "10")
@@ -965,4 +977,95 @@ impl<'a> tokio_postgres::types::FromSql<'a> for RawJsonb {
     fn accepts(ty: &tokio_postgres::types::Type) -> bool {
         *ty == tokio_postgres::types::Type::JSONB
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// psql's meta-commands, against Postgres as the oracle
+
+#[tokio::test]
+async fn psql_meta_commands_describe_as_postgres_does() -> anyhow::Result<()> {
+    let upstream = crate::upstream::Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = meta_commands(&upstream, &server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+/// The title and the table of a psql output, without what follows (`Indexes:`, ..).
+fn first_block(out: &str) -> String {
+    let table_line = |l: &&str| !l.trim().is_empty() && (l.starts_with(' ') || l.starts_with('-'));
+    out.lines().take_while(table_line).collect::<Vec<_>>().join("\n")
+}
+
+async fn meta_commands(
+    upstream: &crate::upstream::Upstream,
+    server: &Sluice,
+) -> anyhow::Result<()> {
+    let setup = "CREATE TABLE m (id int PRIMARY KEY, a numeric(10,2), b varchar(20), c varchar, \
+                 d text, e jsonb, f timestamptz, g bytea, h numeric); \
+                 CREATE MATERIALIZED VIEW mm AS SELECT id, a, b FROM m; \
+                 INSERT INTO m VALUES (1, 1.5, 'twenty characters ok', 'c', 'd', '{}', now(), '\\x00', 1)";
+    let pg = upstream.connect("postgres").await?;
+    pg.batch_execute(setup).await.context("setup in Postgres")?;
+    let client = server.connect().await?;
+    client.batch_execute(setup).await.context("setup in Sluice")?;
+    let sluice = |command: &'static str| psql_at(server.port(), "root", "dev", &[], command);
+    let postgres =
+        |command: &'static str| psql_at(upstream.port(), "postgres", "postgres", &[], command);
+
+    // The column tables of \d, titles included, are Postgres's, line for line.
+    for command in ["\\d m", "\\d mm"] {
+        let (ours, theirs) = (sluice(command).await?.0, postgres(command).await?.0);
+        ensure!(
+            first_block(&ours) == first_block(&theirs),
+            "{command} differs from Postgres's\nSluice:\n{ours}\nPostgres:\n{theirs}"
+        );
+    }
+    // \dm lists the view as a materialized view, \dt does not list it.
+    let row = |out: &str, name: &str| {
+        out.lines()
+            .find(|l| l.split('|').nth(1).is_some_and(|c| c.trim() == name))
+            .map(str::to_owned)
+    };
+    let (ours, theirs) = (sluice("\\dm").await?.0, postgres("\\dm").await?.0);
+    ensure!(
+        row(&ours, "mm").is_some() && row(&ours, "mm") == row(&theirs, "mm"),
+        "\\dm differs from Postgres's\nSluice:\n{ours}\nPostgres:\n{theirs}"
+    );
+    let dt = sluice("\\dt").await?.0;
+    ensure!(row(&dt, "m").is_some() && row(&dt, "mm").is_none(), "\\dt:\n{dt}");
+
+    // The + forms, roles, functions and types run; sizes and view definitions are shown.
+    let described = sluice("\\d+ mm").await?.0;
+    ensure!(
+        described.contains("View definition:") && described.contains("FROM m"),
+        "\\d+ mm shows no view definition:\n{described}"
+    );
+    let listed = sluice("\\dt+ m").await?.0;
+    let size = row(&listed, "m").and_then(|r| r.split('|').nth(6).map(|c| c.trim().to_owned()));
+    ensure!(
+        size.as_deref().is_some_and(|s| s.ends_with(" bytes") || s.ends_with(" kB")),
+        "\\dt+ m shows no size: {size:?}\n{listed}"
+    );
+    for command in ["\\d+ m", "\\du", "\\df", "\\dT", "\\l+", "\\d+"] {
+        sluice(command).await?;
+    }
+
+    // varchar(n) holds values to n characters, as Postgres does.
+    for (db, name) in [(&client, "Sluice"), (&pg, "Postgres")] {
+        let long =
+            db.execute("INSERT INTO m (id, b) VALUES (2, 'twenty-one characters')", &[]).await;
+        expect_code(long, &SqlState::STRING_DATA_RIGHT_TRUNCATION, name)?;
+        db.execute("INSERT INTO m (id, b) VALUES (3, 'trailing spaces      ')", &[]).await?;
+    }
+    let query = "SELECT id, b, length(b) FROM m ORDER BY id";
+    let (ours, theirs) = (text_rows(&client, query).await?, text_rows(&pg, query).await?);
+    ensure!(ours == theirs, "varchar rows differ: Sluice {ours:?}, Postgres {theirs:?}");
+
+    // pg_size_pretty prints every unit as Postgres does.
+    let query = "SELECT pg_size_pretty(x) FROM (VALUES (0::bigint), (10239), (10240), \
+                 (10485247), (20971520), (1000000000), (-10240), (5000000000000), \
+                 (1152921504606846976)) AS t(x)";
+    let (ours, theirs) = (text_rows(&client, query).await?, text_rows(&pg, query).await?);
+    ensure!(ours == theirs, "pg_size_pretty: Sluice {ours:?}, Postgres {theirs:?}");
+    Ok(())
 }

@@ -99,6 +99,9 @@ pub enum Error {
     /// A value beyond what its type can hold.
     #[error("{0}")]
     OutOfRange(String),
+    /// A string longer than its column's `varchar(n)` allows.
+    #[error("{0}")]
+    StringTooLong(String),
     /// The statement exceeds a limit of the implementation (expression nesting).
     #[error("{0}")]
     ProgramLimit(String),

@@ -191,6 +191,66 @@ impl fmt::Display for DataType {
     }
 }
 
+/// A string column declared `varchar` or `varchar(n)` rather than `text`: the same values, with
+/// an optional length limit that writes are held to (22001), as in Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Varchar {
+    /// The most characters a value may have; `None` for plain `varchar`.
+    pub max_length: Option<u32>,
+}
+
+impl Varchar {
+    /// The `varchar` declaration of a column of SQL type `ty`, if it is one.
+    pub fn from_sql(ty: &ast::DataType) -> Result<Option<Varchar>> {
+        use ast::DataType as S;
+        let length = match ty {
+            S::Varchar(length) | S::CharacterVarying(length) => length,
+            _ => return Ok(None),
+        };
+        let max_length = match length {
+            None | Some(ast::CharacterLength::Max) => None,
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => {
+                match u32::try_from(*length) {
+                    Ok(n) if (1..=10_485_760).contains(&n) => Some(n),
+                    _ => {
+                        return Err(Error::InvalidStatement(format!(
+                            "length for type varchar must be between 1 and 10485760, not {length}"
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Some(Varchar { max_length }))
+    }
+
+    /// Holds the values of `array` (Utf8) to the length limit: a longer value is an error
+    /// (22001), except that spaces beyond the limit are cut off, as Postgres does.
+    pub fn enforce(self, array: &ArrayRef) -> Result<ArrayRef> {
+        let Some(max) = self.max_length.map(|n| n as usize) else { return Ok(array.clone()) };
+        let strings = array.as_string::<i32>();
+        let too_long = |s: &str| s.len() > max && s.chars().count() > max;
+        if !strings.iter().flatten().any(too_long) {
+            return Ok(array.clone());
+        }
+        let mut out = arrow::array::StringBuilder::with_capacity(strings.len(), 0);
+        for value in strings.iter() {
+            match value {
+                Some(s) if too_long(s) => {
+                    let cut = s.char_indices().nth(max).map_or(s.len(), |(i, _)| i);
+                    if !s[cut..].chars().all(|c| c == ' ') {
+                        return Err(Error::StringTooLong(format!(
+                            "value too long for type character varying({max})"
+                        )));
+                    }
+                    out.append_value(&s[..cut]);
+                }
+                other => out.append_option(other),
+            }
+        }
+        Ok(Arc::new(out.finish()))
+    }
+}
+
 /// How [`cast_to`] reads values, text above all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CastMode {

@@ -30,6 +30,7 @@ use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::graph::StreamGraph;
 use crate::types::DataType;
 
+pub mod pg_catalog;
 pub mod system;
 
 /// Schema under which tables expose their hidden columns too; used to plan UPDATE and DELETE.
@@ -46,6 +47,8 @@ pub struct SluiceCatalog {
     schemas: [Arc<SluiceSchema>; 2],
     /// Schemas registered by DataFusion extensions, such as `pg_catalog`.
     extra: RwLock<HashMap<String, Arc<dyn SchemaProvider>>>,
+    catalog: Arc<Catalog>,
+    oids: Arc<pg_catalog::RelationOids>,
 }
 
 impl SluiceCatalog {
@@ -62,7 +65,17 @@ impl SluiceCatalog {
         let system: Arc<dyn SchemaProvider> =
             Arc::new(system::SystemSchema::new(catalog.clone(), store.clone(), graph.clone()));
         let extra = HashMap::from([(system::SYSTEM_SCHEMA.to_owned(), system)]);
-        Self { schemas: [schema(false), schema(true)], extra: RwLock::new(extra) }
+        Self {
+            schemas: [schema(false), schema(true)],
+            extra: RwLock::new(extra),
+            catalog,
+            oids: Arc::default(),
+        }
+    }
+
+    /// The OIDs `pg_catalog.pg_class` gives Sluice's relations, for the size functions.
+    pub fn relation_oids(&self) -> Arc<pg_catalog::RelationOids> {
+        self.oids.clone()
     }
 }
 
@@ -92,6 +105,15 @@ impl CatalogProvider for SluiceCatalog {
         name: &str,
         schema: Arc<dyn SchemaProvider>,
     ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+        // `pg_catalog` is told what DataFusion cannot know about Sluice's relations.
+        let schema: Arc<dyn SchemaProvider> = match name {
+            "pg_catalog" => Arc::new(pg_catalog::PgCatalogOverlay::new(
+                schema,
+                self.catalog.clone(),
+                self.oids.clone(),
+            )),
+            _ => schema,
+        };
         Ok(self.extra.write().insert(name.to_owned(), schema))
     }
 }
@@ -161,15 +183,13 @@ impl RelationProvider {
         } else {
             (table.visible_indices(), table.visible_schema())
         };
-        // jsonb columns say so, for the wire protocol to describe them as jsonb.
+        // jsonb columns say so, for the wire protocol to describe them as jsonb; varchar
+        // columns too, for views of them to be declared so.
         let fields: Vec<arrow::datatypes::Field> = schema
             .fields()
             .iter()
             .zip(&columns)
-            .map(|(field, &c)| match table.columns[c].data_type {
-                DataType::Jsonb => crate::sql::jsonb::mark(field.as_ref().clone()),
-                _ => field.as_ref().clone(),
-            })
+            .map(|(field, &c)| table.columns[c].mark(field.as_ref().clone()))
             .collect();
         let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
             fields,

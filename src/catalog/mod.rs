@@ -38,6 +38,21 @@ pub struct ColumnCatalog {
     pub data_type: DataType,
     /// Hidden columns (the generated row id) are not shown by `SELECT *`.
     pub hidden: bool,
+    /// For a column declared `varchar` or `varchar(n)` (not `text`): its length limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub varchar: Option<crate::types::Varchar>,
+}
+
+impl ColumnCatalog {
+    /// `field`, this column's, marked with what its Arrow type does not say: jsonb, or a
+    /// `varchar` declaration. Query results and views of the column carry the marks.
+    pub fn mark(&self, field: arrow::datatypes::Field) -> arrow::datatypes::Field {
+        match (self.data_type, self.varchar) {
+            (DataType::Jsonb, _) => crate::sql::jsonb::mark(field),
+            (_, Some(varchar)) => crate::sql::jsonb::mark_varchar(field, varchar),
+            _ => field,
+        }
+    }
 }
 
 /// What a relation is.

@@ -114,6 +114,7 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
             name,
             data_type: map_type(&ty, &typtype, &category),
             hidden: false,
+            varchar: None,
         });
         out.upstream_types.push(ty);
     }

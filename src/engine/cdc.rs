@@ -302,7 +302,7 @@ fn bind_cdc_columns(
         if def.options.iter().any(|o| matches!(o.option, ast::ColumnOption::PrimaryKey(_))) {
             pk_names.push(name.clone());
         }
-        columns.push(ColumnCatalog { name, data_type: declared, hidden: false });
+        columns.push(ColumnCatalog { name, data_type: declared, hidden: false, varchar: None });
         mapping.push(index);
     }
     for constraint in &create.constraints {

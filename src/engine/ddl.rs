@@ -15,7 +15,7 @@ use crate::connector::upstream::SourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::types::DataType;
+use crate::types::{DataType, Varchar};
 use crate::{invalid, unsupported};
 
 /// How long a DROP of a CDC table waits for the upstream to take it out of the publication.
@@ -262,6 +262,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             name,
             data_type: DataType::from_sql(&def.data_type)?,
             hidden: false,
+            varchar: Varchar::from_sql(&def.data_type)?,
         });
     }
     for constraint in &create.constraints {
@@ -302,6 +303,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             name: ROW_ID_COLUMN.into(),
             data_type: DataType::Int64,
             hidden: true,
+            varchar: None,
         });
         return Ok((columns, vec![row_id]));
     }

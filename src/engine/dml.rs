@@ -18,7 +18,7 @@ use futures::TryStreamExt;
 use tokio::sync::oneshot;
 
 use crate::batch::DML_SCHEMA;
-use crate::catalog::{Epoch, RelationKind, TableCatalog};
+use crate::catalog::{ColumnCatalog, Epoch, RelationKind, TableCatalog};
 use crate::engine::copy::{self, CopyTarget};
 use crate::engine::ddl::{normalize_ident, relation_name};
 use crate::engine::session::Session;
@@ -100,11 +100,7 @@ impl Engine {
         let width = table.columns.len();
         let mut new_columns: Vec<ArrayRef> = old.columns()[..width].to_vec();
         for (k, (index, _)) in assigned.iter().enumerate() {
-            new_columns[*index] = cast_to(
-                &old.columns()[width + k],
-                table.columns[*index].data_type,
-                CastMode::Strict,
-            )?;
+            new_columns[*index] = cast_column(&table.columns[*index], &old.columns()[width + k])?;
         }
         let old = RecordBatch::try_new(table.full_schema(), old.columns()[..width].to_vec())?;
         let new = RecordBatch::try_new(table.full_schema(), new_columns)?;
@@ -422,6 +418,15 @@ fn visible_column(table: &TableCatalog, name: &str) -> Result<usize> {
         .ok_or_else(|| Error::UnknownColumn(format!("{name}\" of relation \"{}", table.name)))
 }
 
+/// Casts values written to `column` to its type, holding a `varchar(n)` to its length.
+fn cast_column(column: &ColumnCatalog, values: &ArrayRef) -> Result<ArrayRef> {
+    let cast = cast_to(values, column.data_type, CastMode::Strict)?;
+    match column.varchar {
+        Some(varchar) => varchar.enforce(&cast),
+        None => Ok(cast),
+    }
+}
+
 /// Builds complete rows of `table` from values for the `targets` columns: values are cast to
 /// the column types, other columns are NULL, and a generated row id is filled in.
 fn full_rows(
@@ -433,7 +438,7 @@ fn full_rows(
     let mut columns = Vec::with_capacity(table.columns.len());
     for (i, column) in table.columns.iter().enumerate() {
         let array = match targets.iter().position(|&t| t == i) {
-            Some(j) => cast_to(&values[j], column.data_type, CastMode::Strict)?,
+            Some(j) => cast_column(column, &values[j])?,
             None if column.hidden => {
                 Arc::new(Int64Array::from_iter_values((0..n).map(|_| next_row_id())))
             }

@@ -257,8 +257,12 @@ fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
         }
         columns.push(ColumnCatalog {
             name,
-            data_type: DataType::from_arrow(field.data_type())?,
+            data_type: match crate::sql::jsonb::is_marked(field) {
+                true => DataType::Jsonb,
+                false => DataType::from_arrow(field.data_type())?,
+            },
             hidden,
+            varchar: crate::sql::jsonb::varchar_mark(field),
         });
     }
     Ok(columns)

@@ -52,9 +52,15 @@ pub fn session_context(
         ctx.register_udf(udf);
     }
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
-    ctx.register_catalog(DEFAULT_DATABASE, Arc::new(SluiceCatalog::new(catalog, store, graph)));
+    let sluice = Arc::new(SluiceCatalog::new(catalog.clone(), store.clone(), graph));
+    let oids = sluice.relation_oids();
+    ctx.register_catalog(DEFAULT_DATABASE, sluice);
     setup_pg_catalog(&ctx, DEFAULT_DATABASE, EmptyContextProvider)
         .map_err(|e| Error::DataFusion(*e))?;
+    // After the pg_catalog extension's, so Sluice's size functions replace its.
+    for udf in crate::batch::pg_catalog::catalog_udfs(oids, catalog, store) {
+        ctx.register_udf(udf);
+    }
     Ok(ctx)
 }
 

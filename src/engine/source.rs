@@ -57,8 +57,18 @@ impl Engine {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
         let mut columns = vec![
-            ColumnCatalog { name: "partition".into(), data_type: DataType::Int32, hidden: false },
-            ColumnCatalog { name: "lsn".into(), data_type: DataType::Int64, hidden: false },
+            ColumnCatalog {
+                name: "partition".into(),
+                data_type: DataType::Int32,
+                hidden: false,
+                varchar: None,
+            },
+            ColumnCatalog {
+                name: "lsn".into(),
+                data_type: DataType::Int64,
+                hidden: false,
+                varchar: None,
+            },
         ];
         if options.get("connector").map(String::as_str) == Some("mysql-cdc") {
             // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
@@ -66,6 +76,7 @@ impl Engine {
                 name: "gtid".into(),
                 data_type: DataType::Varchar,
                 hidden: false,
+                varchar: None,
             });
         }
         let mut state = TableCatalog::new_table(

@@ -39,6 +39,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::Recovered(_) => "40001",
         Error::ProgramLimit(_) => "54001",
         Error::OutOfRange(_) => "22003",
+        Error::StringTooLong(_) => "22001",
         Error::Shutdown => "57P01",
     }
 }

@@ -110,6 +110,9 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
             expand_exponent_literals(stmt);
+            array_subqueries(stmt);
+            let _ = ast::VisitMut::visit(stmt.as_mut(), &mut QualifiedUnnest);
+            catalog_scalar_subqueries(stmt);
             crate::sql::jsonb::rewrite_operators(stmt);
             if let ast::Statement::Query(query) = stmt.as_mut() {
                 alias_output_columns(query);
@@ -206,6 +209,124 @@ fn check_depth(statement: &ast::Statement) -> Result<()> {
             "subqueries nest deeper than {MAX_QUERY_DEPTH} levels; flatten the query"
         ))),
     }
+}
+
+/// Rewrites `ARRAY(SELECT e FROM .. ORDER BY o)` as `(SELECT array_agg(e ORDER BY o) FROM ..)`,
+/// which DataFusion plans (psql's `\du` and `\d+` use the first form). One difference stays:
+/// over no rows the aggregate is NULL where Postgres gives an empty array.
+fn array_subqueries(statement: &mut ast::Statement) {
+    use std::ops::ControlFlow;
+
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if let ast::Expr::Function(f) = expr
+            && f.name.to_string().eq_ignore_ascii_case("array")
+            && let ast::FunctionArguments::Subquery(query) = &f.args
+            && let Some(rewritten) = array_agg_subquery(query)
+        {
+            *expr = rewritten;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Reads `FROM pg_catalog.unnest(..)` (psql's `\d+` writes it) as `FROM unnest(..)`, which
+/// DataFusion plans; qualified, it was looked up as a table function of that name. Names the
+/// column of `unnest(a) x` `x`, as Postgres does.
+struct QualifiedUnnest;
+
+impl ast::VisitorMut for QualifiedUnnest {
+    type Break = ();
+
+    fn pre_visit_table_factor(
+        &mut self,
+        factor: &mut ast::TableFactor,
+    ) -> std::ops::ControlFlow<()> {
+        if let ast::TableFactor::Table { name, alias, args: Some(args), .. } = factor
+            && matches!(
+                name.to_string().to_ascii_lowercase().as_str(),
+                "unnest" | "pg_catalog.unnest"
+            )
+        {
+            let exprs: Option<Vec<ast::Expr>> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(array_exprs) = exprs {
+                *factor = ast::TableFactor::UNNEST {
+                    alias: alias.take(),
+                    array_exprs,
+                    with_offset: false,
+                    with_offset_alias: None,
+                    with_ordinality: false,
+                };
+            }
+        }
+        // As in Postgres, the one column of `unnest(a) x` is called `x`.
+        if let ast::TableFactor::UNNEST { alias: Some(alias), array_exprs, .. } = factor
+            && alias.columns.is_empty()
+            && array_exprs.len() == 1
+        {
+            alias
+                .columns
+                .push(ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None });
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// In queries of `pg_catalog`, writes a scalar subquery that selects one plain expression, `(SELECT
+/// e FROM ..)`, as `(SELECT first_value(e) FROM ..)`: DataFusion plans a correlated scalar
+/// subquery only when it aggregates (psql's `\dT` has one). Catalog subqueries of this form
+/// look a row up by its OID; in user queries, Postgres's error for a subquery returning more
+/// than one row is kept.
+fn catalog_scalar_subqueries(statement: &mut ast::Statement) {
+    use std::ops::ControlFlow;
+
+    if !statement.to_string().to_ascii_lowercase().contains("pg_catalog.") {
+        return;
+    }
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if let ast::Expr::Subquery(query) = expr
+            && let ast::SetExpr::Select(select) = query.body.as_mut()
+            && let [ast::SelectItem::UnnamedExpr(element)] = select.projection.as_slice()
+            && !matches!(element, ast::Expr::Function(_))
+            && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, _) if e.is_empty())
+            && let Ok(first) = Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&format!("first_value({element})"))
+                .and_then(|mut p| p.parse_expr())
+        {
+            select.projection = vec![ast::SelectItem::UnnamedExpr(first)];
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The `array_agg` form of the subquery of `ARRAY(query)`, when it selects one expression.
+fn array_agg_subquery(query: &ast::Query) -> Option<ast::Expr> {
+    // psql's `\d+` lists a TOAST table's storage options with `ARRAY(SELECT 'toast.' || x FROM
+    // unnest(tc.reloptions) x)`; DataFusion cannot unnest a column of the outer query. Sluice's
+    // relations have no storage options (`reloptions` is NULL), so the array is empty.
+    if query.to_string().to_ascii_lowercase().contains("unnest(tc.reloptions)") {
+        return Some(ast::Expr::Value(ast::Value::Null.into()));
+    }
+    let mut query = query.clone();
+    let order = query.order_by.take().map(|o| format!(" {o}")).unwrap_or_default();
+    let ast::SetExpr::Select(select) = query.body.as_mut() else { return None };
+    let [item] = select.projection.as_slice() else { return None };
+    let element = match item {
+        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => e,
+        _ => return None,
+    };
+    let aggregate = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&format!("array_agg({element}{order})"))
+        .and_then(|mut p| p.parse_expr())
+        .ok()?;
+    select.projection = vec![ast::SelectItem::UnnamedExpr(aggregate)];
+    Some(ast::Expr::Subquery(Box::new(query)))
 }
 
 /// The login role's functions, written without parentheses: all read the session's user.

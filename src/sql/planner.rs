@@ -163,12 +163,14 @@ impl Planner<'_> {
             .iter()
             .enumerate()
             .map(|(pos, &i)| {
-                let name = if pos < n_visible {
-                    table.columns[i].name.clone()
-                } else {
-                    format!("_key_{}", pos - n_visible)
-                };
-                Field::new(name, table.columns[i].data_type.to_arrow(), true)
+                let column = &table.columns[i];
+                match pos < n_visible {
+                    true => column.mark(Field::new(&column.name, column.data_type.to_arrow(), true)),
+                    false => {
+                        let name = format!("_key_{}", pos - n_visible);
+                        Field::new(name, column.data_type.to_arrow(), true)
+                    }
+                }
             })
             .collect();
         let columns = crate::stream::executor::backfill::state::arrangement_columns(
@@ -455,7 +457,12 @@ fn relaxed(schema: &Schema) -> Schema {
 }
 
 fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
-    Ok(ColumnCatalog { name: name.to_owned(), data_type: DataType::from_arrow(ty)?, hidden: false })
+    Ok(ColumnCatalog {
+        name: name.to_owned(),
+        data_type: DataType::from_arrow(ty)?,
+        hidden: false,
+        varchar: None,
+    })
 }
 
 /// The function and argument of an aggregate expression.

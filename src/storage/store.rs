@@ -183,6 +183,14 @@ impl Store {
         Ok(())
     }
 
+    /// RocksDB's estimate of the bytes `table`'s rows take on disk; rows still in the memtable
+    /// are not counted until they are flushed.
+    pub fn approximate_table_size(&self, table: TableId) -> u64 {
+        let (start, end) = (table_prefix(table), table_prefix(TableId(table.0 + 1)));
+        let range = rocksdb::Range::new(&start, &end);
+        self.db.get_approximate_sizes_cf(self.state_cf(), &[range]).first().copied().unwrap_or(0)
+    }
+
     /// Reads a committed row by its full key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get_cf(self.state_cf(), key)?)

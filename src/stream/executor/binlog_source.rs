@@ -291,8 +291,12 @@ mod tests {
 
     /// The state table of a mysql-cdc source, as `CREATE SOURCE` makes it.
     fn state() -> Arc<TableCatalog> {
-        let column =
-            |name: &str, data_type| ColumnCatalog { name: name.into(), data_type, hidden: false };
+        let column = |name: &str, data_type| ColumnCatalog {
+            name: name.into(),
+            data_type,
+            hidden: false,
+            varchar: None,
+        };
         let columns = vec![
             column("partition", DataType::Int32),
             column("lsn", DataType::Int64),

@@ -537,6 +537,7 @@ mod tests {
                 name: format!("s{i}"),
                 data_type: DataType::from_arrow(t).unwrap(),
                 hidden: false,
+                varchar: None,
             })
             .collect();
         let pk = (0..pk_len).collect();

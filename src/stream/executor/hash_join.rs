@@ -350,16 +350,23 @@ pub(crate) mod tests {
             name: "join_key_0".into(),
             data_type: DataType::from_arrow(types.field(0).data_type()).unwrap(),
             hidden: false,
+            varchar: None,
         }];
         for field in types.fields() {
             let data_type = DataType::from_arrow(field.data_type()).unwrap();
-            columns.push(ColumnCatalog { name: field.name().clone(), data_type, hidden: false });
+            columns.push(ColumnCatalog {
+                name: field.name().clone(),
+                data_type,
+                hidden: false,
+                varchar: None,
+            });
         }
         if degree {
             columns.push(ColumnCatalog {
                 name: "_degree".into(),
                 data_type: DataType::Int64,
                 hidden: false,
+                varchar: None,
             });
         }
         let pk = (0..=types.fields().len()).collect();

@@ -82,6 +82,7 @@ impl StreamGraph {
                     name: n.clone(),
                     data_type: DataType::Varchar,
                     hidden: false,
+                    varchar: None,
                 })
                 .collect(),
             upstream_types: cdc.upstream_types.clone(),

@@ -485,7 +485,12 @@ mod tests {
 
     fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
         cols.iter()
-            .map(|&(name, data_type)| ColumnCatalog { name: name.into(), data_type, hidden: false })
+            .map(|&(name, data_type)| ColumnCatalog {
+                name: name.into(),
+                data_type,
+                hidden: false,
+                varchar: None,
+            })
             .collect()
     }
 

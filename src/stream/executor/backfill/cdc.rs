@@ -1142,7 +1142,12 @@ mod tests {
 
     fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
         cols.iter()
-            .map(|&(name, data_type)| ColumnCatalog { name: name.into(), data_type, hidden: false })
+            .map(|&(name, data_type)| ColumnCatalog {
+                name: name.into(),
+                data_type,
+                hidden: false,
+                varchar: None,
+            })
             .collect()
     }
 
@@ -1150,8 +1155,12 @@ mod tests {
     /// `(id int primary key, v varchar)` (upstream columns 0 and 2). The source is never
     /// connected to: these tests read no page and fill no unchanged column.
     fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
-        let text =
-            |n: &str| ColumnCatalog { name: n.into(), data_type: DataType::Varchar, hidden: false };
+        let text = |n: &str| ColumnCatalog {
+            name: n.into(),
+            data_type: DataType::Varchar,
+            hidden: false,
+            varchar: None,
+        };
         let table = TableCatalog::new_table(
             TableId(10),
             "t".into(),
