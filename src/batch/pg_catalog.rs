@@ -386,7 +386,7 @@ pub fn catalog_udfs(
                     let table = *oids.0.read().get(&oid)?;
                     Some(store.approximate_table_size(table) as i64)
                 };
-                map_int64(&args[0], |oid| sizes(oid))
+                map_int64(&args[0], sizes)
             }),
         )
     };

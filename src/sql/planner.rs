@@ -165,7 +165,9 @@ impl Planner<'_> {
             .map(|(pos, &i)| {
                 let column = &table.columns[i];
                 match pos < n_visible {
-                    true => column.mark(Field::new(&column.name, column.data_type.to_arrow(), true)),
+                    true => {
+                        column.mark(Field::new(&column.name, column.data_type.to_arrow(), true))
+                    }
                     false => {
                         let name = format!("_key_{}", pos - n_visible);
                         Field::new(name, column.data_type.to_arrow(), true)
