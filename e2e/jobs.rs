@@ -18,7 +18,7 @@ async fn load_big(client: &Client, rows: i64) -> anyhow::Result<()> {
     client.batch_execute("CREATE TABLE big (id bigint PRIMARY KEY, g int, v int)").await?;
     client
         .batch_execute(&format!(
-            "INSERT INTO big SELECT value, value % 50, value % 7 FROM generate_series(1, {rows})"
+            "INSERT INTO big SELECT i, i % 50, i % 7 FROM generate_series(1, {rows}) AS i"
         ))
         .await?;
     Ok(())

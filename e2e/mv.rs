@@ -18,7 +18,7 @@ async fn load_big(client: &Client) -> anyhow::Result<()> {
         .batch_execute("CREATE TABLE big (id bigint PRIMARY KEY, g int, v int, s varchar)")
         .await?;
     let sql = format!(
-        "INSERT INTO big SELECT value, value % 100, value % 7, 'row' || value FROM generate_series(1, {ROWS})"
+        "INSERT INTO big SELECT i, i % 100, i % 7, 'row' || i FROM generate_series(1, {ROWS}) AS i"
     );
     client.batch_execute(&sql).await?;
     Ok(())
@@ -166,8 +166,8 @@ async fn steady_state_kill(server: &mut Sluice) -> anyhow::Result<()> {
         .batch_execute(
             "CREATE TABLE t1 (id int PRIMARY KEY, k int, x int);
              CREATE TABLE t2 (k int PRIMARY KEY, name varchar);
-             INSERT INTO t1 SELECT value, value % 10, value FROM generate_series(1, 1000);
-             INSERT INTO t2 SELECT value, 'n' || value FROM generate_series(0, 9);",
+             INSERT INTO t1 SELECT i, i % 10, i FROM generate_series(1, 1000) AS i;
+             INSERT INTO t2 SELECT i, 'n' || i FROM generate_series(0, 9) AS i;",
         )
         .await?;
     let joined = "SELECT t2.name, count(*) AS n, sum(t1.x) AS total FROM t1 JOIN t2 ON t1.k = t2.k GROUP BY t2.name";

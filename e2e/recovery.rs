@@ -38,13 +38,13 @@ async fn recovers(server: &mut Sluice) -> anyhow::Result<()> {
     // The table's first chunk fails its actor: the statement's changes are discarded (40001),
     // and run again they commit.
     let first = client
-        .batch_execute("INSERT INTO rec_t SELECT value, value % 7 FROM generate_series(1, 1000)")
+        .batch_execute("INSERT INTO rec_t SELECT i, i % 7 FROM generate_series(1, 1000) AS i")
         .await;
     if let Err(e) = &first {
         ensure!(e.code().map(|c| c.code()) == Some("40001"), "the failed INSERT: {e:?}");
         run_retrying(
             &client,
-            "INSERT INTO rec_t SELECT value, value % 7 FROM generate_series(1, 1000)",
+            "INSERT INTO rec_t SELECT i, i % 7 FROM generate_series(1, 1000) AS i",
         )
         .await?;
     }

@@ -211,11 +211,16 @@ impl Varchar {
             None | Some(ast::CharacterLength::Max) => None,
             Some(ast::CharacterLength::IntegerLength { length, .. }) => {
                 match u32::try_from(*length) {
-                    Ok(n) if (1..=10_485_760).contains(&n) => Some(n),
+                    Ok(0) => {
+                        return Err(Error::InvalidParameter(
+                            "length for type varchar must be at least 1".into(),
+                        ));
+                    }
+                    Ok(n) if n <= 10_485_760 => Some(n),
                     _ => {
-                        return Err(Error::InvalidStatement(format!(
-                            "length for type varchar must be between 1 and 10485760, not {length}"
-                        )));
+                        return Err(Error::InvalidParameter(
+                            "length for type varchar cannot exceed 10485760".into(),
+                        ));
                     }
                 }
             }

@@ -115,6 +115,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             catalog_scalar_subqueries(stmt);
             crate::sql::jsonb::rewrite_operators(stmt);
             if let ast::Statement::Query(query) = stmt.as_mut() {
+                series_in_select_list(query);
                 alias_output_columns(query);
             }
         }
@@ -231,7 +232,8 @@ fn array_subqueries(statement: &mut ast::Statement) {
 
 /// Reads `FROM pg_catalog.unnest(..)` (psql's `\d+` writes it) as `FROM unnest(..)`, which
 /// DataFusion plans; qualified, it was looked up as a table function of that name. Names the
-/// column of `unnest(a) x` `x`, as Postgres does.
+/// column of `unnest(a) x` `x` and that of `generate_series(..) [g]` `generate_series` [`g`],
+/// as Postgres does.
 struct QualifiedUnnest;
 
 impl ast::VisitorMut for QualifiedUnnest {
@@ -265,6 +267,20 @@ impl ast::VisitorMut for QualifiedUnnest {
                 };
             }
         }
+        // `generate_series(..)` in FROM has one column, called as the function or as its alias.
+        if let ast::TableFactor::Table { name, alias, args: Some(_), .. } = factor
+            && name.to_string().eq_ignore_ascii_case("generate_series")
+        {
+            let alias = alias.get_or_insert_with(|| ast::TableAlias {
+                explicit: true,
+                name: ast::Ident::new("generate_series"),
+                columns: Vec::new(),
+                at: None,
+            });
+            if alias.columns.is_empty() {
+                alias.columns.push(ast::TableAliasColumnDef::from_name(alias.name.value.clone()));
+            }
+        }
         // As in Postgres, the one column of `unnest(a) x` is called `x`.
         if let ast::TableFactor::UNNEST { alias: Some(alias), array_exprs, .. } = factor
             && alias.columns.is_empty()
@@ -275,6 +291,36 @@ impl ast::VisitorMut for QualifiedUnnest {
                 .push(ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None });
         }
         std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// `SELECT generate_series(..)` returns a row per value in Postgres; DataFusion's function
+/// returns one array. In the select list of a query it is unnested, and named as Postgres names
+/// it.
+fn series_in_select_list(query: &mut ast::Query) {
+    let ast::SetExpr::Select(select) = query.body.as_mut() else { return };
+    let is_series = |e: &ast::Expr| matches!(e, ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("generate_series"));
+    let unnest = |e: &ast::Expr| {
+        Parser::new(&PostgreSqlDialect {})
+            .try_with_sql(&format!("unnest({e})"))
+            .and_then(|mut p| p.parse_expr())
+            .ok()
+    };
+    for item in &mut select.projection {
+        match item {
+            ast::SelectItem::UnnamedExpr(e) if is_series(e) => {
+                if let Some(expr) = unnest(e) {
+                    let alias = ast::Ident::new("generate_series");
+                    *item = ast::SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+            ast::SelectItem::ExprWithAlias { expr, .. } if is_series(expr) => {
+                if let Some(unnested) = unnest(expr) {
+                    *expr = unnested;
+                }
+            }
+            _ => {}
+        }
     }
 }
 
