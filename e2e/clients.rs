@@ -1001,9 +1001,10 @@ async fn meta_commands(
     server: &Sluice,
 ) -> anyhow::Result<()> {
     let setup = "CREATE TABLE m (id int PRIMARY KEY, a numeric(10,2), b varchar(20), c varchar, \
-                 d text, e jsonb, f timestamptz, g bytea, h numeric); \
+                 d text, e jsonb, f timestamptz, g bytea, h numeric, i int DEFAULT 5, \
+                 j timestamptz DEFAULT now()); \
                  CREATE MATERIALIZED VIEW mm AS SELECT id, a, b FROM m; \
-                 INSERT INTO m VALUES (1, 1.5, 'twenty characters ok', 'c', 'd', '{}', now(), '\\x00', 1)";
+                 INSERT INTO m VALUES (1, 1.5, 'twenty characters ok', 'c', 'd', '{}', now(), '\\x00', 1, 2, now())";
     let pg = upstream.connect("postgres").await?;
     pg.batch_execute(setup).await.context("setup in Postgres")?;
     let client = server.connect().await?;
@@ -1012,7 +1013,8 @@ async fn meta_commands(
     let postgres =
         |command: &'static str| psql_at(upstream.port(), "postgres", "postgres", &[], command);
 
-    // The column tables of \d, titles included, are Postgres's, line for line.
+    // The column tables of \d, titles, types and defaults included, are Postgres's, line for
+    // line.
     for command in ["\\d m", "\\d mm"] {
         let (ours, theirs) = (sluice(command).await?.0, postgres(command).await?.0);
         ensure!(

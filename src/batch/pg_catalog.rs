@@ -5,12 +5,14 @@
 //! column's type is its Arrow type (`numeric(10,2)` showed as `numeric`, jsonb as `text`).
 //! [`PgCatalogOverlay`] wraps that schema and corrects two of its tables from Sluice's catalog:
 //! `pg_class.relkind` is `m` for materialized views, and `pg_attribute.atttypid` /
-//! `atttypmod` are the declared SQL type's.
+//! `atttypmod` are the declared SQL type's; `pg_attrdef` holds the columns' defaults, as SQL
+//! text that `pg_get_expr` returns unchanged.
 //!
 //! The functions ([`catalog_udfs`]): `pg_table_size` and its kin read RocksDB's estimate of the
 //! relation's stored bytes (rows still in the memtable are not counted until flushed);
-//! `pg_size_pretty` prints sizes as Postgres does; `pg_function_is_visible` and
-//! `pg_type_is_visible` are true, as everything is on the search path. `pg_get_viewdef` is the
+//! `pg_size_pretty` prints sizes as Postgres does; `pg_function_is_visible`,
+//! `pg_type_is_visible` and the other `pg_*_is_visible` are true, as everything is on the search
+//! path. `pg_get_viewdef` is the
 //! query a materialized view was created with; `pg_database_size` all stored state (there is
 //! one database). Sluice has no `COMMENT
 //! ON` and no user-defined functions, so `obj_description`, `col_description`,
@@ -73,6 +75,7 @@ impl SchemaProvider for PgCatalogOverlay {
         let which = match name.to_ascii_lowercase().as_str() {
             "pg_class" => Corrected::Class,
             "pg_attribute" => Corrected::Attribute,
+            "pg_attrdef" => Corrected::AttrDef,
             _ => return Ok(Some(table)),
         };
         Ok(Some(Arc::new(CorrectedTable {
@@ -94,6 +97,7 @@ impl SchemaProvider for PgCatalogOverlay {
 enum Corrected {
     Class,
     Attribute,
+    AttrDef,
 }
 
 /// `pg_class` or `pg_attribute`, read whole from `datafusion-pg-catalog` and corrected.
@@ -213,23 +217,31 @@ impl CorrectedTable {
                 let (Some(type_oid), Some(type_mod)) = (type_oid, type_mod) else {
                     return Err(DataFusionError::Internal("pg_attribute has no types".into()));
                 };
+                let has_default = column::<arrow::array::BooleanArray>(&batch, "atthasdef")?;
                 let mut oids = Vec::with_capacity(batch.num_rows());
                 let mut mods = Vec::with_capacity(batch.num_rows());
+                let mut defaults = Vec::with_capacity(batch.num_rows());
                 for row in 0..batch.num_rows() {
-                    let declared = relations
+                    let column = relations
                         .get(&relation.value(row))
-                        .and_then(|t| t.columns.iter().find(|c| c.name == name.value(row)))
-                        .map(|c| match c.varchar {
-                            Some(v) => (1043, v.max_length.map_or(-1, |n| n as i32 + 4)),
-                            None => pg_type(c.data_type),
-                        });
+                        .and_then(|t| t.columns.iter().find(|c| c.name == name.value(row)));
+                    let declared = column.map(|c| match c.varchar {
+                        Some(v) => (1043, v.max_length.map_or(-1, |n| n as i32 + 4)),
+                        None => pg_type(c.data_type),
+                    });
                     let (oid, modifier) =
                         declared.unwrap_or((type_oid.value(row), type_mod.value(row)));
                     oids.push(oid);
                     mods.push(modifier);
+                    defaults.push(match column {
+                        Some(c) => c.default.is_some(),
+                        None => has_default.value(row),
+                    });
                 }
                 let batch = replace(&batch, "atttypid", Arc::new(Int32Array::from(oids)))?;
-                replace(&batch, "atttypmod", Arc::new(Int32Array::from(mods)))
+                let batch = replace(&batch, "atttypmod", Arc::new(Int32Array::from(mods)))?;
+                let defaults = arrow::array::BooleanArray::from(defaults);
+                replace(&batch, "atthasdef", Arc::new(defaults))
             })
             .collect()
     }
@@ -252,6 +264,45 @@ fn class_schema(inner: &SchemaRef) -> SchemaRef {
         }
     }
     Arc::new(Schema::new(fields))
+}
+
+impl CorrectedTable {
+    /// `pg_attrdef`: the defaults of Sluice's columns, `adbin` holding the expression's SQL
+    /// (which Sluice's `pg_get_expr` returns as it is).
+    async fn correct_attrdef(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
+        let class = match self.pg_catalog.table("pg_class").await? {
+            Some(table) => read_all(&table, state).await?,
+            None => Vec::new(),
+        };
+        let mut relations: Vec<_> = self.relations(&class, state).await?.into_iter().collect();
+        relations.sort_by_key(|(oid, _)| *oid);
+        let (mut oids, mut relids, mut numbers, mut exprs) = (vec![], vec![], vec![], vec![]);
+        for (oid, table) in relations {
+            let visible = table.columns.iter().filter(|c| !c.hidden);
+            for (number, column) in (1i64..).zip(visible) {
+                if let Some(default) = &column.default {
+                    // An OID of its own, past the relations' (which count up from 16384).
+                    oids.push(Some(i64::from(oid) << 16 | number));
+                    relids.push(Some(i64::from(oid)));
+                    numbers.push(Some(number));
+                    exprs.push(Some(default.clone()));
+                }
+            }
+        }
+        let schema = self.inner.schema();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let array: ArrayRef = match field.name().as_str() {
+                "oid" => Arc::new(Int64Array::from(oids.clone())),
+                "adrelid" => Arc::new(Int64Array::from(relids.clone())),
+                "adnum" => Arc::new(Int64Array::from(numbers.clone())),
+                "adbin" => Arc::new(StringArray::from(exprs.clone())),
+                _ => arrow::array::new_null_array(field.data_type(), oids.len()),
+            };
+            columns.push(arrow::compute::cast(&array, field.data_type())?);
+        }
+        Ok(vec![RecordBatch::try_new(schema, columns)?])
+    }
 }
 
 /// `batch` with its column `name` replaced.
@@ -291,7 +342,7 @@ impl TableProvider for CorrectedTable {
     fn schema(&self) -> SchemaRef {
         match self.which {
             Corrected::Class => class_schema(&self.inner.schema()),
-            Corrected::Attribute => self.inner.schema(),
+            Corrected::Attribute | Corrected::AttrDef => self.inner.schema(),
         }
     }
 
@@ -309,6 +360,7 @@ impl TableProvider for CorrectedTable {
         let batches = match self.which {
             Corrected::Class => self.correct_class(state).await?,
             Corrected::Attribute => self.correct_attribute(state).await?,
+            Corrected::AttrDef => self.correct_attrdef(state).await?,
         };
         MemTable::try_new(self.schema(), vec![batches])?
             .scan(state, projection, filters, limit)
@@ -458,7 +510,25 @@ pub fn catalog_udfs(
             }),
         )
     };
+    let get_expr = {
+        let mut signatures = Vec::new();
+        for oid in [ArrowType::Int32, ArrowType::UInt32, ArrowType::Int64, ArrowType::UInt64] {
+            use datafusion::logical_expr::TypeSignature::Exact;
+            signatures.push(Exact(vec![ArrowType::Utf8, oid.clone()]));
+            signatures.push(Exact(vec![ArrowType::Utf8, oid, ArrowType::Boolean]));
+        }
+        let signature = datafusion::logical_expr::Signature::one_of(signatures, Volatility::Stable);
+        let fun: datafusion::logical_expr::ScalarFunctionImplementation =
+            Arc::new(|args: &[ColumnarValue]| Ok(args[0].clone()));
+        ScalarUDF::from(datafusion::logical_expr::SimpleScalarUDF::new_with_signature(
+            "pg_get_expr",
+            signature,
+            ArrowType::Utf8,
+            fun,
+        ))
+    };
     vec![
+        get_expr,
         viewdef,
         database_size,
         none("obj_description", vec![ArrowType::Int64, ArrowType::Utf8]),
@@ -473,6 +543,16 @@ pub fn catalog_udfs(
         pretty,
         visible("pg_function_is_visible"),
         visible("pg_type_is_visible"),
+        visible("pg_operator_is_visible"),
+        visible("pg_conversion_is_visible"),
+        visible("pg_collation_is_visible"),
+        visible("pg_opclass_is_visible"),
+        visible("pg_opfamily_is_visible"),
+        visible("pg_statistics_obj_is_visible"),
+        visible("pg_ts_config_is_visible"),
+        visible("pg_ts_dict_is_visible"),
+        visible("pg_ts_parser_is_visible"),
+        visible("pg_ts_template_is_visible"),
     ]
 }
 

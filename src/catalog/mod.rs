@@ -41,6 +41,9 @@ pub struct ColumnCatalog {
     /// For a column declared `varchar` or `varchar(n)` (not `text`): its length limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub varchar: Option<crate::types::Varchar>,
+    /// The column's `DEFAULT` expression, as SQL; `None` for NULL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
 }
 
 impl ColumnCatalog {

@@ -339,7 +339,13 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
     };
     for (name, data_type, column_type, collation) in columns {
         let data_type = map_type(&data_type, &column_type);
-        out.columns.push(ColumnCatalog { name, data_type, hidden: false, varchar: None });
+        out.columns.push(ColumnCatalog {
+            name,
+            data_type,
+            hidden: false,
+            varchar: None,
+            default: None,
+        });
         // The collation decides how a text key is paged (see `key_column`).
         out.upstream_types.push(match collation {
             Some(collation) if data_type == DataType::Varchar => {
@@ -750,6 +756,7 @@ mod tests {
                     data_type: DataType::Varchar,
                     hidden: false,
                     varchar: None,
+                    default: None,
                 })
                 .to_vec(),
             upstream_types: vec![

@@ -115,6 +115,7 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
             data_type: map_type(&ty, &typtype, &category),
             hidden: false,
             varchar: None,
+            default: None,
         });
         out.upstream_types.push(ty);
     }

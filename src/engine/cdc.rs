@@ -299,10 +299,24 @@ fn bind_cdc_columns(
                 upstream.upstream_types[index]
             )));
         }
-        if def.options.iter().any(|o| matches!(o.option, ast::ColumnOption::PrimaryKey(_))) {
-            pk_names.push(name.clone());
+        for option in &def.options {
+            match &option.option {
+                ast::ColumnOption::PrimaryKey(_) => pk_names.push(name.clone()),
+                ast::ColumnOption::Null | ast::ColumnOption::NotNull => {}
+                other => {
+                    return Err(unsupported!(
+                        "column option {other} on a CDC table: its rows come from the upstream"
+                    ));
+                }
+            }
         }
-        columns.push(ColumnCatalog { name, data_type: declared, hidden: false, varchar: None });
+        columns.push(ColumnCatalog {
+            name,
+            data_type: declared,
+            hidden: false,
+            varchar: None,
+            default: None,
+        });
         mapping.push(index);
     }
     for constraint in &create.constraints {

@@ -37,6 +37,11 @@ impl Engine {
             return Ok(Output::Command(CommandTag::new("CREATE TABLE")));
         }
         let (columns, pk) = bind_columns(&create)?;
+        for column in &columns {
+            if let Some(default) = &column.default {
+                self.check_default(column, default).await?;
+            }
+        }
         let id = self.catalog.next_table_id()?;
         let table = TableCatalog::new_table(id, name, columns, pk, create.to_string());
         let table = self.catalog.create_table(table)?;
@@ -44,6 +49,42 @@ impl Engine {
         self.graph.start_job(job).await?;
         tracing::info!(table = %table.name, id = %table.id, "created table");
         Ok(Output::Command(CommandTag::new("CREATE TABLE")))
+    }
+
+    /// Checks a column's `DEFAULT` as Postgres does at CREATE: it may not read columns or run
+    /// subqueries (0A000), and its value must convert to the column's type.
+    async fn check_default(&self, column: &ColumnCatalog, default: &str) -> Result<()> {
+        let query = match crate::sql::parser::parse(&format!("SELECT {default}"))?.pop() {
+            Some(crate::sql::parser::Statement::Sql(query)) => query,
+            _ => return Err(invalid!("DEFAULT {default} is not an expression")),
+        };
+        let mut subquery = false;
+        let _ = ast::visit_expressions(query.as_ref(), |e| {
+            subquery |= matches!(
+                e,
+                ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. }
+            );
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        if subquery {
+            return Err(unsupported!("subqueries in a DEFAULT expression"));
+        }
+        let state = self.query_state();
+        let plan = self.plan(&state, *query).await.map_err(|e| match e {
+            Error::DataFusion(ref d) if d.to_string().contains("No field named") => {
+                unsupported!("column references in a DEFAULT expression")
+            }
+            other => other,
+        })?;
+        let batches: Vec<arrow::array::RecordBatch> = match self.run_plan(state, plan).await? {
+            Output::Rows { stream, .. } => futures::TryStreamExt::try_collect(stream).await?,
+            _ => unreachable!("a query produces rows"),
+        };
+        for batch in &batches {
+            let value = batch.column(0);
+            crate::types::cast_to(value, column.data_type, crate::types::CastMode::Strict)?;
+        }
+        Ok(())
     }
 
     /// `DROP TABLE | MATERIALIZED VIEW [IF EXISTS] a, b [CASCADE]`.
@@ -251,10 +292,12 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
         if columns.iter().any(|c: &ColumnCatalog| c.name == name) {
             return Err(invalid!("column \"{name}\" specified more than once"));
         }
+        let mut default = None;
         for option in &def.options {
             match &option.option {
                 ast::ColumnOption::PrimaryKey(_) => pk_names.push(name.clone()),
                 ast::ColumnOption::Null | ast::ColumnOption::NotNull => {}
+                ast::ColumnOption::Default(expr) => default = Some(expr.to_string()),
                 other => return Err(unsupported!("column option {other}")),
             }
         }
@@ -263,6 +306,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             data_type: DataType::from_sql(&def.data_type)?,
             hidden: false,
             varchar: Varchar::from_sql(&def.data_type)?,
+            default,
         });
     }
     for constraint in &create.constraints {
@@ -304,6 +348,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             data_type: DataType::Int64,
             hidden: true,
             varchar: None,
+            default: None,
         });
         return Ok((columns, vec![row_id]));
     }

@@ -42,11 +42,12 @@ impl Engine {
             return Err(unsupported!("INSERT INTO a table function"));
         };
         let table = self.table(name)?;
-        let targets = target_columns(&table, &insert.columns)?;
-        let mut source =
-            insert.source.ok_or_else(|| unsupported!("INSERT without VALUES or SELECT"))?;
+        let mut targets = target_columns(&table, &insert.columns)?;
+        let mut source = insert.source.ok_or_else(|| unsupported!("INSERT .. DEFAULT VALUES"))?;
         refuse_subqueries_in_values(&source)?;
+        fill_default_values(&table, &targets, &mut source)?;
         alias_positionally(&mut source);
+        with_defaults(&table, &mut targets, &mut source)?;
         let job = self.graph.job(table.id)?;
         let _writes = job.write_lock.lock().await;
         let state = self.query_state();
@@ -77,17 +78,18 @@ impl Engine {
         }
         let (table, alias) = self.table_in_from(&update.table.relation)?;
         let mut assigned = Vec::with_capacity(update.assignments.len());
-        for a in &update.assignments {
-            let ast::AssignmentTarget::ColumnName(col) = &a.target else {
-                return Err(unsupported!("UPDATE of a column tuple"));
-            };
+        for (col, value) in assignments(&update.assignments)? {
             let name =
                 col.0.last().and_then(|p| p.as_ident()).map(normalize_ident).unwrap_or_default();
             let index = visible_column(&table, &name)?;
             if assigned.iter().any(|(i, _)| *i == index) {
                 return Err(invalid!("multiple assignments to the same column \"{name}\""));
             }
-            assigned.push((index, a.value.clone()));
+            let value = match is_default(&value) {
+                true => default_expr(&table.columns[index])?,
+                false => value,
+            };
+            assigned.push((index, value));
         }
         let exprs: Vec<ast::Expr> = assigned.iter().map(|(_, e)| e.clone()).collect();
         let job = self.graph.job(table.id)?;
@@ -394,6 +396,107 @@ fn alias_positionally(query: &mut ast::Query) {
 }
 
 /// Storage indices of the target columns of an INSERT or COPY; all visible columns if none.
+/// The assignments of an UPDATE, one per column: `SET (a, b) = (x, y)` is `SET a = x, b = y`.
+fn assignments(list: &[ast::Assignment]) -> Result<Vec<(ast::ObjectName, ast::Expr)>> {
+    let mut out = Vec::with_capacity(list.len());
+    for a in list {
+        match (&a.target, &a.value) {
+            (ast::AssignmentTarget::ColumnName(col), value) => {
+                out.push((col.clone(), value.clone()))
+            }
+            (ast::AssignmentTarget::Tuple(cols), ast::Expr::Tuple(values))
+                if cols.len() == values.len() =>
+            {
+                out.extend(cols.iter().cloned().zip(values.iter().cloned()));
+            }
+            (ast::AssignmentTarget::Tuple(cols), ast::Expr::Tuple(values)) => {
+                return Err(Error::InvalidStatement(format!(
+                    "number of columns ({}) does not match number of values ({})",
+                    cols.len(),
+                    values.len()
+                )));
+            }
+            _ => return Err(unsupported!("UPDATE .. SET (columns) = (subquery)")),
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `expr` is the keyword `DEFAULT` (in VALUES or SET).
+fn is_default(expr: &ast::Expr) -> bool {
+    matches!(expr, ast::Expr::Identifier(id) if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"))
+}
+
+/// Parses a query Sluice wrote itself.
+fn parse_query(sql: &str) -> Result<Box<ast::Query>> {
+    if let Some(crate::sql::parser::Statement::Sql(stmt)) = crate::sql::parser::parse(sql)?.pop()
+        && let ast::Statement::Query(query) = *stmt
+    {
+        return Ok(query);
+    }
+    Err(invalid!("not a query: {sql}"))
+}
+
+/// `column`'s DEFAULT expression, or NULL.
+fn default_expr(column: &ColumnCatalog) -> Result<ast::Expr> {
+    let Some(default) = &column.default else {
+        return Ok(ast::Expr::Value(ast::Value::Null.into()));
+    };
+    let query = parse_query(&format!("SELECT {default}"))?;
+    if let ast::SetExpr::Select(select) = *query.body
+        && let Some(
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. },
+        ) = select.projection.into_iter().next()
+    {
+        return Ok(e);
+    }
+    Err(invalid!("DEFAULT {default} is not an expression"))
+}
+
+/// Replaces `DEFAULT` in the rows of `INSERT .. VALUES` by the target column's default.
+fn fill_default_values(
+    table: &TableCatalog,
+    targets: &[usize],
+    source: &mut ast::Query,
+) -> Result<()> {
+    let ast::SetExpr::Values(values) = source.body.as_mut() else { return Ok(()) };
+    for row in &mut values.rows {
+        for (j, value) in row.iter_mut().enumerate() {
+            if is_default(value)
+                && let Some(&column) = targets.get(j)
+            {
+                *value = default_expr(&table.columns[column])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// When the INSERT leaves out columns that have a DEFAULT, extends the source by their default
+/// expressions, evaluated per row (`SELECT *, default.. FROM (source)`), and the targets by them.
+fn with_defaults(
+    table: &TableCatalog,
+    targets: &mut Vec<usize>,
+    source: &mut Box<ast::Query>,
+) -> Result<()> {
+    let missing: Vec<usize> = table
+        .visible_indices()
+        .into_iter()
+        .filter(|i| !targets.contains(i) && table.columns[*i].default.is_some())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut defaults = String::new();
+    for (k, &i) in missing.iter().enumerate() {
+        defaults
+            .push_str(&format!(", {} AS __sluice_default_{k}", default_expr(&table.columns[i])?));
+    }
+    *source = parse_query(&format!("SELECT *{defaults} FROM ({source}) AS __sluice_insert"))?;
+    targets.extend(missing);
+    Ok(())
+}
+
 fn target_columns(table: &TableCatalog, names: &[ast::ObjectName]) -> Result<Vec<usize>> {
     if names.is_empty() {
         return Ok(table.visible_indices());

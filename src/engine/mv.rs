@@ -263,6 +263,7 @@ fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
             },
             hidden,
             varchar: crate::sql::jsonb::varchar_mark(field),
+            default: None,
         });
     }
     Ok(columns)

@@ -62,12 +62,14 @@ impl Engine {
                 data_type: DataType::Int32,
                 hidden: false,
                 varchar: None,
+                default: None,
             },
             ColumnCatalog {
                 name: "lsn".into(),
                 data_type: DataType::Int64,
                 hidden: false,
                 varchar: None,
+                default: None,
             },
         ];
         if options.get("connector").map(String::as_str) == Some("mysql-cdc") {
@@ -77,6 +79,7 @@ impl Engine {
                 data_type: DataType::Varchar,
                 hidden: false,
                 varchar: None,
+                default: None,
             });
         }
         let mut state = TableCatalog::new_table(

@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use std::sync::LazyLock;
 
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
 
 use crate::error::{Error, Result};
 use crate::sql::dialect::SluiceDialect;
@@ -339,7 +340,7 @@ fn catalog_scalar_subqueries(statement: &mut ast::Statement) {
         if let ast::Expr::Subquery(query) = expr
             && let ast::SetExpr::Select(select) = query.body.as_mut()
             && let [ast::SelectItem::UnnamedExpr(element)] = select.projection.as_slice()
-            && !matches!(element, ast::Expr::Function(_))
+            && !is_aggregate_call(element)
             && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, _) if e.is_empty())
             && let Ok(first) = Parser::new(&PostgreSqlDialect {})
                 .try_with_sql(&format!("first_value({element})"))
@@ -349,6 +350,156 @@ fn catalog_scalar_subqueries(statement: &mut ast::Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+    let _ = ast::VisitMut::visit(statement, &mut CatalogSelectListSubqueries);
+}
+
+/// In catalog queries, the correlated subqueries of a select list: one DataFusion decorrelates
+/// (one table, correlated only by equalities) has its conditions on the outer row alone moved
+/// out (`(SELECT .. WHERE d.k = a.k AND a.flag)` is `CASE WHEN a.flag THEN (SELECT .. WHERE d.k
+/// = a.k) END`); any other is NULL, as clients' catalog queries have always been answered here
+/// (the column they fill, a collation or a comment, Sluice does not have).
+struct CatalogSelectListSubqueries;
+
+impl ast::VisitorMut for CatalogSelectListSubqueries {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> std::ops::ControlFlow<()> {
+        if let ast::SetExpr::Select(select) = query.body.as_mut() {
+            for item in &mut select.projection {
+                if let ast::SelectItem::UnnamedExpr(expr)
+                | ast::SelectItem::ExprWithAlias { expr, .. } = item
+                    && let ast::Expr::Subquery(subquery) = expr
+                    && let Some(rewritten) = decorrelatable(subquery)
+                {
+                    *expr = rewritten;
+                }
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// The qualifiers (`t` of `t.c`) an expression names.
+fn qualifiers(expr: &ast::Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    let _ = ast::visit_expressions(expr, |e| {
+        if let ast::Expr::CompoundIdentifier(parts) = e
+            && parts.len() >= 2
+        {
+            out.push(parts[parts.len() - 2].value.to_lowercase());
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    out
+}
+
+/// What [`CatalogSelectListSubqueries`] puts in place of a select-list subquery; `None` keeps it
+/// (it is not correlated).
+fn decorrelatable(subquery: &ast::Query) -> Option<ast::Expr> {
+    let null = Some(ast::Expr::Value(ast::Value::Null.into()));
+    let ast::SetExpr::Select(select) = subquery.body.as_ref() else { return None };
+    let mut inner = Vec::new();
+    for table in &select.from {
+        for factor in
+            std::iter::once(&table.relation).chain(table.joins.iter().map(|j| &j.relation))
+        {
+            if let ast::TableFactor::Table { name, alias, .. } = factor {
+                let last = name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase());
+                inner.extend(last);
+                inner.extend(alias.as_ref().map(|a| a.name.value.to_lowercase()));
+            }
+        }
+    }
+    let mut conjuncts = Vec::new();
+    if let Some(selection) = &select.selection {
+        split_and(selection, &mut conjuncts);
+    }
+    let outer_of = |e: &ast::Expr| qualifiers(e).into_iter().filter(|q| !inner.contains(q)).count();
+    let projection_outer: usize = select
+        .projection
+        .iter()
+        .map(|item| match item {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                outer_of(e)
+            }
+            _ => 0,
+        })
+        .sum();
+    if projection_outer + conjuncts.iter().map(&outer_of).sum::<usize>() == 0 {
+        return None;
+    }
+    let simple = select.from.len() == 1 && select.from[0].joins.is_empty() && projection_outer == 0;
+    if !simple {
+        return null;
+    }
+    let mut outer_only = Vec::new();
+    let mut kept = Vec::new();
+    for conjunct in conjuncts {
+        let names = qualifiers(&conjunct);
+        let outer = names.iter().filter(|q| !inner.contains(q)).count();
+        if outer == 0 {
+            kept.push(conjunct);
+        } else if outer == names.len() {
+            outer_only.push(conjunct);
+        } else if matches!(&conjunct, ast::Expr::BinaryOp { op: ast::BinaryOperator::Eq, left, right }
+            if outer_of(left) + outer_of(right) == 1 && qualifiers(left).len() == 1 && qualifiers(right).len() == 1)
+        {
+            kept.push(conjunct);
+        } else {
+            return null;
+        }
+    }
+    let mut query = subquery.clone();
+    if let ast::SetExpr::Select(select) = query.body.as_mut() {
+        select.selection = kept.into_iter().reduce(|a, b| ast::Expr::BinaryOp {
+            left: Box::new(a),
+            op: ast::BinaryOperator::And,
+            right: Box::new(b),
+        });
+    }
+    let sub = ast::Expr::Subquery(Box::new(query));
+    if outer_only.is_empty() {
+        return Some(sub);
+    }
+    let condition = outer_only.iter().map(ToString::to_string).collect::<Vec<_>>().join(" AND ");
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&format!("CASE WHEN {condition} THEN {sub} END"))
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+        .or(null)
+}
+
+/// The conjuncts of `expr` (`a AND b AND c`).
+fn split_and(expr: &ast::Expr, out: &mut Vec<ast::Expr>) {
+    match expr {
+        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        ast::Expr::Nested(inner) => split_and(inner, out),
+        other => out.push(other.clone()),
+    }
+}
+
+/// Whether `expr` calls an aggregate function (of those catalog queries use).
+fn is_aggregate_call(expr: &ast::Expr) -> bool {
+    const AGGREGATES: &[&str] = &[
+        "count",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "array_agg",
+        "string_agg",
+        "bool_and",
+        "bool_or",
+        "first_value",
+        "last_value",
+    ];
+    matches!(expr, ast::Expr::Function(f)
+    if f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|name| {
+        AGGREGATES.iter().any(|a| name.value.eq_ignore_ascii_case(a))
+    }))
 }
 
 /// The `array_agg` form of the subquery of `ARRAY(query)`, when it selects one expression.
@@ -507,16 +658,49 @@ fn with_compat_rewrites(sql: &str, statements: Vec<Statement>, depth: usize) -> 
         && (lower.contains("pg_") || lower.contains("current_setting"))
         && let Ok(rewritten) = PG_COMPAT.parse(sql)
         && rewritten.len() == statements.len()
+        && let Ok(plain) = Parser::parse_sql(&PostgreSqlDialect {}, sql)
     {
-        return rewritten.into_iter().map(|s| Statement::Sql(Box::new(s))).collect();
+        // `parse` replaced a client's query whole when its result differs from the rules
+        // applied to the plain parse; otherwise Sluice's rules apply to the plain parse.
+        let replaced = plain.iter().cloned().map(|s| PG_COMPAT.rewrite(s)).ne(rewritten.clone());
+        let statements = match replaced {
+            true => rewritten,
+            false => plain.into_iter().map(compat_rewrite).collect(),
+        };
+        return statements.into_iter().map(|s| Statement::Sql(Box::new(s))).collect();
     }
     statements
         .into_iter()
         .map(|s| match s {
-            Statement::Sql(s) => Statement::Sql(Box::new(PG_COMPAT.rewrite(*s))),
+            Statement::Sql(s) => Statement::Sql(Box::new(compat_rewrite(*s))),
             other => other,
         })
         .collect()
+}
+
+/// The compatibility parser's syntax rewrites, in its order, less `RemoveSubqueryFromProjection`:
+/// that one replaced every correlated subquery of a select list by NULL, a wrong result
+/// (`SELECT k, (SELECT max(v) FROM b WHERE b.k = a.k) FROM a` gave NULLs).
+static COMPAT_RULES: LazyLock<Vec<Box<dyn SqlStatementRewriteRule>>> = LazyLock::new(|| {
+    use datafusion_pg_catalog::sql::rules::*;
+    vec![
+        Box::new(AliasDuplicatedProjectionRewrite),
+        Box::new(ResolveUnqualifiedIdentifier),
+        Box::new(RewriteArrayAnyAllOperation),
+        Box::new(PrependUnqualifiedPgTableName),
+        Box::new(StripCallableQualifier),
+        Box::new(FixArrayLiteral),
+        Box::new(CurrentUserVariableToSessionUserFunctionCall),
+        Box::new(StripCollate),
+        Box::new(RewritePgCatalogOperator),
+        Box::new(RewriteRegCastToSubquery::new()),
+        Box::new(FixVersionColumnName),
+    ]
+});
+
+/// Applies [`COMPAT_RULES`].
+fn compat_rewrite(statement: ast::Statement) -> ast::Statement {
+    COMPAT_RULES.iter().fold(statement, |s, rule| rule.rewrite(s))
 }
 
 /// Parses with Sluice's statements and dialect; also returns the deepest bracket nesting.

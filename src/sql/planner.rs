@@ -464,6 +464,7 @@ fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
         data_type: DataType::from_arrow(ty)?,
         hidden: false,
         varchar: None,
+        default: None,
     })
 }
 

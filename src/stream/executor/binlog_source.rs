@@ -296,6 +296,7 @@ mod tests {
             data_type,
             hidden: false,
             varchar: None,
+            default: None,
         };
         let columns = vec![
             column("partition", DataType::Int32),

@@ -536,6 +536,7 @@ mod tests {
             data_type,
             hidden: false,
             varchar: None,
+            default: None,
         };
         let columns = vec![column("partition", DataType::Int32), column("lsn", DataType::Int64)];
         let mut state =

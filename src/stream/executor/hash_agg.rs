@@ -538,6 +538,7 @@ mod tests {
                 data_type: DataType::from_arrow(t).unwrap(),
                 hidden: false,
                 varchar: None,
+                default: None,
             })
             .collect();
         let pk = (0..pk_len).collect();

@@ -351,6 +351,7 @@ pub(crate) mod tests {
             data_type: DataType::from_arrow(types.field(0).data_type()).unwrap(),
             hidden: false,
             varchar: None,
+            default: None,
         }];
         for field in types.fields() {
             let data_type = DataType::from_arrow(field.data_type()).unwrap();
@@ -359,6 +360,7 @@ pub(crate) mod tests {
                 data_type,
                 hidden: false,
                 varchar: None,
+                default: None,
             });
         }
         if degree {
@@ -367,6 +369,7 @@ pub(crate) mod tests {
                 data_type: DataType::Int64,
                 hidden: false,
                 varchar: None,
+                default: None,
             });
         }
         let pk = (0..=types.fields().len()).collect();

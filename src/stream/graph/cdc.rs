@@ -83,6 +83,7 @@ impl StreamGraph {
                     data_type: DataType::Varchar,
                     hidden: false,
                     varchar: None,
+                    default: None,
                 })
                 .collect(),
             upstream_types: cdc.upstream_types.clone(),

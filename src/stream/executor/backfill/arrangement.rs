@@ -490,6 +490,7 @@ mod tests {
                 data_type,
                 hidden: false,
                 varchar: None,
+                default: None,
             })
             .collect()
     }

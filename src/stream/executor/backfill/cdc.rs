@@ -1147,6 +1147,7 @@ mod tests {
                 data_type,
                 hidden: false,
                 varchar: None,
+                default: None,
             })
             .collect()
     }
@@ -1160,6 +1161,7 @@ mod tests {
             data_type: DataType::Varchar,
             hidden: false,
             varchar: None,
+            default: None,
         };
         let table = TableCatalog::new_table(
             TableId(10),

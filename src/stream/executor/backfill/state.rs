@@ -47,7 +47,7 @@ pub const ROW_COUNT: &str = "row_count";
 pub const CDC_OFFSET: &str = "cdc_offset";
 
 fn column(name: &str, data_type: DataType) -> ColumnCatalog {
-    ColumnCatalog { name: name.into(), data_type, hidden: false, varchar: None }
+    ColumnCatalog { name: name.into(), data_type, hidden: false, varchar: None, default: None }
 }
 
 /// The columns of a stream scan's progress table, for an upstream keyed by `pk`.
@@ -306,7 +306,13 @@ mod tests {
     use crate::stream::test_utils::dedent;
 
     fn key_column() -> ColumnCatalog {
-        ColumnCatalog { name: "id".into(), data_type: DataType::Int32, hidden: true, varchar: None }
+        ColumnCatalog {
+            name: "id".into(),
+            data_type: DataType::Int32,
+            hidden: true,
+            varchar: None,
+            default: None,
+        }
     }
 
     fn names(columns: &[ColumnCatalog]) -> Vec<String> {
