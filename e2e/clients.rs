@@ -766,6 +766,15 @@ async fn copy_to_stdout_writes_what_postgres_writes() -> anyhow::Result<()> {
     outcome.with_context(|| server.log_tail())
 }
 
+/// Sends `data` to `COPY .. FROM STDIN` statement `sql`; returns the rows copied.
+async fn copy_in(client: &Client, sql: &str, data: &[u8]) -> anyhow::Result<u64> {
+    use futures::SinkExt;
+    let sink = client.copy_in(sql).await?;
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::copy_from_slice(data)).await?;
+    Ok(sink.finish().await?)
+}
+
 /// The bytes `COPY .. TO STDOUT` sends for `sql`.
 async fn copied(client: &Client, sql: &str) -> anyhow::Result<Vec<u8>> {
     use futures::TryStreamExt;
@@ -844,9 +853,26 @@ async fn copy_out(upstream: &crate::upstream::Upstream, server: &Sluice) -> anyh
     let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
     let missing = client.copy_out("COPY nosuch TO STDOUT").await.err().and_then(code);
     ensure!(missing.as_deref() == Some("42P01"), "COPY of a missing table: {missing:?}");
-    let binary_in = client.batch_execute("COPY ct FROM STDIN (FORMAT binary)").await;
-    let binary_in = binary_in.err().and_then(code);
-    ensure!(binary_in.as_deref() == Some("0A000"), "binary COPY FROM: {binary_in:?}");
+    let garbage = copy_in(&client, "COPY ct FROM STDIN (FORMAT binary)", b"not PGCOPY").await;
+    let garbage = garbage.err().and_then(|e| e.downcast::<tokio_postgres::Error>().ok());
+    let garbage = garbage.and_then(code);
+    ensure!(garbage.as_deref() == Some("22P04"), "binary COPY FROM of garbage: {garbage:?}");
+
+    // What binary COPY TO writes, binary COPY FROM reads back: Postgres's bytes into Sluice,
+    // Sluice's into Postgres.
+    let create = "CREATE TABLE ct2 (id int PRIMARY KEY, b boolean, big bigint, f float8, \
+                  r real, n numeric(10,2), t text, d date, ts timestamp)";
+    pg.batch_execute(create).await?;
+    client.batch_execute(create).await?;
+    let out = "COPY (SELECT * FROM ct ORDER BY id) TO STDOUT (FORMAT binary)";
+    let into = "COPY ct2 FROM STDIN (FORMAT binary)";
+    copy_in(&client, into, &copied(&pg, out).await?).await?;
+    copy_in(&pg, into, &copied(&client, out).await?).await?;
+    let all = "SELECT * FROM ct2 ORDER BY id";
+    let (ours, theirs) = (text_rows(&client, all).await?, text_rows(&pg, all).await?);
+    let original = text_rows(&pg, "SELECT * FROM ct ORDER BY id").await?;
+    ensure!(ours == original, "binary COPY FROM in Sluice: {ours:?}, expected {original:?}");
+    ensure!(theirs == original, "Sluice's binary COPY into Postgres: {theirs:?}");
     let header = client.copy_out("COPY ct TO STDOUT (FORMAT binary, HEADER)").await;
     ensure!(header.is_err(), "HEADER with binary was accepted");
     let count = text_rows(&client, "SELECT count(*) FROM ct").await?;

@@ -99,6 +99,9 @@ pub enum Error {
     /// A value beyond what its type can hold.
     #[error("{0}")]
     OutOfRange(String),
+    /// Data of a `COPY .. FROM STDIN (FORMAT binary)` that is not in that format.
+    #[error("{0}")]
+    BadCopyData(String),
     /// A string longer than its column's `varchar(n)` allows.
     #[error("{0}")]
     StringTooLong(String),

@@ -245,6 +245,87 @@ pub fn decode(data: &[u8], wires: &[Wire], rows: usize) -> Result<Decoded> {
     Ok(Decoded { columns: columns.iter_mut().map(Column::finish).collect(), last_row })
 }
 
+/// The rows of a binary `COPY` stream a client sent, as text columns: each value as Postgres
+/// prints it (`infinity` and `NaN` included), decoded by its column's type in `types`. They then
+/// go the way of text `COPY` rows, through the same casts and checks.
+pub fn text_columns(data: &[u8], types: &[DataType]) -> Result<Vec<Vec<Option<String>>>> {
+    let mut columns: Vec<Vec<Option<String>>> = vec![Vec::new(); types.len()];
+    let mut at = header_len(data)?;
+    loop {
+        let fields = i16::from_be_bytes(take::<2>(data, &mut at)?);
+        if fields == -1 {
+            break;
+        }
+        if fields as usize != types.len() {
+            return Err(malformed(&format!("a row of {fields} values, {} expected", types.len())));
+        }
+        for (column, &ty) in columns.iter_mut().zip(types) {
+            let text = match value(data, &mut at)? {
+                Some(value) => Some(value_text(value, ty)?),
+                None => None,
+            };
+            column.push(text);
+        }
+    }
+    Ok(columns)
+}
+
+/// A value in the binary send format of `ty` as Postgres prints it.
+fn value_text(value: &[u8], ty: DataType) -> Result<String> {
+    use chrono::{Duration, NaiveDate};
+    let epoch = NaiveDate::from_ymd_opt(2000, 1, 1).expect("a valid date");
+    Ok(match ty {
+        DataType::Boolean => pg::bool_from_sql(value).map_err(bad)?.to_string(),
+        DataType::Int16 => pg::int2_from_sql(value).map_err(bad)?.to_string(),
+        DataType::Int32 => pg::int4_from_sql(value).map_err(bad)?.to_string(),
+        DataType::Int64 => pg::int8_from_sql(value).map_err(bad)?.to_string(),
+        DataType::Float32 => float_text(pg::float4_from_sql(value).map_err(bad)?.into()),
+        DataType::Float64 => float_text(pg::float8_from_sql(value).map_err(bad)?),
+        DataType::Decimal { .. } => numeric_text(value)?,
+        DataType::Date => match pg::date_from_sql(value).map_err(bad)? {
+            i32::MAX => "infinity".to_owned(),
+            i32::MIN => "-infinity".to_owned(),
+            days => {
+                let date = epoch.checked_add_signed(Duration::days(days.into()));
+                date.ok_or_else(|| malformed("a date out of range"))?.to_string()
+            }
+        },
+        DataType::Timestamp | DataType::Timestamptz => {
+            match pg::timestamp_from_sql(value).map_err(bad)? {
+                i64::MAX => "infinity".to_owned(),
+                i64::MIN => "-infinity".to_owned(),
+                micros => {
+                    let midnight = epoch.and_hms_opt(0, 0, 0).expect("midnight exists");
+                    let at = midnight.checked_add_signed(Duration::microseconds(micros));
+                    let text = at.ok_or_else(|| malformed("a timestamp out of range"))?;
+                    let text = text.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+                    if ty == DataType::Timestamptz { text + "+00" } else { text }
+                }
+            }
+        }
+        DataType::Bytea => {
+            let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+            format!("\\x{hex}")
+        }
+        DataType::Varchar => pg::text_from_sql(value).map_err(bad)?.to_owned(),
+        // jsonb's binary form is a version byte, 1, then the text.
+        DataType::Jsonb => match value.split_first() {
+            Some((1, text)) => pg::text_from_sql(text).map_err(bad)?.to_owned(),
+            _ => return Err(malformed("a jsonb value without its version byte")),
+        },
+    })
+}
+
+/// A float as text that Sluice's casts read back to the same value.
+fn float_text(v: f64) -> String {
+    match v {
+        v if v.is_nan() => "NaN".to_owned(),
+        v if v == f64::INFINITY => "Infinity".to_owned(),
+        v if v == f64::NEG_INFINITY => "-Infinity".to_owned(),
+        v => v.to_string(),
+    }
+}
+
 /// The next value of a row (`None`: NULL), moving `at` past it.
 fn value<'a>(data: &'a [u8], at: &mut usize) -> Result<Option<&'a [u8]>> {
     let len = i32::from_be_bytes(take::<4>(data, at)?);

@@ -17,7 +17,7 @@ use crate::{invalid, unsupported};
 pub struct CopyFormat {
     /// CSV (true) or Postgres text format (false).
     pub csv: bool,
-    /// Postgres binary format (only `COPY .. TO STDOUT` writes it).
+    /// Postgres binary format.
     pub binary: bool,
     /// Field separator.
     pub delimiter: u8,
@@ -110,6 +110,26 @@ fn ascii(c: char) -> Result<u8> {
 /// The rows of COPY `data` (`width` columns) as batches of text columns.
 pub(crate) fn parse(data: &[u8], width: usize, format: &CopyFormat) -> Result<Vec<RecordBatch>> {
     if format.csv { parse_csv(data, width, format) } else { parse_text(data, width, format) }
+}
+
+/// The rows of a binary COPY stream as text columns (see
+/// [`text_columns`](crate::connector::pg_copy::text_columns)); malformed data is 22P04.
+pub(crate) fn parse_binary(
+    data: &[u8],
+    types: &[crate::types::DataType],
+) -> Result<Vec<RecordBatch>> {
+    let columns = crate::connector::pg_copy::text_columns(data, types).map_err(|e| match e {
+        Error::Upstream { message, .. } => Error::BadCopyData(message),
+        other => other,
+    })?;
+    let fields: Vec<arrow::datatypes::Field> = (0..types.len())
+        .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
+        .collect();
+    let arrays = columns
+        .into_iter()
+        .map(|c| Arc::new(arrow::array::StringArray::from(c)) as ArrayRef)
+        .collect();
+    Ok(vec![RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays)?])
 }
 
 /// Rows of CSV as text columns.

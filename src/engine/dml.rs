@@ -158,9 +158,6 @@ impl Engine {
             columns.into_iter().map(|c| ast::ObjectName::from(vec![c])).collect();
         let columns = target_columns(&table, &names)?;
         let format = copy::format(options, legacy)?;
-        if format.binary {
-            return Err(unsupported!("COPY FROM STDIN in binary format; use text or csv"));
-        }
         Ok(Output::CopyIn(CopyTarget { table, columns, format }))
     }
 
@@ -198,7 +195,14 @@ impl Engine {
     /// Loads the data of a finished `COPY .. FROM STDIN`; returns the number of rows.
     pub async fn copy_in(&self, target: &CopyTarget, data: &[u8]) -> Result<usize> {
         let table = &target.table;
-        let texts = copy::parse(data, target.columns.len(), &target.format)?;
+        let texts = match target.format.binary {
+            true => {
+                let types: Vec<DataType> =
+                    target.columns.iter().map(|&c| table.columns[c].data_type).collect();
+                copy::parse_binary(data, &types)?
+            }
+            false => copy::parse(data, target.columns.len(), &target.format)?,
+        };
         let mut rows = Vec::with_capacity(texts.len());
         for batch in texts.iter().filter(|b| b.num_rows() > 0) {
             rows.push(full_rows(table, &target.columns, batch.columns(), batch.num_rows())?);

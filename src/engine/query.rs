@@ -36,6 +36,9 @@ pub fn session_context(
     // `::text` and `::varchar` make Utf8 strings, the one string type Sluice stores and keys
     // by (a view grouping by `x::varchar` failed its actor on Utf8View keys).
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    // `timestamptz` (and `now()`) carry a time zone, as Sluice's timestamptz columns do: without
+    // one, `'..'::timestamptz` was a timestamp without time zone.
+    config.options_mut().execution.time_zone = Some(crate::types::UTC.to_owned());
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
@@ -48,6 +51,10 @@ pub fn session_context(
         ctx.register_udaf(udaf);
     }
     ctx.register_udf(crate::sql::functions::version_udf());
+    // The defaults; a query of a session answers with its own values (see `query`).
+    let defaults = Session::default();
+    ctx.register_udf(crate::sql::functions::current_setting_udf(defaults.settings()));
+    ctx.register_udf(crate::sql::functions::set_config_udf(defaults.variables()));
     for udf in crate::sql::jsonb::udfs() {
         ctx.register_udf(udf);
     }
@@ -105,6 +112,13 @@ impl Engine {
             // `current_user` and its kin answer the login role.
             use datafusion::execution::FunctionRegistry;
             state.register_udf(Arc::new(crate::sql::functions::session_user_udf(user)))?;
+        }
+        {
+            use datafusion::execution::FunctionRegistry;
+            let settings = session.settings();
+            state.register_udf(Arc::new(crate::sql::functions::current_setting_udf(settings)))?;
+            let variables = session.variables();
+            state.register_udf(Arc::new(crate::sql::functions::set_config_udf(variables)))?;
         }
         let plan = self.plan(&state, stmt).await?;
         refuse_wide_decimals(&plan)?;

@@ -41,10 +41,22 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("progress_notice_interval", "5"),
 ];
 
+/// The variables of a session, shared with the functions of its queries that set them.
+#[derive(Debug, Clone)]
+pub struct SessionVariables(Arc<Mutex<HashMap<String, String>>>);
+
+impl SessionVariables {
+    /// Sets a variable as `SET` does (see [`Session::set_value`]).
+    pub fn set(&self, name: &str, value: String) -> Result<()> {
+        let session = Session { vars: self.0.clone(), ..Session::default() };
+        session.set_value(name, value)
+    }
+}
+
 /// One connection's state.
 #[derive(Debug, Default)]
 pub struct Session {
-    vars: Mutex<HashMap<String, String>>,
+    vars: Arc<Mutex<HashMap<String, String>>>,
     /// Where notices of the running statement go, while one runs.
     notices: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Open cursors.
@@ -72,7 +84,7 @@ impl Session {
             .map(|(k, v)| (k.to_lowercase(), v.clone()))
             .collect();
         Self {
-            vars: Mutex::new(vars),
+            vars: Arc::new(Mutex::new(vars)),
             notices: Mutex::default(),
             cursors: Cursors::default(),
             user,
@@ -138,6 +150,15 @@ impl Session {
         }
     }
 
+    /// Every variable `SHOW` knows, with its current value.
+    pub fn settings(&self) -> HashMap<String, String> {
+        let mut all: HashMap<String, String> =
+            DEFAULTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        all.insert("streaming_parallelism".into(), default_parallelism().to_string());
+        all.extend(self.vars.lock().iter().map(|(k, v)| (k.clone(), v.clone())));
+        all
+    }
+
     /// Actors per fragment for views created in this session: `streaming_parallelism`, by
     /// default the number of cores.
     pub fn streaming_parallelism(&self) -> Result<usize> {
@@ -193,6 +214,17 @@ impl Session {
             other => return Err(Error::Unsupported(format!("SET form {other}"))),
         };
         let value = values.iter().map(value_text).collect::<Vec<_>>().join(", ");
+        self.set_value(&name, value)?;
+        Ok(Output::Command(CommandTag::new("SET")))
+    }
+
+    /// A handle on the session's variables, for `set_config` (see [`Session::set_value`]).
+    pub fn variables(&self) -> SessionVariables {
+        SessionVariables(self.vars.clone())
+    }
+
+    /// Sets variable `name`, as `SET` does: Sluice's own variables are checked first.
+    pub fn set_value(&self, name: &str, value: String) -> Result<()> {
         let name = name.to_lowercase();
         let previous = self.vars.lock().insert(name.clone(), value);
         // Sluice's own variables are checked when set, not when first used.
@@ -211,7 +243,7 @@ impl Session {
             };
             return Err(e);
         }
-        Ok(Output::Command(CommandTag::new("SET")))
+        Ok(())
     }
 
     /// Runs a `SHOW` statement: one row, one column named after the variable.

@@ -386,7 +386,11 @@ pub fn tag(tag: &CommandTag) -> Tag {
 
 /// The Postgres type a parameter of Arrow type `ty` is announced as.
 pub fn parameter_type(ty: Option<&arrow::datatypes::DataType>) -> Type {
-    ty.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN)
+    match ty {
+        Some(arrow::datatypes::DataType::UInt32) => Type::OID,
+        Some(t) if crate::frontend::params::is_oid_array(t) => Type::OID_ARRAY,
+        _ => ty.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN),
+    }
 }
 
 #[cfg(test)]

@@ -104,15 +104,7 @@ impl SimpleQueryHandler for Backend {
             let run = self.engine.execute(&session, statement);
             match with_notices(client, &session, run).await? {
                 Ok(Output::CopyIn(target)) => {
-                    let columns = target.columns.len();
-                    let slot: Arc<CopySlot> =
-                        client.session_extensions().get_or_insert_with(CopySlot::default);
-                    *slot.lock() = Some(PendingCopy { target, data: Vec::new() });
-                    responses.push(Response::CopyIn(CopyResponse::new(
-                        0,
-                        columns,
-                        futures::stream::empty(),
-                    )));
+                    responses.push(copy_in(client, target));
                     break;
                 }
                 Ok(output) => {
@@ -208,10 +200,9 @@ fn respond(output: Output, format: &Format) -> PgWireResult<Response> {
         Output::Command(tag) => Response::Execution(encode::tag(&tag)),
         Output::Transaction { tag, start: true } => Response::TransactionStart(Tag::new(tag)),
         Output::Transaction { tag, start: false } => Response::TransactionEnd(Tag::new(tag)),
+        // Both protocols start it with `copy_in` before they come here.
         Output::CopyIn(_) => {
-            return Err(pg_error(&Error::Unsupported(
-                "COPY FROM STDIN in the extended protocol".into(),
-            )));
+            return Err(pg_error(&Error::Unsupported("COPY FROM STDIN here".into())));
         }
         Output::CopyOut { schema, stream, format } => encode::copy_out(schema, stream, &format)?,
     })
@@ -339,8 +330,20 @@ impl ExtendedQueryHandler for Backend {
         let session = session(client);
         let run = self.engine.execute(&session, statement);
         let output = with_notices(client, &session, run).await?.map_err(|e| pg_error(&e))?;
-        respond(output, &portal.result_column_format)
+        match output {
+            Output::CopyIn(target) => Ok(copy_in(client, target)),
+            output => respond(output, &portal.result_column_format),
+        }
     }
+}
+
+/// Starts a `COPY .. FROM STDIN`: the data the client sends next goes to `target`.
+fn copy_in<C: ClientInfo>(client: &C, target: CopyTarget) -> Response {
+    let columns = target.columns.len();
+    let format_code = i8::from(target.format.binary);
+    let slot: Arc<CopySlot> = client.session_extensions().get_or_insert_with(CopySlot::default);
+    *slot.lock() = Some(PendingCopy { target, data: Vec::new() });
+    Response::CopyIn(CopyResponse::new(format_code, columns, futures::stream::empty()))
 }
 
 #[async_trait]

@@ -70,7 +70,38 @@ pub async fn describe(
         ast::Statement::ExplainTable { .. } => Some(text_schema(&["Name", "Type", "Is Hidden"])),
         _ => None,
     };
+    cast_types(stmt, &mut types);
     Ok((types, schema))
+}
+
+/// The Arrow type of a parameter cast to `ty`: a Sluice type, `oid`, or an array of one.
+fn cast_type(ty: &ast::DataType) -> Option<ArrowType> {
+    match ty {
+        ast::DataType::Array(
+            ast::ArrayElemTypeDef::SquareBracket(element, _)
+            | ast::ArrayElemTypeDef::AngleBracket(element),
+        ) => Some(ArrowType::new_list(cast_type(element)?, true)),
+        // Sluice has no oid type; UInt32 marks one, for the parameter to be described as oid.
+        ast::DataType::Custom(name, _) if name.to_string().eq_ignore_ascii_case("oid") => {
+            Some(ArrowType::UInt32)
+        }
+        other => crate::types::DataType::from_sql(other).ok().map(|t| t.to_arrow()),
+    }
+}
+
+/// A placeholder cast to a type (`$1::date`) that nothing else typed takes that type, as in
+/// Postgres (drivers then send it as a date, not as text).
+fn cast_types(stmt: &ast::Statement, types: &mut [Option<ArrowType>]) {
+    let _ = visit_expressions(stmt, |expr| {
+        if let ast::Expr::Cast { expr: inner, data_type, .. } = expr
+            && let Some(i) = placeholder_index(inner)
+            && types.get(i).is_some_and(Option::is_none)
+            && let Some(ty) = cast_type(data_type)
+        {
+            types[i] = Some(ty);
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 fn text_schema(names: &[&str]) -> SchemaRef {
@@ -221,8 +252,8 @@ pub fn substitute(
     let mut inferred: Vec<Option<&ArrowType>> =
         prepared.param_types.iter().map(Option::as_ref).collect();
     inferred.resize(count, None);
-    let text_json = json_as_text(portal);
-    let portal = text_json.as_ref().unwrap_or(portal);
+    let readable = readable_parameters(portal, &inferred);
+    let portal = readable.as_ref().unwrap_or(portal);
     let values = match arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)? {
         datafusion::common::ParamValues::List(values) => values,
         datafusion::common::ParamValues::Map(_) => {
@@ -267,14 +298,29 @@ pub fn substitute(
     Ok(Statement::Sql(stmt))
 }
 
-/// `portal` with its `json` and `jsonb` parameters as `text` ones (a binary jsonb value is a
-/// version byte, 1, and the text), which the columns and casts they go to read as JSON; `None`
-/// when it has none.
-fn json_as_text(portal: &Portal<Prepared>) -> Option<Portal<Prepared>> {
+/// `portal` with the parameters arrow-pg cannot read as sent rewritten into ones it can; `None`
+/// when there are none:
+/// - `json` and `jsonb` become `text` (a binary jsonb value is a version byte, 1, and the
+///   text), which the columns and casts they go to read as JSON;
+/// - a binary `oid[]` (a parameter cast to `oid[]`, see [`cast_type`]) becomes the `int4[]` of
+///   the same numbers: the arrays differ only in the element type named in their header.
+fn readable_parameters(
+    portal: &Portal<Prepared>,
+    inferred: &[Option<&ArrowType>],
+) -> Option<Portal<Prepared>> {
     use pgwire::api::Type;
     let types = &portal.statement.parameter_types;
     let is_json = |t: &Option<Type>| matches!(t, Some(t) if *t == Type::JSON || *t == Type::JSONB);
-    if !types.iter().any(is_json) {
+    let count = portal.parameter_len();
+    let oid_array = |i: usize| {
+        portal.parameter_format.is_binary(i)
+            && match types.get(i).cloned().flatten() {
+                Some(t) => t == Type::OID_ARRAY,
+                None => inferred.get(i).copied().flatten().is_some_and(is_oid_array),
+            }
+    };
+    let oid_arrays: Vec<usize> = (0..count).filter(|&i| oid_array(i)).collect();
+    if !types.iter().any(is_json) && oid_arrays.is_empty() {
         return None;
     }
     let mut text = Portal::default();
@@ -291,8 +337,23 @@ fn json_as_text(portal: &Portal<Prepared>) -> Option<Portal<Prepared>> {
             *bytes = bytes.slice(1..);
         }
     }
-    let types =
+    // The header of a binary array: dimensions, has-nulls flag, element type OID, ...
+    const ELEMENT_TYPE: std::ops::Range<usize> = 8..12;
+    for &i in &oid_arrays {
+        if let Some(Some(bytes)) = text.parameters.get_mut(i)
+            && bytes.len() >= ELEMENT_TYPE.end
+        {
+            let mut patched = bytes.to_vec();
+            patched[ELEMENT_TYPE].copy_from_slice(&Type::INT4.oid().to_be_bytes());
+            *bytes = bytes::Bytes::from(patched);
+        }
+    }
+    let mut types: Vec<Option<Type>> =
         types.iter().map(|t| if is_json(t) { Some(Type::TEXT) } else { t.clone() }).collect();
+    types.resize(count, None);
+    for &i in &oid_arrays {
+        types[i] = Some(Type::INT4_ARRAY);
+    }
     let statement = &portal.statement;
     text.statement = std::sync::Arc::new(pgwire::api::stmt::StoredStatement::new(
         statement.id.clone(),
@@ -300,6 +361,11 @@ fn json_as_text(portal: &Portal<Prepared>) -> Option<Portal<Prepared>> {
         types,
     ));
     Some(text)
+}
+
+/// Whether a parameter's Arrow type stands for `oid[]` (see [`cast_type`]).
+pub fn is_oid_array(ty: &ArrowType) -> bool {
+    matches!(ty, ArrowType::List(f) if f.data_type() == &ArrowType::UInt32)
 }
 
 /// A `numeric` in Postgres's binary format as text: `ndigits`, `weight`, `sign` and `dscale`
@@ -346,6 +412,12 @@ fn numeric_text(bytes: &[u8]) -> Result<String> {
 }
 
 /// A SQL literal with the value and type of `value`.
+/// A timestamp as ISO 8601 text, with its offset when it has a time zone.
+fn timestamp_text(value: &ScalarValue) -> Result<String> {
+    let array = value.to_array()?;
+    Ok(arrow::util::display::array_value_to_string(&array, 0)?)
+}
+
 fn literal(value: &ScalarValue) -> Result<ast::Expr> {
     let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
     let sql = match value {
@@ -369,13 +441,21 @@ fn literal(value: &ScalarValue) -> Result<ast::Expr> {
             format!("CAST({} AS NUMERIC({p},{s}))", quoted(&value.to_string()))
         }
         ScalarValue::Date32(Some(_)) => format!("CAST({} AS DATE)", quoted(&value.to_string())),
+        // A timestamp scalar prints as its number; its array prints the time.
         ScalarValue::TimestampMicrosecond(Some(_), None)
         | ScalarValue::TimestampNanosecond(Some(_), None) => {
-            format!("CAST({} AS TIMESTAMP)", quoted(&value.to_string()))
+            format!("CAST({} AS TIMESTAMP)", quoted(&timestamp_text(value)?))
         }
         ScalarValue::TimestampMicrosecond(Some(_), Some(_))
         | ScalarValue::TimestampNanosecond(Some(_), Some(_)) => {
-            format!("CAST({} AS TIMESTAMPTZ)", quoted(&value.to_string()))
+            format!("CAST({} AS TIMESTAMPTZ)", quoted(&timestamp_text(value)?))
+        }
+        ScalarValue::List(list) if arrow::array::Array::len(list.as_ref()) == 1 => {
+            let values = list.value(0);
+            let elements = (0..arrow::array::Array::len(values.as_ref()))
+                .map(|i| Ok(literal(&ScalarValue::try_from_array(&values, i)?)?.to_string()))
+                .collect::<Result<Vec<_>>>()?;
+            format!("ARRAY[{}]", elements.join(", "))
         }
         other => quoted(&other.to_string()),
     };

@@ -40,6 +40,7 @@ pub fn sqlstate(error: &Error) -> &'static str {
         Error::ProgramLimit(_) => "54001",
         Error::OutOfRange(_) => "22003",
         Error::StringTooLong(_) => "22001",
+        Error::BadCopyData(_) => "22P04",
         Error::Shutdown => "57P01",
     }
 }

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{
@@ -26,7 +26,7 @@ use datafusion::scalar::ScalarValue;
 use crate::types::{CastMode, cast_to};
 
 /// What `version()` returns.
-pub const VERSION: &str = concat!("PostgreSQL 15.0 (Sluice ", env!("CARGO_PKG_VERSION"), ")");
+pub const VERSION: &str = concat!("PostgreSQL 16.6 (Sluice ", env!("CARGO_PKG_VERSION"), ")");
 
 /// `version()`.
 pub fn version_udf() -> ScalarUDF {
@@ -50,6 +50,102 @@ pub fn session_user_udf(user: &str) -> ScalarUDF {
         Volatility::Stable,
         Arc::new(move |_| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(user.clone()))))),
     )
+}
+
+/// `current_setting(name [, missing_ok])`: the value `SHOW name` gives, from `settings`; an
+/// unknown name is an error (42704), or NULL when `missing_ok`.
+pub fn current_setting_udf(settings: std::collections::HashMap<String, String>) -> ScalarUDF {
+    let signature = Signature::one_of(
+        vec![
+            TypeSignature::Exact(vec![DataType::Utf8]),
+            TypeSignature::Exact(vec![DataType::Utf8, DataType::Boolean]),
+        ],
+        Volatility::Stable,
+    );
+    let fun: datafusion::logical_expr::ScalarFunctionImplementation =
+        Arc::new(move |args: &[ColumnarValue]| {
+            let names = args[0].to_array(1)?;
+            let missing_ok = match args.get(1) {
+                Some(ColumnarValue::Scalar(ScalarValue::Boolean(Some(ok)))) => *ok,
+                _ => false,
+            };
+            let mut out = arrow::array::StringBuilder::new();
+            for name in names.as_string::<i32>().iter() {
+                let Some(name) = name else {
+                    out.append_null();
+                    continue;
+                };
+                match settings.get(&name.to_lowercase()) {
+                    Some(value) => out.append_value(value),
+                    None if missing_ok => out.append_null(),
+                    None => {
+                        return Err(DataFusionError::External(Box::new(
+                            crate::error::Error::UnknownSetting(name.to_owned()),
+                        )));
+                    }
+                }
+            }
+            let out = out.finish();
+            Ok(match &args[0] {
+                ColumnarValue::Scalar(_) => {
+                    ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+                }
+                ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out)),
+            })
+        });
+    ScalarUDF::from(datafusion::logical_expr::SimpleScalarUDF::new_with_signature(
+        "current_setting",
+        signature,
+        DataType::Utf8,
+        fun,
+    ))
+}
+
+/// `set_config(name, value, is_local)`: `SET name = value` from a query, returning the value.
+/// With `is_local` the setting lasts to the end of the transaction, which in Sluice is the
+/// statement, so it changes nothing after it.
+pub fn set_config_udf(variables: crate::engine::session::SessionVariables) -> ScalarUDF {
+    let fun: datafusion::logical_expr::ScalarFunctionImplementation =
+        Arc::new(move |args: &[ColumnarValue]| {
+            let rows = args.iter().find_map(|a| match a {
+                ColumnarValue::Array(a) => Some(a.len()),
+                ColumnarValue::Scalar(_) => None,
+            });
+            let arrays: Vec<arrow::array::ArrayRef> =
+                args.iter().map(|a| a.to_array(rows.unwrap_or(1))).collect::<Result<_, _>>()?;
+            let (names, values) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+            let local = arrays[2].as_boolean();
+            let mut out = arrow::array::StringBuilder::new();
+            for row in 0..names.len() {
+                if names.is_null(row) {
+                    return Err(DataFusionError::Execution(
+                        "set_config: the setting name is NULL".into(),
+                    ));
+                }
+                let value = (!values.is_null(row)).then(|| values.value(row).to_owned());
+                if !(local.is_valid(row) && local.value(row)) {
+                    let text = value.clone().unwrap_or_default();
+                    variables
+                        .set(names.value(row), text)
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                }
+                out.append_option(value);
+            }
+            let out = out.finish();
+            Ok(match rows {
+                None => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+                Some(_) => ColumnarValue::Array(Arc::new(out)),
+            })
+        });
+    ScalarUDF::from(datafusion::logical_expr::SimpleScalarUDF::new_with_signature(
+        "set_config",
+        Signature::exact(
+            vec![DataType::Utf8, DataType::Utf8, DataType::Boolean],
+            Volatility::Volatile,
+        ),
+        DataType::Utf8,
+        fun,
+    ))
 }
 
 /// The name of [`bytea_in_udf`]; not meant to be called by users.

@@ -64,6 +64,45 @@ pub fn alias_output_columns(query: &mut ast::Query) {
 pub const DUPLICATE_MARK: char = '\u{1f}';
 
 /// The name Postgres gives an output column computed by `expr`.
+/// The name Postgres gives a type in `pg_type` (`integer` is `int4`), which names the column of
+/// a cast.
+fn type_name(ty: &ast::DataType) -> String {
+    use ast::DataType as S;
+    let name = match ty {
+        S::SmallInt(_) | S::Int2(_) => "int2",
+        S::Int(_) | S::Integer(_) | S::Int4(_) => "int4",
+        S::BigInt(_) | S::Int8(_) => "int8",
+        S::Real | S::Float4 => "float4",
+        S::Double(_) | S::DoublePrecision | S::Float8 => "float8",
+        S::Float(ast::ExactNumberInfo::Precision(p)) if *p <= 24 => "float4",
+        S::Float(_) => "float8",
+        S::Numeric(_) | S::Decimal(_) | S::Dec(_) => "numeric",
+        S::Text | S::String(_) => "text",
+        S::Varchar(_) | S::CharacterVarying(_) => "varchar",
+        S::Char(_) | S::Character(_) => "bpchar",
+        S::Bool | S::Boolean => "bool",
+        S::Date => "date",
+        S::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => "timestamptz",
+        S::Timestamp(..) => "timestamp",
+        S::Time(..) => "time",
+        S::Interval { .. } => "interval",
+        S::JSONB => "jsonb",
+        S::JSON => "json",
+        S::Bytea => "bytea",
+        S::Array(ast::ArrayElemTypeDef::SquareBracket(element, _))
+        | S::Array(ast::ArrayElemTypeDef::AngleBracket(element)) => return type_name(element),
+        S::Custom(name, _) => {
+            return name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map_or_else(|| "?column?".to_owned(), |i| i.value.to_lowercase());
+        }
+        _ => "?column?",
+    };
+    name.to_owned()
+}
+
 fn postgres_name(expr: &ast::Expr) -> String {
     match expr {
         ast::Expr::Identifier(ident) => ident.value.to_lowercase(),
@@ -77,11 +116,11 @@ fn postgres_name(expr: &ast::Expr) -> String {
             .and_then(|p| p.as_ident())
             .map_or_else(|| "?column?".to_owned(), |i| i.value.to_lowercase()),
         ast::Expr::Nested(inner) => postgres_name(inner),
-        ast::Expr::Cast { expr, .. }
-            if matches!(**expr, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)) =>
-        {
-            postgres_name(expr)
-        }
+        // A cast is named after what it casts, if that has a name, else after the type.
+        ast::Expr::Cast { expr, data_type, .. } => match postgres_name(expr) {
+            name if name != "?column?" => name,
+            _ => type_name(data_type),
+        },
         ast::Expr::Case { .. } => "case".to_owned(),
         _ => "?column?".to_owned(),
     }

@@ -95,6 +95,7 @@ static PG_COMPAT: LazyLock<PostgresCompatibilityParser> =
 /// Input made only of queries additionally goes through the Postgres compatibility rewrites, so
 /// clients' catalog queries plan in DataFusion.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    let sql = client_query_replacement(sql).unwrap_or(sql);
     let (statements, depth) = parse_sluice(sql)?;
     for statement in &statements {
         if let Statement::Sql(stmt) = statement {
@@ -122,6 +123,31 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         }
     }
     Ok(statements)
+}
+
+/// asyncpg's type introspection (`WITH RECURSIVE typeinfo_tree(..)`, run for any type it has no
+/// codec for, arrays of integers among them): its nested recursive CTEs do not plan in
+/// DataFusion.
+const ASYNCPG_INTROSPECTION: &str = "WITH RECURSIVE typeinfo_tree(";
+
+/// What Sluice runs for asyncpg's type introspection: the same columns, for the types asked for.
+/// Sluice has no domains, ranges or composite types, so a type's base type, range subtype and
+/// attributes are always NULL, and the recursion stops at the array element types, which are
+/// built in. Its columns have types asyncpg decodes without introspection (`attrtypoids` is
+/// `text[]`, always NULL), or it would introspect them, again and again.
+const ASYNCPG_INTROSPECTION_ANSWER: &str = "SELECT t.oid AS oid, ns.nspname AS ns, \
+    t.typname AS name, t.typtype AS kind, CAST(NULL AS int) AS basetype, t.typelem AS elemtype, \
+    elem_t.typdelim AS elemdelim, CAST(NULL AS int) AS range_subtype, \
+    CAST(NULL AS text[]) AS attrtypoids, CAST(NULL AS text[]) AS attrnames, 0 AS depth, \
+    CAST(NULL AS text) AS basetype_name, elem_t.typname AS elemtype_name, \
+    CAST(NULL AS text) AS range_subtype_name \
+    FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace ns ON ns.oid = t.typnamespace \
+    LEFT JOIN pg_catalog.pg_type elem_t ON t.typelem = elem_t.oid AND t.typelem <> 0 \
+    WHERE t.oid = any($1::oid[])";
+
+/// The query Sluice runs in place of a client's catalog query it cannot plan, if `sql` is one.
+fn client_query_replacement(sql: &str) -> Option<&'static str> {
+    sql.trim_start().starts_with(ASYNCPG_INTROSPECTION).then_some(ASYNCPG_INTROSPECTION_ANSWER)
 }
 
 /// The deepest nesting of expressions a statement may have. Planning and evaluating recurse
