@@ -59,6 +59,7 @@ pub fn session_context(
         ctx.register_udf(udf);
     }
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
+    ctx.register_udf(ScalarUDF::from(crate::sql::functions::PgTypeof::default()));
     let sluice = Arc::new(SluiceCatalog::new(catalog.clone(), store.clone(), graph));
     let oids = sluice.relation_oids();
     ctx.register_catalog(DEFAULT_DATABASE, sluice);

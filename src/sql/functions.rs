@@ -9,6 +9,8 @@
 //! bytes and `WHERE b = '\x..'` never matched. Casts of text to `bytea` are planned as calls
 //! of it (see `sql::analyzer`).
 //!
+//! [`PgTypeof`]: `pg_typeof(value)`, the name of the value's Postgres type.
+//!
 //! [`OctetLength`]: `octet_length` of text or `bytea` (DataFusion's took text only), which is
 //! also what `length(bytea)` is, as in Postgres.
 
@@ -37,6 +39,72 @@ pub fn version_udf() -> ScalarUDF {
         Volatility::Immutable,
         Arc::new(|_| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(VERSION.to_owned()))))),
     )
+}
+
+/// `pg_typeof(value)`: the name of the value's Postgres type, as Postgres prints a regtype.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PgTypeof {
+    signature: Signature,
+}
+
+impl Default for PgTypeof {
+    fn default() -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable) }
+    }
+}
+
+/// The Postgres name of the type of values of `field` (its jsonb and varchar marks included).
+fn postgres_type_name(field: &arrow::datatypes::Field) -> String {
+    use arrow::datatypes::DataType as A;
+    let name = match field.data_type() {
+        A::Null => "unknown",
+        A::Boolean => "boolean",
+        A::Int16 | A::Int8 => "smallint",
+        A::Int32 => "integer",
+        A::Int64 => "bigint",
+        A::UInt32 => "oid",
+        A::Float32 => "real",
+        A::Float64 => "double precision",
+        A::Decimal128(..) | A::Decimal256(..) => "numeric",
+        A::Utf8 | A::LargeUtf8 | A::Utf8View if crate::sql::jsonb::is_marked(field) => "jsonb",
+        A::Utf8 | A::LargeUtf8 | A::Utf8View => match crate::sql::jsonb::varchar_mark(field) {
+            Some(_) => "character varying",
+            None => "text",
+        },
+        A::Date32 | A::Date64 => "date",
+        A::Timestamp(_, None) => "timestamp without time zone",
+        A::Timestamp(_, Some(_)) => "timestamp with time zone",
+        A::Time32(_) | A::Time64(_) => "time without time zone",
+        A::Interval(_) | A::Duration(_) => "interval",
+        A::Binary | A::LargeBinary | A::BinaryView => "bytea",
+        A::List(element) | A::LargeList(element) => {
+            return format!("{}[]", postgres_type_name(element));
+        }
+        other => return other.to_string(),
+    };
+    name.to_owned()
+}
+
+impl ScalarUDFImpl for PgTypeof {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let name = postgres_type_name(&args.arg_fields[0]);
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
+    }
 }
 
 /// `session_user` (and `current_user`, `user`, `current_role`, which Sluice's parser writes so):

@@ -11,9 +11,18 @@ use std::collections::HashMap;
 
 use datafusion::sql::sqlparser::ast;
 
+/// The SELECT whose list names a query's columns: the first of a UNION, EXCEPT or INTERSECT.
+fn leftmost_select(body: &mut ast::SetExpr) -> Option<&mut ast::Select> {
+    match body {
+        ast::SetExpr::Select(select) => Some(select),
+        ast::SetExpr::SetOperation { left, .. } => leftmost_select(left),
+        _ => None,
+    }
+}
+
 /// Adds Postgres-style aliases to the unaliased items of the query's top-level SELECT list.
 pub fn alias_output_columns(query: &mut ast::Query) {
-    let ast::SetExpr::Select(select) = query.body.as_mut() else {
+    let Some(select) = leftmost_select(query.body.as_mut()) else {
         return;
     };
     let names: Vec<Option<String>> = select
