@@ -298,6 +298,17 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                 let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
             }
+            (DataType::Decimal { .. }, CastMode::Strict) => {
+                let special = |v: &str| {
+                    let v = v.trim().trim_start_matches(['+', '-']).to_ascii_lowercase();
+                    matches!(v.as_str(), "nan" | "infinity" | "inf")
+                };
+                if let Some(value) = text.iter().flatten().find(|v| special(v)) {
+                    return Err(unsupported!(
+                        "numeric value {value}: Sluice's numerics hold finite numbers only"
+                    ));
+                }
+            }
             _ => {}
         }
     }

@@ -38,9 +38,10 @@ impl Engine {
         let Some(Statement::Sql(stmt)) = parse(query)?.pop() else {
             return Err(invalid!("a materialized view needs a query"));
         };
-        if !matches!(*stmt, ast::Statement::Query(_)) {
+        let ast::Statement::Query(query) = stmt.as_ref() else {
             return Err(invalid!("a materialized view is defined by a SELECT query"));
-        }
+        };
+        refuse_unsupported_syntax(query)?;
         let state = self.query_state();
         let plan = self.plan(&state, *stmt).await?;
         check_deterministic(&plan)?;
@@ -241,6 +242,53 @@ fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<Option<
         }
     }
     Ok(limit)
+}
+
+/// Refuses, by name, what a view cannot maintain and the plan would describe only by its
+/// rewriting (`DISTINCT ON` plans as `first_value`, `EXCEPT` and `INTERSECT` as anti and semi
+/// joins).
+fn refuse_unsupported_syntax(query: &ast::Query) -> Result<()> {
+    use std::ops::ControlFlow;
+
+    struct Refusal(Option<&'static str>);
+    impl ast::Visitor for Refusal {
+        type Break = ();
+
+        fn pre_visit_query(&mut self, query: &ast::Query) -> ControlFlow<()> {
+            let mut bodies = vec![query.body.as_ref()];
+            while let Some(body) = bodies.pop() {
+                match body {
+                    ast::SetExpr::Select(select)
+                        if matches!(select.distinct, Some(ast::Distinct::On(_))) =>
+                    {
+                        self.0 = Some("DISTINCT ON");
+                    }
+                    ast::SetExpr::SetOperation { op, left, right, .. } => {
+                        match op {
+                            ast::SetOperator::Except | ast::SetOperator::Minus => {
+                                self.0 = Some("EXCEPT")
+                            }
+                            ast::SetOperator::Intersect => self.0 = Some("INTERSECT"),
+                            ast::SetOperator::Union => {}
+                        }
+                        bodies.push(left);
+                        bodies.push(right);
+                    }
+                    _ => {}
+                }
+            }
+            match self.0 {
+                Some(_) => ControlFlow::Break(()),
+                None => ControlFlow::Continue(()),
+            }
+        }
+    }
+    let mut refusal = Refusal(None);
+    let _ = ast::Visit::visit(query, &mut refusal);
+    match refusal.0 {
+        Some(construct) => Err(unsupported!("{construct} in a materialized view")),
+        None => Ok(()),
+    }
 }
 
 /// The view's columns: the query's output columns, then hidden key columns.

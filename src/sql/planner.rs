@@ -345,6 +345,12 @@ impl Planner<'_> {
                     "a LEFT JOIN with a non-equality condition in a materialized view"
                 ));
             }
+            JoinType::LeftSemi | JoinType::RightSemi | JoinType::LeftAnti | JoinType::RightAnti => {
+                return Err(unsupported!(
+                    "EXISTS, NOT EXISTS, IN (subquery) and NOT IN (subquery) in a materialized \
+                     view (they plan as semi and anti joins; inner and left joins are supported)"
+                ));
+            }
             other => {
                 return Err(unsupported!(
                     "{other} JOIN in a materialized view (inner and left joins are)"
