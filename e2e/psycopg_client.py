@@ -64,4 +64,24 @@ with psycopg.connect(sys.argv[1]) as conn:
     conn.commit()
     cur.execute("DROP TABLE py_items")
     conn.commit()
+    # timestamptz, timestamp and date parameters, in text (psycopg's default) and binary.
+    from datetime import date, datetime, timedelta, timezone
+    cur.execute("CREATE TABLE py_times (id int PRIMARY KEY, tz timestamptz, ts timestamp, d date)")
+    at = datetime(2024, 5, 19, 10, 34, 56, 123456, tzinfo=timezone(timedelta(hours=2)))
+    naive = datetime(1850, 1, 2, 3, 4, 5, 6)
+    cur.execute("INSERT INTO py_times VALUES (%s, %s, %s, %s)", (1, at, naive, date(2500, 12, 31)))
+    cur.execute("INSERT INTO py_times VALUES (%s, %s, %s, %s)", (2, at, naive, date(1, 1, 1)),
+                binary=True)
+    conn.commit()
+    for binary in (False, True):
+        cur.execute("SELECT id, tz, ts, d FROM py_times WHERE tz = %s ORDER BY id", (at,),
+                    binary=binary)
+        rows = cur.fetchall()
+        assert [r[0] for r in rows] == [1, 2], rows
+        for row in rows:
+            assert row[1] == at and row[1].utcoffset() == timedelta(0), row  # the same instant, in UTC
+            assert row[2] == naive, row
+        assert rows[0][3] == date(2500, 12, 31) and rows[1][3] == date(1, 1, 1), rows
+    cur.execute("DROP TABLE py_times")
+    conn.commit()
 print("psycopg: ok")
