@@ -1027,10 +1027,10 @@ async fn meta_commands(
     server: &Sluice,
 ) -> anyhow::Result<()> {
     let setup = "CREATE TABLE m (id int PRIMARY KEY, a numeric(10,2), b varchar(20), c varchar, \
-                 d text, e jsonb, f timestamptz, g bytea, h numeric, i int DEFAULT 5, \
+                 d text, e jsonb, f timestamptz, g bytea, h numeric, z numeric(10,0), i int DEFAULT 5, \
                  j timestamptz DEFAULT now()); \
                  CREATE MATERIALIZED VIEW mm AS SELECT id, a, b FROM m; \
-                 INSERT INTO m VALUES (1, 1.5, 'twenty characters ok', 'c', 'd', '{}', now(), '\\x00', 1, 2, now())";
+                 INSERT INTO m VALUES (1, 1.5, 'twenty characters ok', 'c', 'd', '{}', now(), '\\x00', 1, 7, 2, now())";
     let pg = upstream.connect("postgres").await?;
     pg.batch_execute(setup).await.context("setup in Postgres")?;
     let client = server.connect().await?;

@@ -379,6 +379,59 @@ fn view_query(definition: &str) -> String {
     }
 }
 
+/// `format_type(oid, typmod)` of `datafusion-pg-catalog`, except that a numeric of scale 0 is
+/// `numeric(p,0)`, as Postgres prints it (it printed `numeric(p)`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FormatType {
+    inner: ScalarUDF,
+}
+
+impl Default for FormatType {
+    fn default() -> Self {
+        Self { inner: datafusion_pg_catalog::pg_catalog::format_type::create_format_type_udf() }
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for FormatType {
+    fn name(&self) -> &str {
+        "format_type"
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, _args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(ArrowType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let cast = |v: &ColumnarValue| -> DfResult<Int64Array> {
+            let array = arrow::compute::cast(&v.to_array(rows)?, &ArrowType::Int64)?;
+            Ok(array.as_primitive::<arrow::datatypes::Int64Type>().clone())
+        };
+        let (oids, mods) = (cast(&args.args[0])?, cast(&args.args[1])?);
+        let formatted = self.inner.invoke_with_args(args)?.to_array(rows)?;
+        let formatted = formatted.as_string::<i32>();
+        let out: StringArray = (0..rows)
+            .map(|i| {
+                let modifier = mods.is_valid(i).then(|| mods.value(i)).unwrap_or(-1);
+                match (oids.is_valid(i) && oids.value(i) == 1700, modifier) {
+                    (true, m) if m >= 4 && (m - 4) & 0xffff == 0 => {
+                        Some(format!("numeric({},0)", ((m - 4) >> 16) & 0xffff))
+                    }
+                    _ => formatted.is_valid(i).then(|| formatted.value(i).to_owned()),
+                }
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
 /// The catalog functions of the module docs, reading sizes from `store`.
 pub fn catalog_udfs(
     oids: Arc<RelationOids>,
@@ -528,6 +581,7 @@ pub fn catalog_udfs(
         ))
     };
     vec![
+        ScalarUDF::from(FormatType::default()),
         get_expr,
         viewdef,
         database_size,
