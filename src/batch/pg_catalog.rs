@@ -419,7 +419,7 @@ impl datafusion::logical_expr::ScalarUDFImpl for FormatType {
         let formatted = formatted.as_string::<i32>();
         let out: StringArray = (0..rows)
             .map(|i| {
-                let modifier = mods.is_valid(i).then(|| mods.value(i)).unwrap_or(-1);
+                let modifier = if mods.is_valid(i) { mods.value(i) } else { -1 };
                 match (oids.is_valid(i) && oids.value(i) == 1700, modifier) {
                     (true, m) if m >= 4 && (m - 4) & 0xffff == 0 => {
                         Some(format!("numeric({},0)", ((m - 4) >> 16) & 0xffff))
