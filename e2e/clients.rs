@@ -1074,7 +1074,7 @@ async fn meta_commands(
         size.as_deref().is_some_and(|s| s.ends_with(" bytes") || s.ends_with(" kB")),
         "\\dt+ m shows no size: {size:?}\n{listed}"
     );
-    for command in ["\\d+ m", "\\du", "\\df", "\\dT", "\\l+", "\\d+"] {
+    for command in ["\\d+ m", "\\du", "\\df", "\\dT", "\\l+", "\\d+", "\\dn+"] {
         sluice(command).await?;
     }
 

@@ -76,6 +76,7 @@ impl SchemaProvider for PgCatalogOverlay {
             "pg_class" => Corrected::Class,
             "pg_attribute" => Corrected::Attribute,
             "pg_attrdef" => Corrected::AttrDef,
+            "pg_namespace" => Corrected::Namespace,
             _ => return Ok(Some(table)),
         };
         Ok(Some(Arc::new(CorrectedTable {
@@ -98,6 +99,7 @@ enum Corrected {
     Class,
     Attribute,
     AttrDef,
+    Namespace,
 }
 
 /// `pg_class` or `pg_attribute`, read whole from `datafusion-pg-catalog` and corrected.
@@ -251,6 +253,26 @@ impl CorrectedTable {
 /// have no storage options and no access privileges, so both are NULL.
 const CLASS_EXTRA: [&str; 2] = ["reloptions", "relacl"];
 
+/// The access privileges column of a table that has one: an `aclitem[]` in Postgres, text in
+/// `datafusion-pg-catalog` (so psql's `\dn+`, which `array_to_string`s them,
+/// failed). Sluice has no access privileges: the column is a NULL list.
+fn acls_as_lists(inner: &SchemaRef, which: Corrected) -> SchemaRef {
+    let acl = match which {
+        Corrected::Attribute => "attacl",
+        Corrected::Namespace => "nspacl",
+        _ => return inner.clone(),
+    };
+    let fields: Vec<_> = inner
+        .fields()
+        .iter()
+        .map(|f| match f.name() == acl {
+            true => Arc::new(Field::new(acl, ArrowType::new_list(ArrowType::Utf8, true), true)),
+            false => f.clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, inner.metadata().clone()))
+}
+
 /// `pg_class`'s schema with [`CLASS_EXTRA`].
 fn class_schema(inner: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<_> = inner.fields().iter().cloned().collect();
@@ -342,7 +364,10 @@ impl TableProvider for CorrectedTable {
     fn schema(&self) -> SchemaRef {
         match self.which {
             Corrected::Class => class_schema(&self.inner.schema()),
-            Corrected::Attribute | Corrected::AttrDef => self.inner.schema(),
+            Corrected::Attribute | Corrected::Namespace => {
+                acls_as_lists(&self.inner.schema(), self.which)
+            }
+            Corrected::AttrDef => self.inner.schema(),
         }
     }
 
@@ -361,7 +386,24 @@ impl TableProvider for CorrectedTable {
             Corrected::Class => self.correct_class(state).await?,
             Corrected::Attribute => self.correct_attribute(state).await?,
             Corrected::AttrDef => self.correct_attrdef(state).await?,
+            Corrected::Namespace => read_all(&self.inner, state).await?,
         };
+        let schema = self.schema();
+        let batches = batches
+            .into_iter()
+            .map(|batch| {
+                let columns = schema
+                    .fields()
+                    .iter()
+                    .zip(batch.columns())
+                    .map(|(field, column)| match field.data_type() == column.data_type() {
+                        true => column.clone(),
+                        false => arrow::array::new_null_array(field.data_type(), batch.num_rows()),
+                    })
+                    .collect();
+                RecordBatch::try_new(schema.clone(), columns)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         MemTable::try_new(self.schema(), vec![batches])?
             .scan(state, projection, filters, limit)
             .await
