@@ -41,6 +41,8 @@ pub struct Options {
     pub rows: u64,
     /// Seconds each freshness rate runs.
     pub freshness_secs: f64,
+    /// Sluice's `--barrier-interval-ms`: milliseconds between checkpoints.
+    pub barrier_interval_ms: u64,
     /// Where to write the report (a Markdown section of `docs/benchmarks.md`), if anywhere.
     pub out: Option<PathBuf>,
     /// The command line, for the report.
@@ -74,7 +76,7 @@ struct Line {
 /// Runs every scenario; returns the report as Markdown (also written to `options.out`).
 pub async fn run(options: &Options) -> anyhow::Result<String> {
     let upstream = Upstream::start().await?;
-    let mut sluice = Sluice::start_with_barrier_interval(1000).await?;
+    let mut sluice = Sluice::start_with_barrier_interval(options.barrier_interval_ms).await?;
     let outcome = scenarios(options, &upstream, &mut sluice).await;
     let lines =
         outcome.with_context(|| format!("{}\n{}", sluice.log_tail(), upstream.log_tail()))?;

@@ -1,6 +1,6 @@
 //! `bench/run`: the benchmarks of docs/benchmarks.md (see `driver.rs`).
 //!
-//! Usage: `bench/run [--rows N] [--freshness-secs S] [--no-write]`. Runs as a Cargo bench
+//! Usage: `bench/run [--rows N] [--freshness-secs S] [--barrier-interval-ms M] [--no-write]`. Runs as a Cargo bench
 //! target, so Cargo builds Sluice with the release profile first and the driver can use the
 //! e2e harness (a real `sluice` process, a private Postgres and MariaDB).
 
@@ -22,6 +22,7 @@ fn main() -> anyhow::Result<()> {
     let mut options = driver::Options {
         rows: 10_000_000,
         freshness_secs: 10.0,
+        barrier_interval_ms: 1000,
         out: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md")),
         command: String::new(),
     };
@@ -37,9 +38,11 @@ fn main() -> anyhow::Result<()> {
         match arg.as_str() {
             "--rows" => options.rows = value().parse()?,
             "--freshness-secs" => options.freshness_secs = value().parse()?,
+            "--barrier-interval-ms" => options.barrier_interval_ms = value().parse()?,
             "--no-write" => options.out = None,
             other => anyhow::bail!(
-                "unknown argument {other}; usage: bench/run [--rows N] [--freshness-secs S] [--no-write]"
+                "unknown argument {other}; usage: bench/run [--rows N] [--freshness-secs S] \
+                 [--barrier-interval-ms M] [--no-write]"
             ),
         }
     }
