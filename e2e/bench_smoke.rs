@@ -9,6 +9,7 @@ async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
     let options = Options {
         rows: 10_000,
         freshness_secs: 3.0,
+        barrier_interval_ms: 1000,
         out: None,
         command: "bench/run --rows 10000".into(),
     };
