@@ -252,6 +252,8 @@ struct Decoder {
     position: u64,
     /// The furthest WAL position any frame named.
     received: u64,
+    /// Tables an upstream `TRUNCATE` emptied, which Sluice does not apply (see the warning).
+    truncated: Vec<String>,
 }
 
 impl Decoder {
@@ -320,6 +322,19 @@ impl Decoder {
             LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
                 let change = self.change(relation_id, true, &old_tuple)?;
                 self.push(change)?;
+            }
+            LogicalReplicationMessage::Truncate { relation_ids, .. } => {
+                // Not applied yet (README): say so loudly, once per table and decoding.
+                for id in relation_ids {
+                    let table = self.relations.get(&id).cloned();
+                    let table = table.unwrap_or_else(|| format!("relation {id}"));
+                    tracing::warn!(
+                        %table,
+                        "upstream TRUNCATE is not applied: the CDC table keeps its rows and no \
+                         longer matches the upstream; DROP and CREATE it again to copy it afresh"
+                    );
+                    self.truncated.push(table);
+                }
             }
             LogicalReplicationMessage::Commit { end_lsn, .. } => {
                 let mut txn = self.open.take().ok_or_else(|| Error::Upstream {
@@ -494,6 +509,23 @@ mod tests {
         );
         assert_eq!(batch.position, 200);
         assert_eq!(decoder.take(), Batch { changes: vec![], position: 200 }, "handed on once");
+    }
+
+    #[test]
+    fn a_truncate_is_noticed_and_leaves_the_rest_of_its_transaction_whole() {
+        let mut decoder = Decoder::default();
+        let truncate = LogicalReplicationMessage::Truncate { relation_ids: vec![16384], flags: 0 };
+        for message in [begin(), relation(), insert(&[Some("1"), Some("a")]), truncate] {
+            decoder.frame(&wal(message, 100)).unwrap();
+        }
+        decoder.frame(&wal(insert(&[Some("2"), Some("b")]), 100)).unwrap();
+        decoder.frame(&wal(commit(120), 120)).unwrap();
+        assert_eq!(decoder.truncated, ["public.t"]);
+        let batch = decoder.take();
+        assert_eq!(
+            lines(&batch),
+            ["public.t false 120 [1, a] [] false", "public.t false 120 [2, b] [] false"]
+        );
     }
 
     #[test]
