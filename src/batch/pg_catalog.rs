@@ -33,6 +33,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog, TableId};
+use crate::sql::functions::shaped_like;
 use crate::storage::store::Store;
 use crate::types::{DEFAULT_NUMERIC, DataType};
 
@@ -506,12 +507,7 @@ pub fn catalog_udfs(
                             .then(|| view_query(&table.definition))
                     })
                     .collect();
-                Ok(match &args[0] {
-                    ColumnarValue::Scalar(_) => ColumnarValue::Scalar(
-                        datafusion::scalar::ScalarValue::try_from_array(&out, 0)?,
-                    ),
-                    ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out)),
-                })
+                shaped_like(&args[0], Arc::new(out))
             });
         ScalarUDF::from(datafusion::logical_expr::SimpleScalarUDF::new_with_signature(
             "pg_get_viewdef",
@@ -573,12 +569,7 @@ pub fn catalog_udfs(
             let array = args[0].to_array(1)?;
             let sizes = array.as_primitive::<arrow::datatypes::Int64Type>();
             let out: StringArray = sizes.iter().map(|s| s.map(size_pretty)).collect();
-            Ok(match &args[0] {
-                ColumnarValue::Scalar(_) => {
-                    ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?)
-                }
-                ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out)),
-            })
+            shaped_like(&args[0], Arc::new(out))
         }),
     );
     // Sluice has no COMMENT ON and no user-defined functions: there is no description, and no
@@ -660,12 +651,7 @@ fn map_int64(
     let array = arg.to_array(1)?;
     let values = array.as_primitive::<arrow::datatypes::Int64Type>();
     let out: Int64Array = values.iter().map(&f).collect();
-    Ok(match arg {
-        ColumnarValue::Scalar(_) => {
-            ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?)
-        }
-        ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out)),
-    })
+    shaped_like(arg, Arc::new(out))
 }
 
 /// A size in bytes as Postgres's `pg_size_pretty` prints it: bytes below 10 kB, then the

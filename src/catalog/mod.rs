@@ -47,6 +47,11 @@ pub struct ColumnCatalog {
 }
 
 impl ColumnCatalog {
+    /// A visible column of `data_type`, without a `varchar` declaration or a default.
+    pub fn new(name: impl Into<String>, data_type: DataType) -> Self {
+        Self { name: name.into(), data_type, hidden: false, varchar: None, default: None }
+    }
+
     /// `field`, this column's, marked with what its Arrow type does not say: jsonb, or a
     /// `varchar` declaration. Query results and views of the column carry the marks.
     pub fn mark(&self, field: arrow::datatypes::Field) -> arrow::datatypes::Field {

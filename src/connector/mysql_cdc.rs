@@ -339,13 +339,7 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
     };
     for (name, data_type, column_type, collation) in columns {
         let data_type = map_type(&data_type, &column_type);
-        out.columns.push(ColumnCatalog {
-            name,
-            data_type,
-            hidden: false,
-            varchar: None,
-            default: None,
-        });
+        out.columns.push(ColumnCatalog::new(name, data_type));
         // The collation decides how a text key is paged (see `key_column`).
         out.upstream_types.push(match collation {
             Some(collation) if data_type == DataType::Varchar => {
@@ -751,13 +745,7 @@ mod tests {
             schema: "shop".into(),
             name: "t".into(),
             columns: ["id", "name", "code"]
-                .map(|n| ColumnCatalog {
-                    name: n.into(),
-                    data_type: DataType::Varchar,
-                    hidden: false,
-                    varchar: None,
-                    default: None,
-                })
+                .map(|n| ColumnCatalog::new(n, DataType::Varchar))
                 .to_vec(),
             upstream_types: vec![
                 "bigint(20)".into(),

@@ -110,13 +110,7 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
     for row in &columns {
         let (name, ty, typtype, category): (String, String, String, String) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
-        out.columns.push(ColumnCatalog {
-            name,
-            data_type: map_type(&ty, &typtype, &category),
-            hidden: false,
-            varchar: None,
-            default: None,
-        });
+        out.columns.push(ColumnCatalog::new(name, map_type(&ty, &typtype, &category)));
         out.upstream_types.push(ty);
     }
     out.set_key(&pk_names)?;

@@ -310,13 +310,7 @@ fn bind_cdc_columns(
                 }
             }
         }
-        columns.push(ColumnCatalog {
-            name,
-            data_type: declared,
-            hidden: false,
-            varchar: None,
-            default: None,
-        });
+        columns.push(ColumnCatalog::new(name, declared));
         mapping.push(index);
     }
     for constraint in &create.constraints {

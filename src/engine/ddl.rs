@@ -344,11 +344,8 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
     if pk.is_empty() {
         let row_id = columns.len();
         columns.push(ColumnCatalog {
-            name: ROW_ID_COLUMN.into(),
-            data_type: DataType::Int64,
             hidden: true,
-            varchar: None,
-            default: None,
+            ..ColumnCatalog::new(ROW_ID_COLUMN, DataType::Int64)
         });
         return Ok((columns, vec![row_id]));
     }

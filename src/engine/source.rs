@@ -57,30 +57,12 @@ impl Engine {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
         let mut columns = vec![
-            ColumnCatalog {
-                name: "partition".into(),
-                data_type: DataType::Int32,
-                hidden: false,
-                varchar: None,
-                default: None,
-            },
-            ColumnCatalog {
-                name: "lsn".into(),
-                data_type: DataType::Int64,
-                hidden: false,
-                varchar: None,
-                default: None,
-            },
+            ColumnCatalog::new("partition", DataType::Int32),
+            ColumnCatalog::new("lsn", DataType::Int64),
         ];
         if options.get("connector").map(String::as_str) == Some("mysql-cdc") {
             // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
-            columns.push(ColumnCatalog {
-                name: "gtid".into(),
-                data_type: DataType::Varchar,
-                hidden: false,
-                varchar: None,
-                default: None,
-            });
+            columns.push(ColumnCatalog::new("gtid", DataType::Varchar));
         }
         let mut state = TableCatalog::new_table(
             state_id,

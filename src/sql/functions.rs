@@ -120,6 +120,18 @@ pub fn session_user_udf(user: &str) -> ScalarUDF {
     )
 }
 
+/// `out`, one value per row of `arg`, as the result of a function of `arg`: a scalar when `arg`
+/// was one.
+pub fn shaped_like(
+    arg: &ColumnarValue,
+    out: arrow::array::ArrayRef,
+) -> datafusion::error::Result<ColumnarValue> {
+    Ok(match arg {
+        ColumnarValue::Scalar(_) => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+        ColumnarValue::Array(_) => ColumnarValue::Array(out),
+    })
+}
+
 /// `current_setting(name [, missing_ok])`: the value `SHOW name` gives, from `settings`; an
 /// unknown name is an error (42704), or NULL when `missing_ok`.
 pub fn current_setting_udf(settings: std::collections::HashMap<String, String>) -> ScalarUDF {
@@ -153,13 +165,7 @@ pub fn current_setting_udf(settings: std::collections::HashMap<String, String>) 
                     }
                 }
             }
-            let out = out.finish();
-            Ok(match &args[0] {
-                ColumnarValue::Scalar(_) => {
-                    ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-                }
-                ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out)),
-            })
+            shaped_like(&args[0], Arc::new(out.finish()))
         });
     ScalarUDF::from(datafusion::logical_expr::SimpleScalarUDF::new_with_signature(
         "current_setting",

@@ -465,13 +465,7 @@ fn relaxed(schema: &Schema) -> Schema {
 }
 
 fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
-    Ok(ColumnCatalog {
-        name: name.to_owned(),
-        data_type: DataType::from_arrow(ty)?,
-        hidden: false,
-        varchar: None,
-        default: None,
-    })
+    Ok(ColumnCatalog::new(name.to_owned(), DataType::from_arrow(ty)?))
 }
 
 /// The function and argument of an aggregate expression.

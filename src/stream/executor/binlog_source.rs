@@ -291,13 +291,7 @@ mod tests {
 
     /// The state table of a mysql-cdc source, as `CREATE SOURCE` makes it.
     fn state() -> Arc<TableCatalog> {
-        let column = |name: &str, data_type| ColumnCatalog {
-            name: name.into(),
-            data_type,
-            hidden: false,
-            varchar: None,
-            default: None,
-        };
+        let column = |name: &str, data_type| ColumnCatalog::new(name, data_type);
         let columns = vec![
             column("partition", DataType::Int32),
             column("lsn", DataType::Int64),

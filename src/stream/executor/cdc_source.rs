@@ -531,13 +531,7 @@ mod tests {
 
     /// The offset table of a source, as `CREATE SOURCE` makes it: `(partition int, lsn bigint)`.
     fn state() -> Arc<TableCatalog> {
-        let column = |name: &str, data_type| ColumnCatalog {
-            name: name.into(),
-            data_type,
-            hidden: false,
-            varchar: None,
-            default: None,
-        };
+        let column = |name: &str, data_type| ColumnCatalog::new(name, data_type);
         let columns = vec![column("partition", DataType::Int32), column("lsn", DataType::Int64)];
         let mut state =
             TableCatalog::new_table(TableId(20), "s".into(), columns, vec![0], String::new());

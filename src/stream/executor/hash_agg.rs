@@ -533,13 +533,7 @@ mod tests {
         let columns = types
             .iter()
             .enumerate()
-            .map(|(i, t)| ColumnCatalog {
-                name: format!("s{i}"),
-                data_type: DataType::from_arrow(t).unwrap(),
-                hidden: false,
-                varchar: None,
-                default: None,
-            })
+            .map(|(i, t)| ColumnCatalog::new(format!("s{i}"), DataType::from_arrow(t).unwrap()))
             .collect();
         let pk = (0..pk_len).collect();
         let mut table =

@@ -346,31 +346,16 @@ pub(crate) mod tests {
     /// a trailing `_degree` for the left side of a left outer join.
     fn side_table(id: u32, shape: Shape, degree: bool) -> Arc<TableCatalog> {
         let types = schema(shape.header);
-        let mut columns = vec![ColumnCatalog {
-            name: "join_key_0".into(),
-            data_type: DataType::from_arrow(types.field(0).data_type()).unwrap(),
-            hidden: false,
-            varchar: None,
-            default: None,
-        }];
+        let mut columns = vec![ColumnCatalog::new(
+            "join_key_0",
+            DataType::from_arrow(types.field(0).data_type()).unwrap(),
+        )];
         for field in types.fields() {
             let data_type = DataType::from_arrow(field.data_type()).unwrap();
-            columns.push(ColumnCatalog {
-                name: field.name().clone(),
-                data_type,
-                hidden: false,
-                varchar: None,
-                default: None,
-            });
+            columns.push(ColumnCatalog::new(field.name().clone(), data_type));
         }
         if degree {
-            columns.push(ColumnCatalog {
-                name: "_degree".into(),
-                data_type: DataType::Int64,
-                hidden: false,
-                varchar: None,
-                default: None,
-            });
+            columns.push(ColumnCatalog::new("_degree", DataType::Int64));
         }
         let pk = (0..=types.fields().len()).collect();
         let mut table =

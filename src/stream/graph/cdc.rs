@@ -78,13 +78,7 @@ impl StreamGraph {
             columns: cdc
                 .upstream_names
                 .iter()
-                .map(|n| ColumnCatalog {
-                    name: n.clone(),
-                    data_type: DataType::Varchar,
-                    hidden: false,
-                    varchar: None,
-                    default: None,
-                })
+                .map(|n| ColumnCatalog::new(n.clone(), DataType::Varchar))
                 .collect(),
             upstream_types: cdc.upstream_types.clone(),
             pk: cdc.upstream_pk.clone(),

@@ -484,15 +484,7 @@ mod tests {
     const JOB: TableId = TableId(3);
 
     fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
-        cols.iter()
-            .map(|&(name, data_type)| ColumnCatalog {
-                name: name.into(),
-                data_type,
-                hidden: false,
-                varchar: None,
-                default: None,
-            })
-            .collect()
+        cols.iter().map(|&(name, data_type)| ColumnCatalog::new(name, data_type)).collect()
     }
 
     /// The upstream `(k int primary key, v bigint)`, all rows in one vnode (no distribution

@@ -1141,28 +1141,14 @@ mod tests {
     use crate::types::DataType;
 
     fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
-        cols.iter()
-            .map(|&(name, data_type)| ColumnCatalog {
-                name: name.into(),
-                data_type,
-                hidden: false,
-                varchar: None,
-                default: None,
-            })
-            .collect()
+        cols.iter().map(|&(name, data_type)| ColumnCatalog::new(name, data_type)).collect()
     }
 
     /// The backfill of upstream `public.t (id int primary key, x text, v text)` into the table
     /// `(id int primary key, v varchar)` (upstream columns 0 and 2). The source is never
     /// connected to: these tests read no page and fill no unchanged column.
     fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
-        let text = |n: &str| ColumnCatalog {
-            name: n.into(),
-            data_type: DataType::Varchar,
-            hidden: false,
-            varchar: None,
-            default: None,
-        };
+        let text = |n: &str| ColumnCatalog::new(n, DataType::Varchar);
         let table = TableCatalog::new_table(
             TableId(10),
             "t".into(),

@@ -47,7 +47,7 @@ pub const ROW_COUNT: &str = "row_count";
 pub const CDC_OFFSET: &str = "cdc_offset";
 
 fn column(name: &str, data_type: DataType) -> ColumnCatalog {
-    ColumnCatalog { name: name.into(), data_type, hidden: false, varchar: None, default: None }
+    ColumnCatalog::new(name, data_type)
 }
 
 /// The columns of a stream scan's progress table, for an upstream keyed by `pk`.
@@ -306,13 +306,7 @@ mod tests {
     use crate::stream::test_utils::dedent;
 
     fn key_column() -> ColumnCatalog {
-        ColumnCatalog {
-            name: "id".into(),
-            data_type: DataType::Int32,
-            hidden: true,
-            varchar: None,
-            default: None,
-        }
+        ColumnCatalog { hidden: true, ..ColumnCatalog::new("id", DataType::Int32) }
     }
 
     fn names(columns: &[ColumnCatalog]) -> Vec<String> {
