@@ -5,7 +5,9 @@
 //! - a restart while a CDC snapshot is in progress and a view reads the table: every actor's
 //!   first message must be a barrier, or the view's scan fails and the server exits;
 //! - a partitioned upstream table: its partitions' changes arrive as the table's;
-//! - a key-changing update of a row with TOASTed values keeps them.
+//! - a key-changing update of a row with TOASTed values keeps them;
+//! - an upstream `TRUNCATE`, mid-snapshot, after it and across a kill, empties the table and
+//!   its views.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -261,4 +263,94 @@ async fn toasted_key_change(upstream: &Upstream, server: &Sluice) -> anyhow::Res
         converges(&client, &up, &query, &query).await.with_context(|| table.to_owned())?;
     }
     Ok(())
+}
+
+#[tokio::test]
+async fn an_upstream_truncate_empties_the_table_mid_snapshot_after_it_and_across_a_kill()
+-> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = truncates(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// The snapshot rows the CDC backfill of the table created last has read, by its state table
+/// (internal tables are named after their relation's id).
+async fn last_rows_read(client: &Client) -> anyhow::Result<i64> {
+    let tables = text_rows(client, "SHOW INTERNAL TABLES").await?;
+    let state = tables
+        .iter()
+        .filter_map(|r| r[0].clone())
+        .filter(|n| n.contains("streamcdcscan"))
+        .max_by_key(|n| n.split('_').nth(3).and_then(|id| id.parse::<u32>().ok()))
+        .with_context(|| format!("no CDC state table in {tables:?}"))?;
+    let sql = format!("SELECT coalesce(sum(row_count), 0)::bigint FROM {state}");
+    Ok(text_rows(client, &sql).await?[0][0].as_deref().unwrap_or("0").parse()?)
+}
+
+async fn truncates(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE big (id bigint PRIMARY KEY, v int);
+         INSERT INTO big SELECT i, i % 1000 FROM generate_series(1, 200000) AS i;
+         CREATE TABLE small (id int PRIMARY KEY, v text);
+         INSERT INTO small SELECT i, 's' || i FROM generate_series(1, 1000) AS i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    let view = "SELECT v % 10 AS k, count(*) AS n, sum(v) AS s FROM big GROUP BY v % 10";
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE small (*) FROM pg TABLE 'public.small';
+             SET background_ddl = true;
+             SET backfill_rate_limit = 5000;
+             CREATE TABLE big (*) WITH (snapshot.batch_size = '200', backfill.parallelism = '2')
+               FROM pg TABLE 'public.big';
+             CREATE MATERIALIZED VIEW big_sum AS {view};"
+        ))
+        .await?;
+    retry_until(Duration::from_secs(60), || async {
+        let done = last_rows_read(&client).await?;
+        ensure!(done >= 2000, "{done} rows read");
+        Ok(())
+    })
+    .await?;
+    // Mid-snapshot, in one transaction with changes before and after it: the snapshot ends,
+    // and the table holds what was written after the truncate.
+    up.batch_execute(
+        "BEGIN;
+         UPDATE big SET v = -1 WHERE id <= 10;
+         TRUNCATE big, small;
+         INSERT INTO big SELECT i, i % 7 FROM generate_series(1, 500) AS i;
+         INSERT INTO small VALUES (1, 'after');
+         COMMIT;
+         INSERT INTO big VALUES (1000000, 5);",
+    )
+    .await?;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
+    let read = last_rows_read(&client).await?;
+    ensure!(read < 100_000, "the snapshot went on after the truncate: {read} rows read");
+    converges(&client, &up, "SELECT id, v FROM big", "SELECT id, v FROM big")
+        .await
+        .context("after a truncate mid-snapshot")?;
+    converges(&client, &up, "SELECT id, v FROM small", "SELECT id, v FROM small").await?;
+    assert_view_matches(&client, "big_sum", view).await?;
+
+    // After the snapshot, then killed before the next checkpoint can have recorded it: the
+    // source delivers the truncate again.
+    up.batch_execute(
+        "INSERT INTO small SELECT i, 'again' FROM generate_series(2, 50) AS i;
+         TRUNCATE big;
+         INSERT INTO big VALUES (7, 7), (8, 8);",
+    )
+    .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    up.batch_execute("TRUNCATE small; INSERT INTO small VALUES (99, 'last');").await?;
+    converges(&client, &up, "SELECT id, v FROM big", "SELECT id, v FROM big").await?;
+    converges(&client, &up, "SELECT id, v FROM small", "SELECT id, v FROM small").await?;
+    assert_view_matches(&client, "big_sum", view).await?;
+    server.ensure_running()
 }

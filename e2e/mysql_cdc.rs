@@ -354,6 +354,22 @@ async fn table_scenario(
         "SELECT customer, count(*), sum(amount) FROM shop.orders GROUP BY customer",
     )
     .await?;
+    // An upstream TRUNCATE empties the table, and the view with it; rows written after it
+    // stay.
+    upstream
+        .execute(
+            "TRUNCATE TABLE shop.orders;
+             INSERT INTO shop.orders VALUES (1, 5, 1.00, 'after'), (2, 6, 2.00, 'after');",
+        )
+        .await?;
+    assert_converges(&client, upstream, query, upstream_query).await?;
+    assert_converges(
+        &client,
+        upstream,
+        "SELECT customer, n, total FROM per_customer",
+        "SELECT customer, count(*), sum(amount) FROM shop.orders GROUP BY customer",
+    )
+    .await?;
     let progress = crate::harness::text_rows(
         &client,
         "SELECT backfill_finished, upstream_offset, source_error, slot_lag_bytes \

@@ -304,9 +304,12 @@ impl BinlogReader {
                     // (non-transactional tables): that happened.
                     "COMMIT" | "ROLLBACK" => return Ok(Some(self.commit(log_pos))),
                     q if q.starts_with('#') => {}
-                    // A statement outside a transaction (DDL): nothing for the tables, but the
-                    // position moves past it. Inside one (SAVEPOINT, ..) it moves nothing.
-                    _ if log_pos > 0 && !self.in_transaction => {
+                    // A statement outside a transaction (DDL): the position moves past it, and
+                    // a `TRUNCATE` of the source's tables is a change of its own. Inside one
+                    // (SAVEPOINT, ..) it moves nothing.
+                    q if log_pos > 0 && !self.in_transaction => {
+                        let truncated = truncated_tables(q, &query.schema(), &self.config.database);
+                        self.pending.extend(truncated.into_iter().map(RowChange::truncation));
                         return Ok(Some(self.commit(log_pos)));
                     }
                     _ => {}
@@ -405,6 +408,47 @@ impl BinlogReader {
     }
 }
 
+/// The tables of `database` that `statement` truncates, as `database.table`; `schema` is the
+/// statement's default database. Anything else (other DDL, or a statement that does not
+/// parse) truncates nothing.
+fn truncated_tables(statement: &str, schema: &str, database: &str) -> Vec<String> {
+    use datafusion::sql::sqlparser::ast::Statement;
+    use datafusion::sql::sqlparser::dialect::MySqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    if !statement.to_ascii_lowercase().contains("truncate") {
+        return Vec::new();
+    }
+    let Ok(statements) = Parser::parse_sql(&MySqlDialect {}, statement) else {
+        tracing::warn!(
+            statement,
+            "an upstream statement did not parse: if it truncated a table of the source, the \
+             CDC table keeps its rows"
+        );
+        return Vec::new();
+    };
+    let mut tables = Vec::new();
+    for statement in statements {
+        let Statement::Truncate(truncate) = statement else { continue };
+        for target in truncate.table_names {
+            let parts: Vec<String> = target
+                .name
+                .0
+                .iter()
+                .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+                .collect();
+            let (db, table) = match parts.as_slice() {
+                [table] => (schema.to_owned(), table.clone()),
+                [db, table] => (db.clone(), table.clone()),
+                _ => continue,
+            };
+            if db == database {
+                tables.push(format!("{db}.{table}"));
+            }
+        }
+    }
+    tables
+}
+
 /// A MariaDB GTID position (`0-1-42,1-1-7`), by domain; parts that do not parse are left out.
 fn parse_gtids(text: &str) -> BTreeMap<u32, (u32, u64)> {
     text.split(',')
@@ -438,9 +482,7 @@ fn row_changes(
         table: table.to_owned(),
         delete,
         values,
-        unchanged: Vec::new(),
-        replaces: false,
-        lsn: 0,
+        ..RowChange::default()
     };
     match (before, after) {
         (None, Some(after)) => vec![change(false, after)],
@@ -915,5 +957,22 @@ mod tests {
         assert_eq!(kinds(unknown), [(true, "1".to_owned()), (false, "1".to_owned())]);
         assert_eq!(kinds(row_changes("d.t", None, None, row("3", "c"))), [(false, "3".to_owned())]);
         assert_eq!(kinds(row_changes("d.t", None, row("3", "c"), None)), [(true, "3".to_owned())]);
+    }
+
+    #[test]
+    fn a_truncate_names_the_tables_of_the_source_database_it_empties() {
+        let cases = [
+            ("TRUNCATE TABLE t", vec!["shop.t"]),
+            ("truncate `t`", vec!["shop.t"]),
+            ("TRUNCATE TABLE shop.t", vec!["shop.t"]),
+            ("TRUNCATE TABLE `other`.`t`", vec![]),
+            ("/* c */ TRUNCATE t", vec!["shop.t"]),
+            ("CREATE TABLE t (id int)", vec![]),
+            ("ALTER TABLE t ADD truncate int", vec![]),
+        ];
+        for (statement, tables) in cases {
+            assert_eq!(truncated_tables(statement, "shop", "shop"), tables, "{statement}");
+        }
+        assert_eq!(truncated_tables("TRUNCATE t", "other", "shop"), Vec::<String>::new());
     }
 }

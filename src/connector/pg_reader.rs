@@ -386,8 +386,9 @@ fn key_column(table: &UpstreamTable, index: usize) -> String {
     }
 }
 
-/// A change of one row, from a committed upstream transaction.
-#[derive(Debug, Clone, PartialEq)]
+/// A change of one row, from a committed upstream transaction; or an upstream `TRUNCATE` of the
+/// table, which deletes every row ([`RowChange::truncate`]).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RowChange {
     /// `schema.table` of the row (unquoted).
     pub table: String,
@@ -404,6 +405,15 @@ pub struct RowChange {
     pub replaces: bool,
     /// The end LSN of the transaction's commit record: every change of the transaction has it.
     pub lsn: u64,
+    /// The table was truncated: every row goes (`delete` is set, and there are no values).
+    pub truncate: bool,
+}
+
+impl RowChange {
+    /// An upstream `TRUNCATE` of `table` (`schema.table`); the commit gives its LSN.
+    pub fn truncation(table: String) -> Self {
+        Self { table, delete: true, truncate: true, ..Self::default() }
+    }
 }
 
 /// Adds a table to the publication unless it is there already.

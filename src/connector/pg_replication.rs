@@ -252,8 +252,6 @@ struct Decoder {
     position: u64,
     /// The furthest WAL position any frame named.
     received: u64,
-    /// Tables an upstream `TRUNCATE` emptied, which Sluice does not apply (see the warning).
-    truncated: Vec<String>,
 }
 
 impl Decoder {
@@ -324,16 +322,15 @@ impl Decoder {
                 self.push(change)?;
             }
             LogicalReplicationMessage::Truncate { relation_ids, .. } => {
-                // Not applied yet (README): say so loudly, once per table and decoding.
                 for id in relation_ids {
-                    let table = self.relations.get(&id).cloned();
-                    let table = table.unwrap_or_else(|| format!("relation {id}"));
-                    tracing::warn!(
-                        %table,
-                        "upstream TRUNCATE is not applied: the CDC table keeps its rows and no \
-                         longer matches the upstream; DROP and CREATE it again to copy it afresh"
-                    );
-                    self.truncated.push(table);
+                    let table =
+                        self.relations.get(&id).cloned().ok_or_else(|| Error::Upstream {
+                            code: "XX000",
+                            message: format!(
+                                "a truncate of relation {id} came before its description"
+                            ),
+                        })?;
+                    self.push(RowChange::truncation(table))?;
                 }
             }
             LogicalReplicationMessage::Commit { end_lsn, .. } => {
@@ -376,7 +373,7 @@ impl Decoder {
             .filter(|(_, c)| c.is_unchanged())
             .map(|(i, _)| i)
             .collect();
-        Ok(RowChange { table, delete, values, unchanged, replaces: false, lsn: 0 })
+        Ok(RowChange { table, delete, values, unchanged, ..RowChange::default() })
     }
 
     /// The ready transactions and the position, handed on.
@@ -455,12 +452,16 @@ mod tests {
         LogicalReplicationMessage::Insert { relation_id: 16384, tuple: tuple(values) }
     }
 
-    /// The changes of a batch, one per line: `table delete lsn values unchanged replaces`.
+    /// The changes of a batch, one per line: `table delete lsn values unchanged replaces`, or
+    /// `table truncate lsn`.
     fn lines(batch: &Batch) -> Vec<String> {
         batch
             .changes
             .iter()
             .map(|c| {
+                if c.truncate {
+                    return format!("{} truncate {}", c.table, c.lsn);
+                }
                 let values: Vec<_> = c.values.iter().map(|v| v.as_deref().unwrap_or(".")).collect();
                 format!(
                     "{} {} {} [{}] {:?} {}",
@@ -512,7 +513,7 @@ mod tests {
     }
 
     #[test]
-    fn a_truncate_is_noticed_and_leaves_the_rest_of_its_transaction_whole() {
+    fn a_truncate_is_a_change_in_its_place_in_the_transaction() {
         let mut decoder = Decoder::default();
         let truncate = LogicalReplicationMessage::Truncate { relation_ids: vec![16384], flags: 0 };
         for message in [begin(), relation(), insert(&[Some("1"), Some("a")]), truncate] {
@@ -520,11 +521,14 @@ mod tests {
         }
         decoder.frame(&wal(insert(&[Some("2"), Some("b")]), 100)).unwrap();
         decoder.frame(&wal(commit(120), 120)).unwrap();
-        assert_eq!(decoder.truncated, ["public.t"]);
         let batch = decoder.take();
         assert_eq!(
             lines(&batch),
-            ["public.t false 120 [1, a] [] false", "public.t false 120 [2, b] [] false"]
+            [
+                "public.t false 120 [1, a] [] false",
+                "public.t truncate 120",
+                "public.t false 120 [2, b] [] false"
+            ]
         );
     }
 

@@ -13,8 +13,8 @@ use arrow::array::ArrayRef;
 
 use crate::chunk::StreamChunk;
 use crate::error::Result;
-use crate::ids::{Epoch, TableId};
-use crate::storage::keycodec::{encode_keys, encode_keys_into, table_prefix};
+use crate::ids::{Epoch, TableId, VirtualNode};
+use crate::storage::keycodec::{encode_keys, encode_keys_into, table_prefix, vnode_prefix};
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
 
@@ -121,8 +121,44 @@ impl StateTable {
         Ok(out)
     }
 
+    /// Empties the key ranges `start..end` of `ranges`: every row there, committed or not, is
+    /// deleted, without a write per row (the checkpoint deletes the ranges).
+    pub fn clear_ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) {
+        self.buffer.clear_ranges(ranges);
+    }
+
+    /// The key ranges of `vnodes` (sorted), adjacent vnodes in one range.
+    pub fn vnode_ranges(&self, vnodes: &[VirtualNode]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut ranges: Vec<(u16, u16)> = Vec::new();
+        for vnode in vnodes.iter().map(|v| v.0) {
+            match ranges.last_mut() {
+                Some((_, end)) if *end == vnode => *end = vnode + 1,
+                _ => ranges.push((vnode, vnode + 1)),
+            }
+        }
+        // The end of the last vnode is the prefix of vnode 256, below the next table's keys.
+        let prefix = |v: u16| vnode_prefix(self.table_id, VirtualNode(v)).to_vec();
+        ranges.into_iter().map(|(start, end)| (prefix(start), prefix(end))).collect()
+    }
+
+    /// What the uncommitted writes say of `key`, newest first: a write, or a delete when a
+    /// clear covers it; `None` when only the committed data can tell.
     fn overlay_get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.buffer.get(key).or_else(|| self.sealed.iter().rev().find_map(|(_, b)| b.get(key)))
+        let sealed = self.sealed.iter().rev().map(|(_, b)| b.as_ref());
+        for buffer in [&self.buffer].into_iter().chain(sealed) {
+            if let Some(value) = buffer.get(key) {
+                return Some(value);
+            }
+            if buffer.clears(key) {
+                return Some(None);
+            }
+        }
+        None
+    }
+
+    /// The uncommitted buffers, oldest first.
+    fn overlays(&self) -> Vec<&WriteBuffer> {
+        self.sealed.iter().map(|(_, b)| b.as_ref()).chain([&self.buffer]).collect()
     }
 
     /// Up to `limit` current rows with `start <= key < end`, in key order, including writes not
@@ -134,17 +170,28 @@ impl StateTable {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let snapshot = self.store.snapshot();
+        let overlays = self.overlays();
         let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        let last = snapshot.scan(start, end, limit, |k, v| {
-            rows.insert(k.to_vec(), Some(v.to_vec()));
-            Ok(())
-        })?;
+        let mut last = None;
+        for (from, to) in uncleared(start, end, &overlays) {
+            if rows.len() >= limit {
+                break;
+            }
+            let scanned = snapshot.scan(&from, &to, limit - rows.len(), |k, v| {
+                rows.insert(k.to_vec(), Some(v.to_vec()));
+                Ok(())
+            })?;
+            last = scanned.or(last);
+        }
         // Committed rows are complete up to `last` when the scan hit its limit, else to `end`.
         let upper = match (&last, rows.len() >= limit) {
             (Some(last), true) => Bound::Included(last.as_slice()),
             _ => Bound::Excluded(end),
         };
-        for buffer in self.sealed.iter().map(|(_, b)| b.as_ref()).chain([&self.buffer]) {
+        for buffer in overlays {
+            if !buffer.cleared().is_empty() {
+                rows.retain(|k, _| !buffer.clears(k));
+            }
             let writes = buffer.range(start, upper);
             rows.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
@@ -161,19 +208,33 @@ impl StateTable {
         last: bool,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         // Uncommitted writes of the range, newest winning.
+        let overlays = self.overlays();
         let mut overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        for buffer in self.sealed.iter().map(|(_, b)| b.as_ref()).chain([&self.buffer]) {
+        for buffer in &overlays {
+            if !buffer.cleared().is_empty() {
+                overlay.retain(|k, _| !buffer.clears(k));
+            }
             let writes = buffer.range(start, Bound::Excluded(end));
             overlay.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
         let mut committed = None;
-        self.store.snapshot().scan_until(start, end, last, |k, v| {
-            if overlay.contains_key(k) {
-                return Ok(true);
+        let snapshot = self.store.snapshot();
+        let mut parts = uncleared(start, end, &overlays);
+        if last {
+            parts.reverse();
+        }
+        for (from, to) in parts {
+            snapshot.scan_until(&from, &to, last, |k, v| {
+                if overlay.contains_key(k) {
+                    return Ok(true);
+                }
+                committed = Some((k.to_vec(), v.to_vec()));
+                Ok(false)
+            })?;
+            if committed.is_some() {
+                break;
             }
-            committed = Some((k.to_vec(), v.to_vec()));
-            Ok(false)
-        })?;
+        }
         let mut present = overlay.into_iter().filter_map(|(k, v)| Some((k, v?)));
         let written = if last { present.next_back() } else { present.next() };
         Ok(match (committed, written) {
@@ -204,6 +265,31 @@ impl StateTable {
     }
 }
 
+/// The parts of `start..end` that no clear of `overlays` covers, in key order: where the
+/// committed rows still count.
+fn uncleared(start: &[u8], end: &[u8], overlays: &[&WriteBuffer]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut cleared: Vec<&(Vec<u8>, Vec<u8>)> = overlays.iter().flat_map(|b| b.cleared()).collect();
+    cleared.sort();
+    let mut parts = Vec::new();
+    let mut from = start.to_vec();
+    for (clear_start, clear_end) in cleared {
+        if clear_start.as_slice() >= end {
+            break;
+        }
+        if clear_end.as_slice() <= from.as_slice() {
+            continue;
+        }
+        if clear_start.as_slice() > from.as_slice() {
+            parts.push((from, clear_start.clone()));
+        }
+        from = clear_end.clone();
+    }
+    if from.as_slice() < end {
+        parts.push((from, end.to_vec()));
+    }
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use arrow::array::{Int32Array, Int64Array, RecordBatch};
@@ -223,6 +309,63 @@ mod tests {
         )
         .unwrap();
         StreamChunk::new(ops, data)
+    }
+
+    #[test]
+    fn a_cleared_range_hides_older_rows_until_and_after_its_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut table = StateTable::new(store.clone(), TableId(3), vec![0], 1);
+        let ids: Vec<i64> = (1..=8).collect();
+        let part = |r: std::ops::Range<usize>| {
+            let ids = ids[r].to_vec();
+            chunk(vec![Op::Insert; ids.len()], ids.clone(), ids.iter().map(|&i| i as i32).collect())
+        };
+        let all = part(0..8);
+        let mut keys = table.keys(all.columns(), all.len()).unwrap();
+        keys.sort();
+        let rows = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> { keys[range].to_vec() };
+        table.write_chunk(&part(0..4)).unwrap();
+        table.commit(Epoch(1));
+        store.commit(Epoch(1)).unwrap();
+        table.write_chunk(&part(4..7)).unwrap();
+        table.commit(Epoch(2));
+        table.write_chunk(&part(7..8)).unwrap();
+        // Clear the middle of the key space: keys[2]..keys[6].
+        table.clear_ranges(&[(keys[2].clone(), keys[6].clone())]);
+        let (start, end) = table.full_range();
+        let listed = |table: &StateTable, limit: usize| -> Vec<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut from = start.clone();
+            loop {
+                let page = table.iter_range(&from, &end, limit).unwrap();
+                let Some((last, _)) = page.last() else { break };
+                from = [last.as_slice(), &[0]].concat();
+                out.extend(page.into_iter().map(|(k, _)| k));
+            }
+            out
+        };
+        let kept = [rows(0..2), rows(6..8)].concat();
+        for limit in [1, 2, 100] {
+            assert_eq!(listed(&table, limit), kept, "limit {limit}");
+        }
+        let present: Vec<bool> = keys.iter().map(|k| table.get(k).unwrap().is_some()).collect();
+        assert_eq!(present, [true, true, false, false, false, false, true, true]);
+        let edge = |last| table.edge_of_range(&keys[2], &end, last).unwrap().map(|(k, _)| k);
+        assert_eq!((edge(false), edge(true)), (Some(keys[6].clone()), Some(keys[7].clone())));
+        assert_eq!(table.edge_of_range(&keys[2], &keys[6], false).unwrap(), None);
+        // A row written after the clear stays.
+        let unsorted = table.keys(all.columns(), all.len()).unwrap();
+        let middle = unsorted.iter().position(|k| *k == keys[3]).unwrap();
+        table.write_chunk(&part(middle..middle + 1)).unwrap();
+        let kept = [rows(0..2), rows(3..4), rows(6..8)].concat();
+        assert_eq!(listed(&table, 2), kept);
+        table.commit(Epoch(3));
+        store.commit(Epoch(3)).unwrap();
+        table.commit(Epoch(4));
+        let durable: Vec<bool> = keys.iter().map(|k| store.get(k).unwrap().is_some()).collect();
+        assert_eq!(durable, [true, true, false, true, false, false, true, true]);
+        assert_eq!(listed(&table, 3), kept);
     }
 
     #[test]

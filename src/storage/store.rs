@@ -159,6 +159,9 @@ impl Store {
         let state = self.state_cf();
         let mut batch = WriteBatch::default();
         for buffer in buffers.values().flatten() {
+            for (start, end) in buffer.cleared() {
+                batch.delete_range_cf(state, start, end);
+            }
             for (key, value) in buffer.writes() {
                 match value {
                     Some(v) => batch.put_cf(state, key, v),

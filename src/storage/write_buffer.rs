@@ -8,6 +8,10 @@
 //! range read. A buffer written once and committed (a backfill's epoch) is sorted exactly once.
 //!
 //! Reads see the newest write of each key: `Some(value)` for a put, `None` for a delete.
+//!
+//! A buffer may also empty key ranges ([`WriteBuffer::clear_ranges`]): every row stored there
+//! before the buffer's epoch, or written by the buffer before the clear, is gone, and the
+//! commit deletes the ranges before it writes the buffer's rows.
 
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -50,6 +54,8 @@ pub struct WriteBuffer {
     hasher: DefaultHashBuilder,
     order: Mutex<Order>,
     live: usize,
+    /// Key ranges `start..end` emptied before the buffer's writes, sorted and disjoint.
+    cleared: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for WriteBuffer {
@@ -69,9 +75,44 @@ impl WriteBuffer {
         self.live
     }
 
-    /// Whether nothing was written.
+    /// Whether nothing was written or cleared.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.live == 0 && self.cleared.is_empty()
+    }
+
+    /// Empties the key ranges `start..end` of `ranges`: the rows stored there, and the ones this
+    /// buffer wrote there, are gone; later writes are not.
+    pub fn clear_ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) {
+        let inside =
+            |key: &[u8]| ranges.iter().any(|(s, e)| s.as_slice() <= key && key < e.as_slice());
+        let mut kept = WriteBuffer::new();
+        for (key, value) in self.writes().filter(|(k, _)| !inside(k)) {
+            kept.insert(key, value);
+        }
+        kept.cleared = std::mem::take(&mut self.cleared);
+        kept.cleared.extend(ranges.iter().cloned());
+        kept.cleared.sort();
+        kept.cleared.dedup_by(|next, prev| {
+            // Overlapping or touching ranges merge into `prev`.
+            if next.0 <= prev.1 {
+                prev.1 = prev.1.clone().max(next.1.clone());
+                true
+            } else {
+                false
+            }
+        });
+        *self = kept;
+    }
+
+    /// The ranges emptied before the buffer's writes, sorted and disjoint.
+    pub fn cleared(&self) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.cleared
+    }
+
+    /// Whether `key` lies in a range this buffer emptied.
+    pub fn clears(&self, key: &[u8]) -> bool {
+        let at = self.cleared.partition_point(|(start, _)| start.as_slice() <= key);
+        at > 0 && key < self.cleared[at - 1].1.as_slice()
     }
 
     /// Puts `value` under `key` (`None`: deletes it), replacing an earlier write of `key`.
@@ -190,6 +231,29 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn a_cleared_range_drops_the_earlier_writes_in_it_and_keeps_the_later_ones() {
+        let mut buffer = WriteBuffer::new();
+        buffer.insert(b"a", Some(b"1"));
+        buffer.insert(b"c", Some(b"2"));
+        buffer.insert(b"e", None);
+        assert!(!buffer.clears(b"c"));
+        buffer.clear_ranges(&[(b"d".to_vec(), b"f".to_vec()), (b"b".to_vec(), b"d".to_vec())]);
+        assert_eq!(buffer.cleared(), [(b"b".to_vec(), b"f".to_vec())], "merged, in order");
+        assert_eq!(
+            (buffer.get(b"a"), buffer.get(b"c"), buffer.get(b"e")),
+            (Some(Some(&b"1"[..])), None, None)
+        );
+        let clears: Vec<bool> =
+            [&b"a"[..], b"b", b"c", b"e", b"f"].iter().map(|k| buffer.clears(k)).collect();
+        assert_eq!(clears, [false, true, true, true, false]);
+        buffer.insert(b"c", Some(b"3"));
+        assert_eq!(buffer.iter(), [(&b"a"[..], Some(&b"1"[..])), (&b"c"[..], Some(&b"3"[..]))]);
+        let mut only_cleared = WriteBuffer::new();
+        only_cleared.clear_ranges(&[(b"x".to_vec(), b"y".to_vec())]);
+        assert!(!only_cleared.is_empty(), "a clear alone is still to commit");
+    }
 
     #[test]
     fn newest_write_wins_and_ranges_are_ordered() {

@@ -118,6 +118,14 @@ pub struct Watermark {
     pub value: ScalarValue,
 }
 
+/// The error of an executor other than a materialize that receives [`Message::Truncate`]:
+/// only the table's materialize, right below its input, can take one.
+pub fn unexpected_truncate(executor: &str) -> crate::error::Error {
+    crate::error::Error::Stream(format!(
+        "{executor} received a truncate, which only a materialize takes"
+    ))
+}
+
 /// One item of a stream between executors.
 #[derive(Debug, Clone)]
 pub enum Message {
@@ -127,4 +135,8 @@ pub enum Message {
     Barrier(Barrier),
     /// A progress promise on one column.
     Watermark(Watermark),
+    /// Every row of the relation this stream feeds is deleted (an upstream `TRUNCATE` of a
+    /// CDC table). Dispatchers send it to every downstream actor; a materialize deletes the
+    /// rows of its vnodes and emits their deletes, so nothing below it sees this message.
+    Truncate,
 }

@@ -306,7 +306,7 @@ impl Executor for MockSource {
 
 /// Text forms of messages, for assertions.
 pub trait Pretty {
-    /// The text form (chunks as tables, barriers as `barrier <epoch it ends>`), one message
+    /// The text form (chunks as tables, barriers as `barrier <epoch it ends>`, `truncate`), one message
     /// after another separated by blank lines.
     fn pretty(&self) -> String;
 }
@@ -317,6 +317,7 @@ impl Pretty for Message {
             Message::Chunk(chunk) => chunk.to_pretty(),
             Message::Barrier(b) => format!("barrier {}", b.epoch.prev.0),
             Message::Watermark(w) => format!("watermark c{} {}", w.col_idx, w.value),
+            Message::Truncate => "truncate".to_owned(),
         }
     }
 }

@@ -338,11 +338,9 @@ mod tests {
             .iter()
             .map(|id| RowChange {
                 table: "shop.t".into(),
-                delete: false,
                 values: vec![Some((*id).to_owned())],
-                unchanged: Vec::new(),
-                replaces: false,
                 lsn: position,
+                ..RowChange::default()
             })
             .collect();
         let gtid = (!gtid.is_empty()).then(|| gtid.to_owned());
@@ -363,10 +361,10 @@ mod tests {
         assert!(
             source.on_transaction(Ok(transaction(&["3"], 130, "0-1-8", true))).unwrap().is_none()
         );
-        let expected = "T B I [T] [u] B
-                        + shop.t false 100 [1] . false
-                        + shop.t false 100 [2] . false
-                        + shop.t false 130 [3] . false";
+        let expected = "T B I [T] [u] B B
+                        + shop.t false 100 [1] . false false
+                        + shop.t false 100 [2] . false false
+                        + shop.t false 130 [3] . false false";
         assert_eq!(source.flush().unwrap().to_pretty(), dedent(expected));
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
@@ -383,7 +381,10 @@ mod tests {
         // A part of the next transaction is emitted; a checkpoint now still records 100.
         source.on_transaction(Ok(transaction(&["2"], 150, "", false))).unwrap();
         let part = source.flush().unwrap();
-        assert_eq!(part.to_pretty(), dedent("T B I [T] [u] B\n+ shop.t false 150 [2] . false"));
+        assert_eq!(
+            part.to_pretty(),
+            dedent("T B I [T] [u] B B\n+ shop.t false 150 [2] . false false")
+        );
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
         assert_eq!(stored(&store), dedent("i I T\n+ 0 100 0-1-7"));

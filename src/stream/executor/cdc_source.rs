@@ -8,9 +8,10 @@
 //! or below it, so every change reaches the tables exactly once. Upstream failures are logged,
 //! shown in `rw_cdc_progress`, and the stream started again with backoff.
 //!
-//! A change row is `table | delete | lsn | values | unchanged | replaces`: `values` is the row
-//! as Postgres prints it, a list of text (one item per upstream column, NULL for NULL or not
-//! sent), and `unchanged` the list of upstream column indices the change did not send. The
+//! A change row is `table | delete | lsn | values | unchanged | replaces | truncate`: `values`
+//! is the row as Postgres prints it, a list of text (one item per upstream column, NULL for
+//! NULL or not sent), and `unchanged` the list of upstream column indices the change did not
+//! send. An upstream `TRUNCATE` is a row of its own, with `truncate` set and no values. The
 //! stream is shared by every CDC table of the source, tables of different columns and types,
 //! so the values stay text here: each table's backfill picks its rows by `table` and casts them
 //! to its own column types ([`Changes`] reads the columns back, typed).
@@ -59,8 +60,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The schema of the rows a source emits, one per change (see the module docs): `table`
 /// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
-/// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none) and
-/// `replaces` (see [`RowChange::replaces`]).
+/// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none),
+/// `replaces` (see [`RowChange::replaces`]) and `truncate` (see [`RowChange::truncate`]).
 pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("table", ArrowType::Utf8, false),
@@ -69,6 +70,7 @@ pub fn change_schema() -> SchemaRef {
         Field::new("values", ArrowType::new_list(ArrowType::Utf8, true), false),
         Field::new("unchanged", index_list_type(), true),
         Field::new("replaces", ArrowType::Boolean, false),
+        Field::new("truncate", ArrowType::Boolean, false),
     ]))
 }
 
@@ -82,6 +84,8 @@ pub struct Changes<'a> {
     pub lsn: &'a Int64Array,
     /// Whether each change replaces its row (see [`RowChange::replaces`]).
     pub replaces: &'a BooleanArray,
+    /// Whether each change is a truncate of its table (it has no values).
+    pub truncate: &'a BooleanArray,
     values: &'a ListArray,
     unchanged: &'a ListArray,
 }
@@ -102,6 +106,7 @@ impl<'a> Changes<'a> {
             values: columns[3].as_list(),
             unchanged: columns[4].as_list(),
             replaces: columns[5].as_boolean(),
+            truncate: columns[6].as_boolean(),
         })
     }
 
@@ -498,6 +503,7 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
         Arc::new(values.finish()) as _,
         Arc::new(unchanged.finish()) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
+        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.truncate)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }
@@ -572,11 +578,9 @@ mod tests {
     fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
         RowChange {
             table: table.into(),
-            delete: false,
             values: values.iter().map(|v| v.map(String::from)).collect(),
-            unchanged: Vec::new(),
-            replaces: false,
             lsn,
+            ..RowChange::default()
         }
     }
 
@@ -586,13 +590,15 @@ mod tests {
             insert("public.t", 100, &[Some("1"), Some("a")]),
             RowChange { delete: true, ..insert("public.t", 100, &[Some("2"), None]) },
             insert("public.u", 130, &[Some("3")]),
+            RowChange { lsn: 140, ..RowChange::truncation("public.t".into()) },
         ];
         let chunk = changes_chunk(&changes).unwrap();
         assert_eq!(chunk.schema(), change_schema());
-        let expected = "T B I [T] [u] B
-                        + public.t false 100 [1, a] . false
-                        + public.t true 100 [2, .] . false
-                        + public.u false 130 [3] . false";
+        let expected = "T B I [T] [u] B B
+                        + public.t false 100 [1, a] . false false
+                        + public.t true 100 [2, .] . false false
+                        + public.u false 130 [3] . false false
+                        + public.t true 140 [] . false true";
         assert_eq!(chunk.to_pretty(), dedent(expected));
     }
 
@@ -609,10 +615,10 @@ mod tests {
             },
             RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
         ];
-        let expected = "T B I [T] [u] B
-                        + public.t false 100 [1, a, .] [2] false
-                        + public.t false 100 [2, ., .] [1, 2] false
-                        + public.t false 100 [4, d, .] . true";
+        let expected = "T B I [T] [u] B B
+                        + public.t false 100 [1, a, .] [2] false false
+                        + public.t false 100 [2, ., .] [1, 2] false false
+                        + public.t false 100 [4, d, .] . true false";
         assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
     }
 
@@ -774,9 +780,9 @@ mod tests {
             insert("public.u", 130, &[Some("3")]),
         ];
         let chunk = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap().unwrap();
-        let expected = "T B I [T] [u] B
-                        + public.t false 130 [2] . false
-                        + public.u false 130 [3] . false";
+        let expected = "T B I [T] [u] B B
+                        + public.t false 130 [2] . false false
+                        + public.u false 130 [3] . false false";
         assert_eq!(chunk.to_pretty(), dedent(expected));
         assert_eq!(reader.emitted, 150, "nothing commits at or below 150 unsent");
         // A keepalive's position alone moves the offset, with nothing to emit.

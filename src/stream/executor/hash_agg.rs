@@ -24,7 +24,7 @@ use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
-use crate::stream::message::{Message, Op, StreamChunk};
+use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
 /// An aggregate function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +128,7 @@ impl Executor for HashAggExecutor {
                         yield Message::Barrier(barrier);
                     }
                     Message::Watermark(_) => {}
+                    Message::Truncate => Err(unexpected_truncate("an aggregate"))?,
                 }
             }
         }

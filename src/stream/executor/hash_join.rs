@@ -29,7 +29,7 @@ use crate::stream::eval::eval;
 use crate::stream::executor::filter::filter_chunk;
 use crate::stream::executor::left_join::left_outer_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
-use crate::stream::message::{Barrier, Message, Op, StreamChunk};
+use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
 
 /// One input of the join.
 pub struct JoinSide {
@@ -108,6 +108,7 @@ pub fn align(
                 (Message::Barrier(b), true) => left_barrier = Some(b),
                 (Message::Barrier(b), false) => right_barrier = Some(b),
                 (Message::Watermark(_), _) => {}
+                (Message::Truncate, _) => Err(unexpected_truncate("a join"))?,
             }
             if left_barrier.is_some() && right_barrier.is_some() {
                 right_barrier = None;

@@ -8,6 +8,11 @@
 //! In upsert mode (CDC tables) a chunk may carry one more column, named [`UNCHANGED_COLUMN`]
 //! and typed as [`unchanged_field`]: per row, the indices of the table columns an update did
 //! not send, which keep their stored value. A chunk without it holds plain inserts.
+//!
+//! A [`Message::Truncate`] (an upstream `TRUNCATE` of a CDC table) deletes every row of the
+//! executor's vnodes: it emits their deletes page by page, so views downstream retract them,
+//! and empties the vnodes' key ranges in the state table with one range delete each at the
+//! checkpoint, so the write does not grow with the table.
 
 use std::collections::HashMap;
 
@@ -16,6 +21,7 @@ use arrow::datatypes::{Field, SchemaRef};
 use futures::StreamExt;
 
 use crate::error::Result;
+use crate::ids::VirtualNode;
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
@@ -31,18 +37,30 @@ pub fn unchanged_field() -> Field {
     Field::new(UNCHANGED_COLUMN, index_list_type(), true)
 }
 
+/// Rows per chunk of the deletes a truncate emits.
+const TRUNCATE_PAGE: usize = 4096;
+
 /// Applies every change to a state table and passes it on.
 pub struct MaterializeExecutor {
     input: BoxedExecutor,
     table: StateTable,
     schema: SchemaRef,
     upsert: bool,
+    /// The vnodes whose rows this executor stores: what a truncate deletes.
+    vnodes: Vec<VirtualNode>,
 }
 
 impl MaterializeExecutor {
     /// Materializes `input` into `table`, whose rows have `schema`.
     pub fn new(input: BoxedExecutor, table: StateTable, schema: SchemaRef) -> Self {
-        Self { input, table, schema, upsert: false }
+        let vnodes = (0..VirtualNode::COUNT).map(|v| VirtualNode(v as u16)).collect();
+        Self { input, table, schema, upsert: false, vnodes }
+    }
+
+    /// The same executor storing only the rows of `vnodes` (its share of a fragment).
+    pub fn owning(mut self, vnodes: Vec<VirtualNode>) -> Self {
+        self.vnodes = vnodes;
+        self
     }
 
     /// Materializes upserts: an insert replaces the row with its key, a delete needs only the
@@ -50,13 +68,13 @@ impl MaterializeExecutor {
     /// views see the same as from a DML-fed table. CDC tables use this, which also makes a
     /// change applied twice harmless.
     pub fn upsert(input: BoxedExecutor, table: StateTable, schema: SchemaRef) -> Self {
-        Self { input, table, schema, upsert: true }
+        Self { upsert: true, ..Self::new(input, table, schema) }
     }
 }
 
 impl Executor for MaterializeExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, mut table, schema, upsert } = *self;
+        let Self { input, mut table, schema, upsert, vnodes } = *self;
         async_stream::try_stream! {
             let mut input = input.execute();
             while let Some(msg) = input.next().await {
@@ -82,6 +100,19 @@ impl Executor for MaterializeExecutor {
                         }
                         Message::Barrier(barrier)
                     }
+                    Message::Truncate => {
+                        let ranges = table.vnode_ranges(&vnodes);
+                        for (start, end) in &ranges {
+                            let mut from = start.clone();
+                            while let Some((deletes, next)) = stored_page(&table, &schema, &from, end)? {
+                                yield Message::Chunk(deletes);
+                                let Some(next) = next else { break };
+                                from = next;
+                            }
+                        }
+                        table.clear_ranges(&ranges);
+                        continue;
+                    }
                     watermark => watermark,
                 };
                 yield msg;
@@ -93,6 +124,31 @@ impl Executor for MaterializeExecutor {
     fn identity(&self) -> &str {
         "MaterializeExecutor"
     }
+}
+
+/// The deletes of the stored rows from `from` on, below `end`, a page at a time, and where the
+/// next page starts (`None`: the range ends with this page); `None` when no row is left.
+fn stored_page(
+    table: &StateTable,
+    schema: &SchemaRef,
+    from: &[u8],
+    end: &[u8],
+) -> Result<Option<(StreamChunk, Option<Vec<u8>>)>> {
+    let rows = table.iter_range(from, end, TRUNCATE_PAGE)?;
+    let Some((last, _)) = rows.last() else { return Ok(None) };
+    let next = (rows.len() == TRUNCATE_PAGE).then(|| [last.as_slice(), &[0]].concat());
+    let types: Vec<crate::types::DataType> = schema
+        .fields()
+        .iter()
+        .map(|f| crate::types::DataType::from_arrow(f.data_type()))
+        .collect::<Result<_>>()?;
+    let all: Vec<usize> = (0..types.len()).collect();
+    let mut decoder = RowDecoder::new(&types, &all, rows.len());
+    for (_, value) in &rows {
+        decoder.push(value)?;
+    }
+    let data = RecordBatch::try_new(schema.clone(), decoder.finish())?;
+    Ok(Some((StreamChunk::new(vec![Op::Delete; rows.len()], data), next)))
 }
 
 /// Turns upserts into exact changes against the stored rows: an insert over an existing row
@@ -238,14 +294,27 @@ mod tests {
         upsert: bool,
         input: impl IntoIterator<Item = Message>,
     ) -> (String, String) {
+        materialize_vnodes(header, upsert, None, input).await
+    }
+
+    /// [`materialize`] by an executor owning only `vnodes`, if given.
+    async fn materialize_vnodes(
+        header: &str,
+        upsert: bool,
+        vnodes: Option<Vec<VirtualNode>>,
+        input: impl IntoIterator<Item = Message>,
+    ) -> (String, String) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let input = MockSource::boxed(input);
         let (table, schema) = (state_table(&store), schema(header));
-        let executor = match upsert {
+        let mut executor = match upsert {
             true => MaterializeExecutor::upsert(input, table, schema.clone()),
             false => MaterializeExecutor::new(input, table, schema.clone()),
         };
+        if let Some(vnodes) = vnodes {
+            executor = executor.owning(vnodes);
+        }
         let out = run(Box::new(executor)).await;
         // Commits every epoch the barriers ended.
         store.commit(Epoch(100)).unwrap();
@@ -457,5 +526,69 @@ mod tests {
         let (out, stored) = materialize("i T", true, input).await;
         assert_eq!(out, dedent("i T\n+ 1 a\n\nbarrier 1"));
         assert_eq!(stored, "i T\n+ 1 a");
+    }
+
+    #[tokio::test]
+    async fn a_truncate_emits_the_deletes_of_every_stored_row_and_later_rows_stay() {
+        let input = [
+            upserts("i I T [u]\n+ 1 10 a .\n+ 2 20 b ."),
+            barrier(1),
+            upserts("i I T [u]\n+ 3 30 c .\n+ 2 21 bb ."),
+            Message::Truncate,
+            upserts("i I T [u]\n+ 2 22 . .\n+ 4 40 d ."),
+            barrier(2),
+        ];
+        let (out, stored) = materialize("i I T", true, input).await;
+        // The deletes are of the rows as they stand, committed or written this epoch; the
+        // rows after the truncate are new rows, not updates.
+        let expected = "i I T
+                        + 1 10 a
+                        + 2 20 b
+
+                        barrier 1
+
+                        i I T
+                        + 3 30 c
+                        U- 2 20 b
+                        U+ 2 21 bb
+
+                        i I T
+                        - 1 10 a
+                        - 2 21 bb
+                        - 3 30 c
+
+                        i I T
+                        + 2 22 .
+                        + 4 40 d
+
+                        barrier 2";
+        assert_eq!(out, dedent(expected));
+        assert_eq!(stored, dedent("i I T\n+ 2 22 .\n+ 4 40 d"));
+    }
+
+    #[tokio::test]
+    async fn a_truncate_of_an_empty_table_emits_nothing_and_pages_big_ones() {
+        let (out, stored) = materialize("i I", false, [Message::Truncate, barrier(1)]).await;
+        assert_eq!((out.as_str(), stored.as_str()), ("barrier 1", "i I"));
+        let rows: String = (0..TRUNCATE_PAGE + 1).map(|i| format!("\n+ {i} {i}")).collect();
+        let input = [chunk(&format!("i I{rows}")), barrier(1), Message::Truncate, barrier(2)];
+        let (out, stored) = materialize("i I", false, input).await;
+        let pages: Vec<usize> = out
+            .split("\n\n")
+            .filter(|m| m.contains("\n- "))
+            .map(|m| m.lines().count() - 1)
+            .collect();
+        assert_eq!(pages, [TRUNCATE_PAGE, 1]);
+        assert_eq!(stored, "i I");
+    }
+
+    #[tokio::test]
+    async fn a_truncate_deletes_only_the_rows_of_the_executors_vnodes() {
+        // Every row of the test table is in vnode 0.
+        let input = [chunk("i I\n+ 1 10"), barrier(1), Message::Truncate, barrier(2)];
+        let (out, stored) =
+            materialize_vnodes("i I", false, Some(vec![VirtualNode(1)]), input).await;
+        assert_eq!(out, dedent("i I\n+ 1 10\n\nbarrier 1\n\nbarrier 2"));
+        assert_eq!(stored, "i I\n+ 1 10");
     }
 }

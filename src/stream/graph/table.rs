@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{ActorId, TableCatalog, TableId};
 use crate::error::{Error, Result};
-use crate::stream::dispatch::Output;
+use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::dml::DmlExecutor;
 use crate::stream::executor::materialize::MaterializeExecutor;
@@ -49,15 +49,16 @@ impl StreamGraph {
         let (senders, receivers) = channels(n);
         let mut ids = Vec::with_capacity(n);
         let mut executors = Vec::with_capacity(n);
-        for rx in receivers {
+        for (i, rx) in receivers.into_iter().enumerate() {
             let input = input_of(vec![rx], &self.store);
             let state = table.state_table(self.store.clone());
             let schema = table.full_schema();
-            let root: BoxedExecutor = if upsert {
-                Box::new(MaterializeExecutor::upsert(input, state, schema))
+            let materialize = if upsert {
+                MaterializeExecutor::upsert(input, state, schema)
             } else {
-                Box::new(MaterializeExecutor::new(input, state, schema))
+                MaterializeExecutor::new(input, state, schema)
             };
+            let root: BoxedExecutor = Box::new(materialize.owning(owned_vnodes(i, n)));
             ids.push(self.new_actor_id());
             executors.push(root);
         }

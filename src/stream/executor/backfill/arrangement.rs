@@ -40,7 +40,7 @@ use crate::stream::executor::backfill::status::{
 };
 use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
-use crate::stream::message::{Barrier, Message, StreamChunk};
+use crate::stream::message::{Barrier, Message, StreamChunk, unexpected_truncate};
 
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
@@ -297,6 +297,9 @@ impl Backfill {
                 Step::Upstream(Some(msg)) => match msg? {
                     Message::Chunk(chunk) => self.buffer.push(chunk),
                     Message::Watermark(_) => {}
+                    Message::Truncate => {
+                        return Err(unexpected_truncate("an arrangement backfill"));
+                    }
                     barrier @ Message::Barrier(_) => return Ok(Some(barrier)),
                 },
                 Step::ReadSnapshot => {

@@ -72,7 +72,7 @@ use crate::stream::executor::backfill::status::{
 use crate::stream::executor::cdc_source::Changes;
 use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
-use crate::stream::message::{Message, Op, StreamChunk};
+use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 use crate::types::{CastMode, cast_to};
 
 /// Snapshot rows asked for per epoch, at most (see the arrangement backfill).
@@ -164,8 +164,8 @@ impl Executor for CdcBackfillExecutor {
                     Event::Upstream(None) => break,
                     Event::Upstream(Some(msg)) => match msg? {
                         Message::Chunk(chunk) => {
-                            if let Some(chunk) = backfill.on_changes(&chunk).await? {
-                                yield Message::Chunk(chunk);
+                            for msg in backfill.on_changes(&chunk).await? {
+                                yield msg;
                             }
                         }
                         Message::Barrier(barrier) => {
@@ -174,6 +174,7 @@ impl Executor for CdcBackfillExecutor {
                             yield Message::Barrier(barrier);
                         }
                         Message::Watermark(_) => {}
+                        Message::Truncate => Err(unexpected_truncate("a CDC backfill"))?,
                     },
                 }
             }
@@ -313,6 +314,8 @@ type PageRead = Pin<Box<dyn Future<Output = PageDone> + Send>>;
 /// A page read: the split, the rows asked for, the connection (if there is one) and the page
 /// with its low offset.
 struct PageDone {
+    /// [`CdcBackfill::generation`] when the read started.
+    generation: u64,
     split: usize,
     asked: usize,
     session: Option<UpstreamSession>,
@@ -339,6 +342,9 @@ struct CdcBackfill {
     /// The rows read, as far as committed checkpoints record them.
     shown_rows: CommittedRows,
     store: Arc<Store>,
+    /// How many upstream truncates this run has applied: a page whose read started before the
+    /// last one is dropped when it arrives.
+    generation: u64,
 }
 
 impl CdcBackfill {
@@ -363,6 +369,7 @@ impl CdcBackfill {
             shown_rows: CommittedRows::default(),
             store,
             config,
+            generation: 0,
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
         if persisted.num_rows() > 0 {
@@ -588,6 +595,7 @@ impl CdcBackfill {
         }
         let index = self.splits.iter().position(|s| !s.finished && !s.reading)?;
         self.limiter.consume(asked);
+        let generation = self.generation;
         let split = &mut self.splits[index];
         split.reading = true;
         // On a task of its own: receiving and casting a page can use another core than the
@@ -607,15 +615,21 @@ impl CdcBackfill {
                 Ok(done) => done,
                 Err(e) => (None, Err(Error::Stream(format!("a snapshot page read failed: {e}")))),
             };
-            PageDone { split: index, asked, session, page }
+            PageDone { generation, split: index, asked, session, page }
         }))
     }
 
     /// Applies a page read: its rows, then the changes held back while it was read. A short page
     /// finishes its split. Upstream errors are retried after the next barrier.
     fn on_page(&mut self, done: PageDone) -> Result<Vec<StreamChunk>> {
-        let PageDone { split: index, asked, session, page } = done;
+        let PageDone { generation, split: index, asked, session, page } = done;
         self.splits[index].reading = false;
+        if generation != self.generation {
+            // Read across an upstream truncate, which ended the snapshot: the page may hold
+            // rows the truncate deleted.
+            self.splits[index].session = session;
+            return Ok(Vec::new());
+        }
         let (page, low) = match page {
             Ok(read) => read,
             Err(e @ Error::Upstream { .. }) => {
@@ -847,18 +861,71 @@ impl CdcBackfill {
         Ok(keys.into_iter().map(|k| k[KEY_PREFIX_LEN..].to_vec()).collect())
     }
 
-    /// Applies the merge rule to changes from the source; returns the ones to emit. Changes to
-    /// rows beyond the cursor of a split with a page in flight are held until it is applied.
-    async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Option<StreamChunk>> {
+    /// Takes the source's changes to this table, in order: row changes go through the merge
+    /// rule ([`Self::merge_changes`]), and a truncate ends the snapshot ([`Self::truncate`])
+    /// and goes on to the materialize, which deletes every row.
+    async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Vec<Message>> {
         let changes = Changes::of(chunk)?;
         let rows: Vec<usize> =
             (0..chunk.len()).filter(|&i| changes.table.value(i) == self.upstream_name).collect();
+        let mut out = Vec::new();
+        for run in rows.split_inclusive(|&i| changes.truncate.value(i)) {
+            let &last = run.last().expect("runs are not empty");
+            let truncates = changes.truncate.value(last);
+            let rows = if truncates { &run[..run.len() - 1] } else { run };
+            if let Some(chunk) = self.merge_changes(&changes, rows).await? {
+                out.push(Message::Chunk(chunk));
+            }
+            if truncates {
+                self.truncate(changes.lsn.value(last) as u64);
+                out.push(Message::Truncate);
+            }
+        }
+        Ok(out)
+    }
+
+    /// An upstream `TRUNCATE`, committed at `lsn`: the table is empty there, and each row it
+    /// holds later was written by a change after the truncate, which the source delivers. So
+    /// the snapshot has nothing left to read: every split finishes, what was held or applied
+    /// ahead is forgotten (the truncate deletes it), pages in flight are dropped when they
+    /// arrive (they may have been read before the truncate), and every later change applies.
+    /// A crash before the checkpoint that records it loses the epoch, and the source delivers
+    /// the truncate again.
+    fn truncate(&mut self, lsn: u64) {
+        tracing::info!(table = %self.upstream_name, lsn, "an upstream TRUNCATE emptied the table");
+        self.generation += 1;
+        if self.splits.is_empty() {
+            self.splits.push(Split::new(self.upstream_name.clone(), SplitRange::default(), None));
+        }
+        for split in &mut self.splits {
+            split.finished = true;
+            split.dirty = true;
+            split.held.clear();
+            split.ahead.clear();
+            split.pages.clear();
+            split.settled = None;
+        }
+        if !matches!(self.phase, Phase::Done { .. }) {
+            self.phase = Phase::Finishing;
+            self.last_error = None;
+            self.config.barrier.request_checkpoint();
+        }
+    }
+
+    /// Applies the merge rule to the changes `rows` (none a truncate); returns the ones to
+    /// emit. Changes to rows beyond the cursor of a split with a page in flight are held until
+    /// it is applied.
+    async fn merge_changes(
+        &mut self,
+        changes: &Changes<'_>,
+        rows: &[usize],
+    ) -> Result<Option<StreamChunk>> {
         if rows.is_empty() {
             return Ok(None);
         }
-        let fetched = self.fetch_unchanged(&changes, &rows).await?;
-        let data = self.typed(|u| fetched.gather(&changes, &rows, u))?;
-        let unchanged = self.unchanged_columns(&changes, &rows);
+        let fetched = self.fetch_unchanged(changes, rows).await?;
+        let data = self.typed(|u| fetched.gather(changes, rows, u))?;
+        let unchanged = self.unchanged_columns(changes, rows);
         let all_sent: Vec<bool> = (0..rows.len())
             .map(|i| unchanged.is_null(i) || unchanged.value_length(i) == 0)
             .collect();
@@ -1137,7 +1204,7 @@ mod tests {
     use super::*;
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
     use crate::stream::barrier::BarrierManager;
-    use crate::stream::test_utils::{MockSource, barrier, dedent, run};
+    use crate::stream::test_utils::{MockSource, Pretty, barrier, dedent, run};
     use crate::types::DataType;
 
     fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
@@ -1248,19 +1315,28 @@ mod tests {
         let page = SnapshotPage { columns, last_key };
         let c = &b.config;
         let page = typed_page(&c.table, &c.upstream_columns, page).unwrap();
-        PageDone { split, asked, session: None, page: Ok((page, CdcOffset::Postgres { lsn: low })) }
+        let page = Ok((page, CdcOffset::Postgres { lsn: low }));
+        PageDone { generation: b.generation, split, asked, session: None, page }
     }
 
-    /// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`.
+    /// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`,
+    /// or `upstream-table truncate lsn`.
     fn changes(lines: &str) -> StreamChunk {
-        StreamChunk::from_pretty(&format!("T B I [T] [u] B\n{lines}"))
+        let lines: Vec<String> = lines
+            .lines()
+            .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t"),
+                _ => format!("{line} f"),
+            })
+            .collect();
+        StreamChunk::from_pretty(&format!("T B I [T] [u] B B\n{}", lines.join("\n")))
     }
 
     /// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
     async fn apply(b: &mut CdcBackfill, lines: &str) -> String {
         match b.on_changes(&changes(lines)).await.unwrap() {
-            Some(chunk) => chunk.to_pretty(),
-            None => "-".into(),
+            out if out.is_empty() => "-".into(),
+            out => out.as_slice().pretty(),
         }
     }
 
@@ -1616,5 +1692,51 @@ mod tests {
         // Each key goes to the split whose range holds it: a bound belongs to the later split.
         let route = |id: i32| b.split_of(&key(&b, id)).unwrap();
         assert_eq!([-5, 8, 9, 19, 20, 99, 100, 1000].map(route), [0, 0, 1, 1, 2, 2, 3, 3]);
+    }
+
+    #[tokio::test]
+    async fn an_upstream_truncate_ends_the_snapshot_and_every_later_change_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+        read_page_of(&mut b, 0, 2, 100);
+        b.splits[0].reading = true;
+        let in_flight = page(&b, 0, &[(3, "c"), (4, "d")], 2, 150);
+        // 3 is ahead of the cursor, applied ahead and held; then the truncate, then changes
+        // committed after it, which apply whatever the cursors: the table holds nothing else.
+        let lines = "+ public.t f 150 [3, x, c] . f
+                     + public.t truncate 200
+                     + public.t f 210 [1, x, a] . f
+                     + public.t f 210 [8, x, h] . f";
+        let expected = "i T [u]\n+ 3 c .\n\ntruncate\n\ni T [u]\n+ 1 a .\n+ 8 h .";
+        assert_eq!(apply(&mut b, lines).await, expected);
+        assert!(b.splits.iter().all(|s| s.finished && s.held.is_empty() && s.ahead.is_empty()));
+        assert_eq!(b.phase, Phase::Finishing);
+        // The page read across the truncate is dropped; no split reads again.
+        assert!(b.on_page(in_flight).unwrap().is_empty());
+        assert!(b.next_read(0).is_none());
+        let lines = "+ public.t t 220 [1, ., .] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n- 1 . .");
+        // The checkpoint records every split finished: a restart reads no snapshot.
+        b.persist(Epoch(3)).unwrap();
+        assert_eq!(b.phase, Phase::Done { epoch: Epoch(3) });
+    }
+
+    #[tokio::test]
+    async fn a_truncate_before_the_splits_are_planned_still_records_the_end_of_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut config = config(&store, true);
+        config.parallelism = 2;
+        let (status, _) = watch::channel(BackfillStatus::default());
+        let mut b = CdcBackfill::load(store.clone(), config, status).unwrap();
+        assert!(b.splits.is_empty(), "planned at the first page");
+        assert_eq!(apply(&mut b, "+ public.t truncate 200").await, "truncate");
+        b.persist(Epoch(3)).unwrap();
+        store.commit(Epoch(3)).unwrap();
+        let mut config = self::config(&store, true);
+        config.parallelism = 2;
+        let (status, _) = watch::channel(BackfillStatus::default());
+        let b = CdcBackfill::load(store, config, status).unwrap();
+        assert_eq!(b.phase, Phase::Done { epoch: Epoch(0) });
     }
 }
