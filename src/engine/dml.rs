@@ -28,7 +28,7 @@ use crate::sql::parser::{Statement, parse};
 use crate::storage::keycodec::encode_keys;
 use crate::stream::executor::dml::DmlRequest;
 use crate::stream::graph::job::Job;
-use crate::stream::message::{Op, StreamChunk};
+use crate::stream::message::{Message, Op, StreamChunk};
 use crate::types::{CastMode, DataType, cast_to};
 use crate::{invalid, unsupported};
 
@@ -262,11 +262,36 @@ impl Engine {
 
     /// Sends one statement's chunks and waits until the epoch holding them is committed.
     async fn apply(&self, job: &Job, chunks: Vec<StreamChunk>) -> Result<()> {
+        self.send_changes(job, chunks.into_iter().map(Message::Chunk).collect()).await
+    }
+
+    /// `TRUNCATE [TABLE] t [, ..]`: empties each table in turn (and the views over it follow).
+    /// Sluice has no sequences and no foreign keys, so `RESTART IDENTITY` and `CASCADE` have
+    /// nothing more to do.
+    pub(crate) async fn truncate(&self, truncate: ast::Truncate) -> Result<Output> {
+        if truncate.partitions.is_some() || truncate.on_cluster.is_some() || truncate.if_exists {
+            return Err(unsupported!("TRUNCATE with PARTITION, ON CLUSTER or IF EXISTS"));
+        }
+        let tables = truncate
+            .table_names
+            .iter()
+            .map(|target| self.table(&target.name))
+            .collect::<Result<Vec<_>>>()?;
+        for table in tables {
+            let job = self.graph.job(table.id)?;
+            let _writes = job.write_lock.lock().await;
+            self.send_changes(&job, vec![Message::Truncate]).await?;
+        }
+        Ok(Output::Command(CommandTag::new("TRUNCATE TABLE")))
+    }
+
+    /// Sends one statement's changes and waits until the epoch holding them is committed.
+    async fn send_changes(&self, job: &Job, changes: Vec<Message>) -> Result<()> {
         let (reply, epoch) = oneshot::channel();
         let dml = job.dml.as_ref().ok_or_else(|| Error::Stream("not a table".into()))?;
         // A job that stopped between the lookup and the send is being recovered.
         let stopped = || Error::Recovered("the table's streaming job is being recovered".into());
-        dml.send(DmlRequest { chunks, reply }).await.map_err(|_| stopped())?;
+        dml.send(DmlRequest { changes, reply }).await.map_err(|_| stopped())?;
         let epoch = epoch.await.map_err(|_| stopped())?;
         self.wait_committed(epoch).await
     }

@@ -239,6 +239,7 @@ impl Engine {
             S::Insert(insert) => self.insert(insert).await,
             S::Update(update) => self.update(update).await,
             S::Delete(delete) => self.delete(delete).await,
+            S::Truncate(truncate) => self.truncate(truncate).await,
             S::Copy {
                 source,
                 to: false,

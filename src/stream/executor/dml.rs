@@ -11,12 +11,12 @@ use tokio::sync::{mpsc, oneshot};
 use crate::catalog::Epoch;
 use crate::error::Error;
 use crate::stream::executor::{BoxedMessageStream, Executor};
-use crate::stream::message::{Barrier, Message, StreamChunk};
+use crate::stream::message::{Barrier, Message};
 
 /// One statement's changes to a table.
 pub struct DmlRequest {
-    /// The changes, applied in order.
-    pub chunks: Vec<StreamChunk>,
+    /// The changes, applied in order: chunks, or [`Message::Truncate`] for `TRUNCATE`.
+    pub changes: Vec<Message>,
     /// Receives the epoch that holds the changes.
     pub reply: oneshot::Sender<Epoch>,
 }
@@ -71,8 +71,8 @@ impl Executor for DmlExecutor {
                         yield Message::Barrier(barrier);
                     }
                     Event::Request(request) => {
-                        for chunk in request.chunks {
-                            yield Message::Chunk(chunk);
+                        for change in request.changes {
+                            yield change;
                         }
                         // The statement may have given up waiting; its chunks still commit.
                         let _ = request.reply.send(epoch);
@@ -94,6 +94,7 @@ mod tests {
     use tokio::sync::oneshot::error::TryRecvError;
 
     use super::*;
+    use crate::stream::message::StreamChunk;
     use crate::stream::test_utils::{Pretty, dedent, run};
 
     /// A running DML executor, fed one input at a time.
@@ -119,8 +120,9 @@ mod tests {
         /// Sends a statement of `chunks` (text tables); the receiver learns its epoch.
         fn request(&self, chunks: &[&str]) -> oneshot::Receiver<Epoch> {
             let (reply, epoch) = oneshot::channel();
-            let chunks = chunks.iter().map(|c| StreamChunk::from_pretty(c)).collect();
-            self.requests.try_send(DmlRequest { chunks, reply }).unwrap();
+            let changes =
+                chunks.iter().map(|c| Message::Chunk(StreamChunk::from_pretty(c))).collect();
+            self.requests.try_send(DmlRequest { changes, reply }).unwrap();
             epoch
         }
 
