@@ -17,7 +17,8 @@
 //! transaction. It reconnects whenever the upstream goes away.
 //!
 //! Each round waits a random pause, then either SIGKILLs Sluice (sometimes with an extra burst
-//! of upstream changes while it is down) or terminates Sluice's upstream sessions; sometimes it
+//! of upstream changes while it is down, one in three of them a `TRUNCATE` of `pairs` that
+//! fills it again) or terminates Sluice's upstream sessions; sometimes it
 //! also restarts the upstream (fast shutdown) or crashes it (immediate shutdown, which sends the
 //! replication slot back to the last upstream checkpoint). After each round Sluice must still
 //! run and checkpoint (`FLUSH`), and progress must never go back: neither a job's `rows_done`
@@ -281,9 +282,12 @@ async fn chaos(
             }
             notes.push(format!("kill -9 after {pause} ms"));
             if burst {
-                burst_while_down(upstream, round, config, &mut rng).await?;
+                let truncated = burst_while_down(upstream, round, config, &mut rng).await?;
                 tally.bursts_while_down += 1;
-                notes.push("burst while down".to_owned());
+                notes.push(match truncated {
+                    true => "burst while down, with a TRUNCATE of pairs".to_owned(),
+                    false => "burst while down".to_owned(),
+                });
             }
             if let Some(crash) = upstream_fault.filter(|_| fault_while_down) {
                 fault_upstream(upstream, crash, &mut tally, &mut notes).await?;
@@ -630,22 +634,36 @@ async fn fault_upstream(
     Ok(())
 }
 
-/// One transaction of a few thousand changes to both tables while Sluice is down.
+/// One transaction of a few thousand changes to both tables while Sluice is down; one in three
+/// also truncates `pairs` and fills it again (returns whether it did).
 async fn burst_while_down(
     upstream: &Upstream,
     round: u32,
     config: &Config,
     rng: &mut Rng,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let span = config.rows * 10;
     let (x, y) = (rng.below_i64(span), rng.below_i64(span));
+    let truncate = rng.below_i64(3) == 0;
     let base = -(i64::from(round) + 1) * 1_000_000;
+    let refill = match truncate {
+        true => format!(
+            "TRUNCATE pairs;
+             INSERT INTO pairs SELECT nm, i, (i * 37 + {round}) % 1000
+               FROM unnest(ARRAY['{n0}', '{n1}']) AS nm, generate_series(0, {last}) AS i;",
+            n0 = PAIR_NAMES[0],
+            n1 = PAIR_NAMES[1],
+            last = config.pair_keys() - 1,
+        ),
+        false => String::new(),
+    };
     let sql = format!(
         "BEGIN;
          UPDATE acct SET c = coalesce(c, 0) - 1, b = 'down{round}' WHERE id >= {x} AND id < {x} + 20000;
          DELETE FROM acct WHERE id >= {y} AND id < {y} + 2000;
          INSERT INTO acct SELECT {base} - g, g % {a_range}, 'offline', g, now() FROM generate_series(1, 500) AS g;
          UPDATE pairs SET v = -v WHERE n % 13 = {m};
+         {refill}
          COMMIT;",
         a_range = 4 * config.pair_keys(),
         m = round % 13,
@@ -655,7 +673,8 @@ async fn burst_while_down(
         let up = upstream.connect("shop").await?;
         up.batch_execute(&sql).await.context("burst while down")
     })
-    .await
+    .await?;
+    Ok(truncate)
 }
 
 /// What the writer did.
