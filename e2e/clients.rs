@@ -102,7 +102,7 @@ fn people() -> Vec<Person> {
 const SELECT_PEOPLE: &str = "SELECT id, name, score, active, small, n FROM people";
 
 async fn prepared_statements(server: &Sluice) -> anyhow::Result<()> {
-    let client = server.connect().await?;
+    let mut client = server.connect().await?;
     client
         .batch_execute(
             "CREATE TABLE people (id bigint PRIMARY KEY, name varchar, score double precision, \
@@ -126,6 +126,22 @@ async fn prepared_statements(server: &Sluice) -> anyhow::Result<()> {
     let found = all.iter().map(Person::from_row).collect::<anyhow::Result<Vec<_>>>()?;
     oracle.sort_by_key(|p| p.id);
     ensure!(found == oracle, "final table:\nexpected {oracle:#?}\nfound {found:#?}");
+    // A portal read a few rows per Execute (JDBC's fetch size) suspends and resumes where it
+    // stopped.
+    let transaction = client.transaction().await?;
+    let statement = transaction.prepare(&format!("{SELECT_PEOPLE} ORDER BY id")).await?;
+    let portal = transaction.bind(&statement, &[]).await?;
+    let mut paged = Vec::new();
+    loop {
+        let rows = transaction.query_portal(&portal, 2).await?;
+        ensure!(rows.len() <= 2, "an Execute for 2 rows returned {}", rows.len());
+        if rows.is_empty() {
+            break;
+        }
+        paged.extend(rows.iter().map(Person::from_row).collect::<anyhow::Result<Vec<_>>>()?);
+    }
+    ensure!(paged == oracle, "paged read:\nexpected {oracle:#?}\nfound {paged:#?}");
+    transaction.commit().await?;
     Ok(())
 }
 
