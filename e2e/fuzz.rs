@@ -3160,7 +3160,7 @@ impl Fuzzer {
         let typed = |cols: &[Col], ty: Ty| -> Vec<String> {
             cols.iter().filter(|(_, t)| *t == Some(ty)).map(|(n, _)| n.clone()).collect()
         };
-        match rng.below(5) {
+        match rng.below(6) {
             // Filter and project, with expressions that can fail.
             0 | 1 => {
                 let mut items = Vec::new();
@@ -3281,6 +3281,35 @@ impl Fuzzer {
                         .expr(Ty::Bool, 1);
                     write!(sql, " WHERE {p}").unwrap();
                 }
+                (sql, cols, vec![l.name, r.name])
+            }
+            // Aggregates over an inner equi-join: eager aggregation pre-aggregates one side.
+            4 => {
+                let with_int: Vec<&Rel> =
+                    rels.iter().filter(|r| !typed(&r.cols, Ty::Int).is_empty()).collect();
+                let l = (*rng.pick(&with_int)).clone();
+                let r = (*rng.pick(&with_int)).clone();
+                let lk = rng.pick(&typed(&l.cols, Ty::Int)).clone();
+                let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
+                let group = format!("r.{}", rng.pick(&r.cols).0);
+                let mut items = vec![format!("{group} AS g"), "count(*) AS n".to_owned()];
+                let mut cols = vec![("g".to_owned(), None), ("n".to_owned(), Some(Ty::BigInt))];
+                for i in 0..1 + rng.below(3) {
+                    let (c, t) = rng.pick(&l.cols).clone();
+                    let exact = matches!(t, Some(Ty::Int | Ty::BigInt | Ty::Numeric));
+                    let f = match exact {
+                        true => *rng.pick(&["count", "sum", "min", "max"]),
+                        false => *rng.pick(&["count", "min", "max"]),
+                    };
+                    items.push(format!("{f}(l.{c}) AS a{i}"));
+                    cols.push((format!("a{i}"), if f == "count" { Some(Ty::BigInt) } else { t }));
+                }
+                let sql = format!(
+                    "SELECT {} FROM {} l JOIN {} r ON l.{lk} = r.{rk} GROUP BY {group}",
+                    items.join(", "),
+                    l.name,
+                    r.name
+                );
                 (sql, cols, vec![l.name, r.name])
             }
             // UNION [ALL] of two relations' columns of one type.

@@ -123,6 +123,10 @@ pub struct TableCatalog {
     /// For an internal table, what it holds.
     #[serde(default)]
     pub purpose: Option<StatePurpose>,
+    /// For a view: planned with eager aggregation ([`crate::sql::eager`]), so every later
+    /// plan of it (a restart, a rescale) is too.
+    #[serde(default)]
+    pub eager_aggregation: bool,
 }
 
 /// What an internal state table holds; also the middle of its name
@@ -278,6 +282,7 @@ impl TableCatalog {
             cdc: None,
             creating: None,
             purpose: None,
+            eager_aggregation: false,
         }
     }
 

@@ -54,7 +54,8 @@ impl Engine {
                 }
                 RelationKind::Table => self.graph.prepare_table_job(&relation),
                 RelationKind::MaterializedView => {
-                    let plan = self.plan_view(&relation.definition).await?;
+                    let plan =
+                        self.plan_view(&relation.definition, relation.eager_aggregation).await?;
                     self.graph.prepare_view_job(&relation, &plan, &|id| {
                         actor_of.get(&id).cloned().unwrap_or_default()
                     })?

@@ -216,7 +216,7 @@ impl Engine {
         use ast::Statement as S;
         match stmt {
             S::Explain { statement, .. } if is_create_materialized_view(&statement) => {
-                self.explain_materialized_view(*statement).await
+                self.explain_materialized_view(session, *statement).await
             }
             S::Query(_) | S::Explain { .. } => self.query(session, stmt).await,
             S::CreateTable(create) => self.create_table(create, session).await,

@@ -18,6 +18,7 @@ use crate::engine::session::parse_rate_limit;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
+use crate::sql::eager::eager_aggregation;
 use crate::sql::parser::{Statement, parse};
 use crate::sql::planner::{check_deterministic, plan_stream};
 use crate::stream::graph::creating::{CreatingJob, now_ms};
@@ -26,11 +27,16 @@ use crate::types::DataType;
 use crate::{invalid, unsupported};
 
 impl Engine {
-    /// Plans a view's query text into a stream plan.
-    pub(crate) async fn plan_view(&self, query: &str) -> Result<StreamPlan> {
+    /// Plans a view's query text into a stream plan, with eager aggregation if `eager`.
+    pub(crate) async fn plan_view(&self, query: &str, eager: bool) -> Result<StreamPlan> {
         let (state, plan) = self.logical_view_plan(query).await?;
-        let plan = state.optimize(&plan)?;
-        plan_stream(&state, &self.catalog, &plan)
+        let mut plan = state.optimize(&plan)?;
+        if eager {
+            plan = eager_aggregation(plan, &self.catalog)?;
+        }
+        let mut plan = plan_stream(&state, &self.catalog, &plan)?;
+        plan.eager_aggregation = eager;
+        Ok(plan)
     }
 
     /// The view query's logical plan, before optimization.
@@ -92,7 +98,7 @@ impl Engine {
         let creating =
             CreatingInfo { background: session.background_ddl()?, initialized_at_ms: now_ms() };
         let definition = view.query.to_string();
-        let plan = self.plan_view(&definition).await?;
+        let plan = self.plan_view(&definition, session.eager_aggregation()?).await?;
         let parallelism = session.streaming_parallelism()?;
         let view =
             self.register_view(name, definition, &plan, rate_limit, parallelism, creating).await?;
@@ -160,6 +166,7 @@ impl Engine {
                 cdc: None,
                 creating: None,
                 purpose: Some(slot.purpose),
+                eager_aggregation: false,
             };
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
@@ -181,6 +188,7 @@ impl Engine {
             cdc: None,
             creating: Some(creating),
             purpose: None,
+            eager_aggregation: plan.eager_aggregation,
         };
         self.catalog.create_table(view)
     }
@@ -205,9 +213,13 @@ impl Engine {
     }
 
     /// `EXPLAIN CREATE MATERIALIZED VIEW ..`: the stream plan, one operator per line.
-    pub(crate) async fn explain_materialized_view(&self, stmt: ast::Statement) -> Result<Output> {
+    pub(crate) async fn explain_materialized_view(
+        &self,
+        session: &Session,
+        stmt: ast::Statement,
+    ) -> Result<Output> {
         let ast::Statement::CreateView(view) = stmt else { unreachable!("checked by the caller") };
-        let plan = self.plan_view(&view.query.to_string()).await?;
+        let plan = self.plan_view(&view.query.to_string(), session.eager_aggregation()?).await?;
         let text = plan.explain(&view.name.to_string());
         Ok(text_rows(&["QUERY PLAN"], text.lines().map(|l| vec![l.to_owned()]).collect()))
     }

@@ -36,6 +36,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("max_identifier_length", "63"),
     ("statement_timeout", "0"),
     ("background_ddl", "false"),
+    ("eager_aggregation", "on"),
     ("backfill_rate_limit", "-1"),
     ("client_min_messages", "notice"),
     ("progress_notice_interval", "5"),
@@ -190,6 +191,21 @@ impl Session {
         }
     }
 
+    /// `eager_aggregation`: whether new views may pre-aggregate a join side
+    /// ([`crate::sql::eager`]); on unless set off.
+    pub fn eager_aggregation(&self) -> Result<bool> {
+        let Some(value) = self.vars.lock().get("eager_aggregation").cloned() else {
+            return Ok(true);
+        };
+        match value.to_lowercase().as_str() {
+            "true" | "on" | "1" | "yes" | "default" => Ok(true),
+            "false" | "off" | "0" | "no" => Ok(false),
+            _ => Err(Error::InvalidStatement(format!(
+                "eager_aggregation must be on or off, not {value}"
+            ))),
+        }
+    }
+
     /// `backfill_rate_limit`: snapshot rows per second per actor for new backfills; `None`
     /// when unset, `-1` or `DEFAULT` (no limit), `Some(0)` pauses them.
     pub fn backfill_rate_limit(&self) -> Result<Option<u64>> {
@@ -230,6 +246,7 @@ impl Session {
         // Sluice's own variables are checked when set, not when first used.
         let checked = match name.as_str() {
             "background_ddl" => self.background_ddl().map(drop),
+            "eager_aggregation" => self.eager_aggregation().map(drop),
             "backfill_rate_limit" => self.backfill_rate_limit().map(drop),
             "streaming_parallelism" => self.streaming_parallelism().map(drop),
             "progress_notice_interval" => self.progress_notice_interval().map(drop),

@@ -9,6 +9,8 @@ pub mod analyzer;
 pub mod checked;
 /// sqlparser's Postgres dialect with a bound on parse work.
 pub mod dialect;
+/// Eager aggregation: an aggregate over an inner join pre-aggregates one side.
+pub mod eager;
 /// Scalar functions registered over DataFusion's (`version()`).
 pub mod functions;
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`) as functions.

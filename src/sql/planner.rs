@@ -39,7 +39,7 @@ pub fn plan_stream(
         let keys = root.stream_key.iter().map(|&i| column_expr(&root, i)).collect();
         root = exchange(root, keys);
     }
-    Ok(StreamPlan { root, slots: planner.slots })
+    Ok(StreamPlan { root, slots: planner.slots, eager_aggregation: false })
 }
 
 /// The column an expression is, if it is a plain column reference.

@@ -118,6 +118,8 @@ pub struct StreamPlan {
     pub root: StreamNode,
     /// Internal state tables, in the order their ids are assigned.
     pub slots: Vec<StateSlot>,
+    /// Planned with eager aggregation allowed (whether or not it applied).
+    pub eager_aggregation: bool,
 }
 
 impl StreamNode {
