@@ -3681,6 +3681,10 @@ impl Fuzzer {
                 }
                 return;
             }
+            3 if self.rng.chance(50) => {
+                let v = *self.rng.pick(&["on", "off", "DEFAULT"]);
+                format!("SET eager_aggregation = {v}")
+            }
             3 => {
                 let v = *self.rng.pick(&["DEFAULT", "100000", "-1", "-7"]);
                 format!("SET backfill_rate_limit = {v}")

@@ -36,7 +36,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("max_identifier_length", "63"),
     ("statement_timeout", "0"),
     ("background_ddl", "false"),
-    ("eager_aggregation", "on"),
+    ("eager_aggregation", "off"),
     ("backfill_rate_limit", "-1"),
     ("client_min_messages", "notice"),
     ("progress_notice_interval", "5"),
@@ -192,14 +192,14 @@ impl Session {
     }
 
     /// `eager_aggregation`: whether new views may pre-aggregate a join side
-    /// ([`crate::sql::eager`]); on unless set off.
+    /// ([`crate::sql::eager`]); off unless set on (docs/backfill.md says when it pays).
     pub fn eager_aggregation(&self) -> Result<bool> {
         let Some(value) = self.vars.lock().get("eager_aggregation").cloned() else {
-            return Ok(true);
+            return Ok(false);
         };
         match value.to_lowercase().as_str() {
-            "true" | "on" | "1" | "yes" | "default" => Ok(true),
-            "false" | "off" | "0" | "no" => Ok(false),
+            "true" | "on" | "1" | "yes" => Ok(true),
+            "false" | "off" | "0" | "no" | "default" => Ok(false),
             _ => Err(Error::InvalidStatement(format!(
                 "eager_aggregation must be on or off, not {value}"
             ))),
