@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     let mut options = driver::Options {
         rows: 10_000_000,
         freshness_secs: 10.0,
-        barrier_interval_ms: 1000,
+        barrier_interval_ms: 250,
         out: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md")),
         command: String::new(),
     };

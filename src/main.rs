@@ -23,7 +23,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:5691")]
     http: HttpAddr,
     /// Milliseconds between checkpoints (statements ask for earlier ones when they need them).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 250)]
     barrier_interval_ms: u64,
 }
 
