@@ -199,10 +199,22 @@ async fn partitioned(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()>
          CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1);
          CREATE TABLE m2 PARTITION OF m FOR VALUES IN (2);
          INSERT INTO m SELECT i, 1 + i % 2, 'v' || i FROM generate_series(1, 100) AS i;
-         CREATE PUBLICATION theirs;",
+         CREATE PUBLICATION theirs;
+         CREATE TABLE plain (id int PRIMARY KEY);
+         CREATE PUBLICATION partial WITH (publish = 'insert, update, delete');",
     )
     .await?;
     let client = server.connect().await?;
+    // A publication that leaves out a kind of change (here truncate) would lose it: a clear
+    // error naming it and the ALTER to run.
+    client.batch_execute(&upstream.source_sql("part", ", publication.name = 'partial'")).await?;
+    let refused = client.batch_execute("CREATE TABLE p (*) FROM part TABLE 'public.plain'").await;
+    let error = refused.err().and_then(|e| e.as_db_error().cloned()).context("accepted")?;
+    ensure!(
+        error.code().code() == "55000" && error.message().contains("does not publish truncate"),
+        "a publication without truncate: {error:?}"
+    );
+    client.batch_execute("DROP SOURCE part").await?;
     // A publication Sluice did not create must publish via the root already: a clear error.
     client.batch_execute(&upstream.source_sql("other", ", publication.name = 'theirs'")).await?;
     let refused =

@@ -421,13 +421,50 @@ impl RowChange {
 /// The changes of a partitioned table are written by its partitions; only a publication with
 /// `publish_via_partition_root` sends them as changes of the table itself. Sluice creates its
 /// publications so (and sets it on one it `owns` from before); one it did not create must
-/// already be so for a partitioned table.
+/// already be so for a partitioned table. Likewise the publication must publish every kind of
+/// change (`publish` holds insert, update, delete and truncate), or the table would silently
+/// miss some.
 pub async fn publish_table(
     client: &Client,
     publication: &str,
     owns: bool,
     table: &UpstreamTable,
 ) -> Result<()> {
+    let flags = client
+        .query_one(
+            "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication \
+             WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(upstream_error)?;
+    let kinds = ["insert", "update", "delete", "truncate"];
+    let missing: Vec<&str> = kinds
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| !flags.get::<_, bool>(i))
+        .map(|(_, k)| *k)
+        .collect();
+    if !missing.is_empty() {
+        let alter = format!(
+            "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')",
+            quote_ident(publication)
+        );
+        if owns {
+            client.batch_execute(&alter).await.map_err(upstream_error)?;
+        } else {
+            return Err(Error::Upstream {
+                code: "55000",
+                message: format!(
+                    "publication {} does not publish {}, so {} would miss those changes: run \
+                     {alter}; upstream",
+                    quote_ident(publication),
+                    missing.join(", "),
+                    table.qualified()
+                ),
+            });
+        }
+    }
     let partitioned: bool = client
         .query_one(
             "SELECT c.relkind = 'p' FROM pg_class c JOIN pg_namespace n ON c.relnamespace = n.oid \
