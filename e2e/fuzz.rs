@@ -3160,6 +3160,16 @@ impl Fuzzer {
         let typed = |cols: &[Col], ty: Ty| -> Vec<String> {
             cols.iter().filter(|(_, t)| *t == Some(ty)).map(|(n, _)| n.clone()).collect()
         };
+        // Two relations with int columns, and an int column of each to join on.
+        let join_sides = |rng: &mut Rng| {
+            let with_int: Vec<&Rel> =
+                rels.iter().filter(|r| !typed(&r.cols, Ty::Int).is_empty()).collect();
+            let l = (*rng.pick(&with_int)).clone();
+            let r = (*rng.pick(&with_int)).clone();
+            let lk = rng.pick(&typed(&l.cols, Ty::Int)).clone();
+            let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
+            (l, r, lk, rk)
+        };
         match rng.below(6) {
             // Filter and project, with expressions that can fail.
             0 | 1 => {
@@ -3251,12 +3261,7 @@ impl Fuzzer {
             }
             // Inner and left equi-joins on int columns.
             3 => {
-                let with_int: Vec<&Rel> =
-                    rels.iter().filter(|r| !typed(&r.cols, Ty::Int).is_empty()).collect();
-                let l = (*rng.pick(&with_int)).clone();
-                let r = (*rng.pick(&with_int)).clone();
-                let lk = rng.pick(&typed(&l.cols, Ty::Int)).clone();
-                let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
+                let (l, r, lk, rk) = join_sides(rng);
                 let mut items = Vec::new();
                 let mut cols = Vec::new();
                 for (alias, rel) in [("l", &l), ("r", &r)] {
@@ -3285,12 +3290,7 @@ impl Fuzzer {
             }
             // Aggregates over an inner equi-join: eager aggregation pre-aggregates one side.
             4 => {
-                let with_int: Vec<&Rel> =
-                    rels.iter().filter(|r| !typed(&r.cols, Ty::Int).is_empty()).collect();
-                let l = (*rng.pick(&with_int)).clone();
-                let r = (*rng.pick(&with_int)).clone();
-                let lk = rng.pick(&typed(&l.cols, Ty::Int)).clone();
-                let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
+                let (l, r, lk, rk) = join_sides(rng);
                 let group = format!("r.{}", rng.pick(&r.cols).0);
                 let mut items = vec![format!("{group} AS g"), "count(*) AS n".to_owned()];
                 let mut cols = vec![("g".to_owned(), None), ("n".to_owned(), Some(Ty::BigInt))];

@@ -179,30 +179,24 @@ impl Session {
     /// `background_ddl`: whether `CREATE MATERIALIZED VIEW` and `CREATE TABLE .. FROM` return
     /// as soon as their job has started.
     pub fn background_ddl(&self) -> Result<bool> {
-        let Some(value) = self.vars.lock().get("background_ddl").cloned() else {
-            return Ok(false);
-        };
-        match value.to_lowercase().as_str() {
-            "true" | "on" | "1" | "yes" => Ok(true),
-            "false" | "off" | "0" | "no" | "default" => Ok(false),
-            _ => Err(Error::InvalidStatement(format!(
-                "background_ddl must be true or false, not {value}"
-            ))),
-        }
+        self.flag("background_ddl", "true or false")
     }
 
     /// `eager_aggregation`: whether new views may pre-aggregate a join side
     /// ([`crate::sql::eager`]); off unless set on (docs/backfill.md says when it pays).
     pub fn eager_aggregation(&self) -> Result<bool> {
-        let Some(value) = self.vars.lock().get("eager_aggregation").cloned() else {
+        self.flag("eager_aggregation", "on or off")
+    }
+
+    /// A boolean variable, false unless set on; `values` names the accepted words in errors.
+    fn flag(&self, name: &str, values: &str) -> Result<bool> {
+        let Some(value) = self.vars.lock().get(name).cloned() else {
             return Ok(false);
         };
         match value.to_lowercase().as_str() {
             "true" | "on" | "1" | "yes" => Ok(true),
             "false" | "off" | "0" | "no" | "default" => Ok(false),
-            _ => Err(Error::InvalidStatement(format!(
-                "eager_aggregation must be on or off, not {value}"
-            ))),
+            _ => Err(Error::InvalidStatement(format!("{name} must be {values}, not {value}"))),
         }
     }
 

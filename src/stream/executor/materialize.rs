@@ -102,9 +102,12 @@ impl Executor for MaterializeExecutor {
                     }
                     Message::Truncate => {
                         let ranges = table.vnode_ranges(&vnodes);
+                        let types = column_types(&schema)?;
                         for (start, end) in &ranges {
                             let mut from = start.clone();
-                            while let Some((deletes, next)) = stored_page(&table, &schema, &from, end)? {
+                            while let Some((deletes, next)) =
+                                stored_page(&table, &schema, &types, &from, end)?
+                            {
                                 yield Message::Chunk(deletes);
                                 let Some(next) = next else { break };
                                 from = next;
@@ -131,19 +134,15 @@ impl Executor for MaterializeExecutor {
 fn stored_page(
     table: &StateTable,
     schema: &SchemaRef,
+    types: &[crate::types::DataType],
     from: &[u8],
     end: &[u8],
 ) -> Result<Option<(StreamChunk, Option<Vec<u8>>)>> {
     let rows = table.iter_range(from, end, TRUNCATE_PAGE)?;
     let Some((last, _)) = rows.last() else { return Ok(None) };
     let next = (rows.len() == TRUNCATE_PAGE).then(|| [last.as_slice(), &[0]].concat());
-    let types: Vec<crate::types::DataType> = schema
-        .fields()
-        .iter()
-        .map(|f| crate::types::DataType::from_arrow(f.data_type()))
-        .collect::<Result<_>>()?;
     let all: Vec<usize> = (0..types.len()).collect();
-    let mut decoder = RowDecoder::new(&types, &all, rows.len());
+    let mut decoder = RowDecoder::new(types, &all, rows.len());
     for (_, value) in &rows {
         decoder.push(value)?;
     }
@@ -165,11 +164,7 @@ fn resolve_upserts(
     // The current version of a row as the chunk goes: per column, (batch, row) with batch 0 =
     // stored rows, 1 = this chunk.
     let mut current: HashMap<Vec<u8>, Option<Vec<(usize, usize)>>> = HashMap::new();
-    let types: Vec<crate::types::DataType> = schema
-        .fields()
-        .iter()
-        .map(|f| crate::types::DataType::from_arrow(f.data_type()))
-        .collect::<Result<_>>()?;
+    let types = column_types(schema)?;
     let all: Vec<usize> = (0..width).collect();
     let mut stored = RowDecoder::new(&types, &all, chunk.len());
     let mut rows: Vec<Vec<(usize, usize)>> = Vec::new();
@@ -228,6 +223,11 @@ fn resolve_upserts(
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
+}
+
+/// The SQL type of each column of `schema`.
+fn column_types(schema: &SchemaRef) -> Result<Vec<crate::types::DataType>> {
+    schema.fields().iter().map(|f| crate::types::DataType::from_arrow(f.data_type())).collect()
 }
 
 /// Separates the [`UNCHANGED_COLUMN`] of CDC chunks, found by name and type, from the rows.
