@@ -91,6 +91,9 @@ async fn metrics_scenario(server: &Sluice) -> anyhow::Result<()> {
     ensure!(sample(&s, "sluice_barrier_latency_seconds", &[]).is_some_and(|n| n > 0.0));
     ensure!(sample(&s, "sluice_checkpoints_total", &[]).is_some_and(|n| n > 0.0));
     ensure!(sample(&s, "sluice_checkpoint_bytes", &[]).is_some());
+    // The 40 000-row INSERT commits in one epoch: large enough to be ingested as a file.
+    let ingested = sample(&s, "sluice_checkpoints_ingested_total", &[]);
+    ensure!(ingested.is_some_and(|n| n >= 1.0), "no checkpoint was ingested: {ingested:?}");
     ensure!(sample(&s, "sluice_rocksdb_estimated_keys", &[]).is_some_and(|n| n > 0.0));
     ensure!(sample(&s, "sluice_rocksdb_memtable_bytes", &[]).is_some());
     let fragments = text_rows(&client, "SELECT fragment_id FROM rw_catalog.rw_fragments").await?;

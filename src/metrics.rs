@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::storage::store::Committed;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -101,6 +102,7 @@ pub struct Metrics {
     barrier_latency: Histogram,
     checkpoint_bytes: Gauge,
     checkpoints: Counter,
+    checkpoints_ingested: Counter,
     cdc_changes: Family<CdcTableLabels, Counter>,
     /// When each source's reader last had read everything its upstream had committed.
     cdc_caught_up: Mutex<HashMap<String, Instant>>,
@@ -124,6 +126,7 @@ impl Default for Metrics {
             barrier_latency: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             checkpoint_bytes: Gauge::default(),
             checkpoints: Counter::default(),
+            checkpoints_ingested: Counter::default(),
             cdc_changes: Family::default(),
             cdc_caught_up: Mutex::new(HashMap::new()),
             cdc_errors: Mutex::new(HashMap::new()),
@@ -174,11 +177,15 @@ impl Metrics {
         ConnectionGuard(self.clone())
     }
 
-    /// A checkpoint committed `bytes`, `latency` after its barrier was injected.
-    pub fn checkpoint(&self, latency: Duration, bytes: u64) {
+    /// A checkpoint committed, `latency` after its barrier was injected.
+    pub fn checkpoint(&self, latency: Duration, committed: Committed) {
+        let bytes = committed.bytes;
         self.barrier_latency.observe(latency.as_secs_f64());
         self.checkpoint_bytes.set(bytes as i64);
         self.checkpoints.inc();
+        if committed.ingested {
+            self.checkpoints_ingested.inc();
+        }
         let mut recent = self.recent.lock();
         if recent.len() == RECENT_CHECKPOINTS {
             recent.pop_front();
@@ -249,6 +256,11 @@ impl Metrics {
             self.checkpoint_bytes.clone(),
         );
         registry.register("sluice_checkpoints", "Checkpoints committed", self.checkpoints.clone());
+        registry.register(
+            "sluice_checkpoints_ingested",
+            "Checkpoints committed by ingesting their rows as one sorted file",
+            self.checkpoints_ingested.clone(),
+        );
         registry.register(
             "sluice_cdc_source_changes",
             "Changes read from the upstream, by source and upstream table",
@@ -381,7 +393,7 @@ mod tests {
         metrics.statement("insert", false);
         let _open = metrics.connection();
         drop(metrics.connection());
-        metrics.checkpoint(Duration::from_millis(30), 4096);
+        metrics.checkpoint(Duration::from_millis(30), Committed { bytes: 4096, ingested: true });
         metrics.cdc_changes("pg", "public.t", 5);
         metrics.cdc_caught_up("pg", Instant::now());
         let state = Scrape {
@@ -398,6 +410,9 @@ mod tests {
         };
         let scrape = parse(&metrics.encode(&state));
         assert_eq!(value(&scrape, "sluice_statements_total", ("kind", "select")), 2.0);
+        let ingested =
+            scrape.samples.iter().find(|s| s.metric == "sluice_checkpoints_ingested_total");
+        assert_eq!(ingested.map(|s| &s.value), Some(&prometheus_parse::Value::Counter(1.0)));
         assert_eq!(value(&scrape, "sluice_statements_total", ("outcome", "error")), 1.0);
         let connections = scrape.samples.iter().find(|s| s.metric == "sluice_pgwire_connections");
         assert_eq!(connections.map(|s| &s.value), Some(&prometheus_parse::Value::Gauge(1.0)));

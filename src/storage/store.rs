@@ -12,14 +12,14 @@
 //! learns that its writes are gone.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions,
-    SnapshotWithThreadMode, WriteBatch, WriteOptions,
+    ColumnFamily, ColumnFamilyDescriptor, DB, Direction, IngestExternalFileOptions, IteratorMode,
+    Options, ReadOptions, SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
 };
 use tokio::sync::watch;
 
@@ -27,16 +27,32 @@ use crate::error::{Error, Result};
 use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::table_prefix;
 
-/// Version of the on-disk layout. A data dir written with another version is refused.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk layout. A data dir written with another version is refused, except
+/// version 1 (the committed epoch in `meta`), which is upgraded in place.
+pub const FORMAT_VERSION: u32 = 2;
 
 const META_CF: &str = "meta";
 const STATE_CF: &str = "state";
 const FORMAT_KEY: &[u8] = b"format_version";
 const EPOCH_KEY: &[u8] = b"committed_epoch";
+/// Where the committed epoch lives since format 2: in `state`, under table id 0 (no table has
+/// it), so an epoch's rows and its record can be ingested as one file.
+const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
+/// An epoch writing at least this many rows is committed by ingesting them as one sorted file
+/// ([`Store::commit`]).
+const INGEST_MIN_ROWS: usize = 16 * 1024;
 
 /// Writes of one state table in one epoch: full key to new value, `None` deletes the key.
 pub use crate::storage::write_buffer::WriteBuffer;
+
+/// What a [`Store::commit`] wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct Committed {
+    /// The size of the write in bytes.
+    pub bytes: u64,
+    /// Whether it was ingested as a sorted file rather than written as a batch.
+    pub ingested: bool,
+}
 
 /// The persistent store shared by the catalog, the stream runtime and batch queries.
 pub struct Store {
@@ -44,6 +60,8 @@ pub struct Store {
     committed: AtomicU64,
     committed_tx: watch::Sender<Epoch>,
     pending: Mutex<BTreeMap<Epoch, Vec<Arc<WriteBuffer>>>>,
+    /// Where a commit writes the file it ingests.
+    ingest_dir: PathBuf,
     /// Epoch ranges (inclusive) that recoveries discarded, oldest first.
     lost: Mutex<Vec<(Epoch, Epoch)>>,
 }
@@ -55,11 +73,19 @@ impl Store {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        let cfs = [META_CF, STATE_CF].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        let cfs = [(META_CF, Options::default()), (STATE_CF, state_options())]
+            .map(|(name, cf_opts)| ColumnFamilyDescriptor::new(name, cf_opts));
         let db = DB::open_cf_descriptors(&opts, dir, cfs)
             .map_err(|e| Error::Storage(format!("cannot open data dir {}: {e}", dir.display())))?;
         let db = Arc::new(db);
         let meta = db.cf_handle(META_CF).expect("meta column family exists");
+        let state = db.cf_handle(STATE_CF).expect("state column family exists");
+        let parse_epoch = |v: Vec<u8>| {
+            v.as_slice()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Storage("committed epoch record is corrupt".into()))
+        };
         let committed = match db.get_cf(meta, FORMAT_KEY)? {
             None if db.get_cf(meta, EPOCH_KEY)?.is_some() => {
                 return Err(Error::Storage(format!(
@@ -72,6 +98,16 @@ impl Store {
                 db.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
                 0
             }
+            Some(v) if v.as_slice() == 1u32.to_be_bytes() => {
+                // Format 1 kept the committed epoch in `meta`: move it to `state`.
+                let committed = db.get_cf(meta, EPOCH_KEY)?.map(parse_epoch).transpose()?;
+                let mut batch = WriteBatch::default();
+                batch.put_cf(state, STATE_EPOCH_KEY, committed.unwrap_or(0).to_be_bytes());
+                batch.delete_cf(meta, EPOCH_KEY);
+                batch.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes());
+                db.write_opt(batch, &write_options())?;
+                committed.unwrap_or(0)
+            }
             Some(v) if v.as_slice() != FORMAT_VERSION.to_be_bytes() => {
                 return Err(Error::Storage(format!(
                     "data dir {} was written with format {:?}, this Sluice reads format {FORMAT_VERSION}; \
@@ -80,18 +116,20 @@ impl Store {
                     v
                 )));
             }
-            Some(_) => match db.get_cf(meta, EPOCH_KEY)? {
-                Some(v) => u64::from_be_bytes(
-                    v.as_slice()
-                        .try_into()
-                        .map_err(|_| Error::Storage("committed epoch record is corrupt".into()))?,
-                ),
-                None => 0,
-            },
+            Some(_) => {
+                db.get_cf(state, STATE_EPOCH_KEY)?.map(parse_epoch).transpose()?.unwrap_or(0)
+            }
         };
+        let ingest_dir = dir.join("ingest");
+        // A file left by a crash during an ingestion was not ingested: its epoch is not
+        // committed.
+        let _ = std::fs::remove_dir_all(&ingest_dir);
+        std::fs::create_dir_all(&ingest_dir)
+            .map_err(|e| Error::Storage(format!("cannot create {}: {e}", ingest_dir.display())))?;
         let (committed_tx, _) = watch::channel(Epoch(committed));
         Ok(Arc::new(Store {
             db,
+            ingest_dir,
             committed: AtomicU64::new(committed),
             committed_tx,
             pending: Mutex::new(BTreeMap::new()),
@@ -149,16 +187,36 @@ impl Store {
     }
 
     /// Atomically writes every staged buffer of epochs up to `epoch` and records `epoch` as
-    /// committed; returns the size of the write in bytes.
-    pub fn commit(&self, epoch: Epoch) -> Result<u64> {
+    /// committed.
+    ///
+    /// A small commit is one `WriteBatch` (through the memtable and the WAL). A large one (a
+    /// backfill's epoch: at least [`INGEST_MIN_ROWS`] rows) is written as one sorted SST file,
+    /// the epoch record included, and ingested: RocksDB adds the file to the tree in one
+    /// manifest write, so the commit is as atomic as a batch, and the rows skip the memtable,
+    /// the WAL and the flush. Range clears (a truncate) always take the batch.
+    pub fn commit(&self, epoch: Epoch) -> Result<Committed> {
         let buffers = {
             let mut pending = self.pending.lock();
             let later = pending.split_off(&epoch.next());
             std::mem::replace(&mut *pending, later)
         };
+        let buffers: Vec<&WriteBuffer> = buffers.values().flatten().map(|b| b.as_ref()).collect();
+        let rows: usize = buffers.iter().map(|b| b.len()).sum();
+        let ingested = rows >= INGEST_MIN_ROWS && buffers.iter().all(|b| b.cleared().is_empty());
+        let bytes = match ingested {
+            true => self.ingest(epoch, &buffers)?,
+            false => self.write_batch(epoch, &buffers)?,
+        };
+        self.committed.store(epoch.0, Ordering::Release);
+        self.committed_tx.send_replace(epoch);
+        Ok(Committed { bytes, ingested })
+    }
+
+    /// Commits `buffers` (oldest epoch first) and the epoch record as one `WriteBatch`.
+    fn write_batch(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
         let state = self.state_cf();
         let mut batch = WriteBatch::default();
-        for buffer in buffers.values().flatten() {
+        for buffer in buffers {
             for (start, end) in buffer.cleared() {
                 batch.delete_range_cf(state, start, end);
             }
@@ -169,11 +227,45 @@ impl Store {
                 }
             }
         }
-        batch.put_cf(self.meta_cf(), EPOCH_KEY, epoch.0.to_be_bytes());
+        batch.put_cf(state, STATE_EPOCH_KEY, epoch.0.to_be_bytes());
         let bytes = batch.size_in_bytes() as u64;
         self.db.write_opt(batch, &write_options())?;
-        self.committed.store(epoch.0, Ordering::Release);
-        self.committed_tx.send_replace(epoch);
+        Ok(bytes)
+    }
+
+    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as one
+    /// ingested SST file.
+    fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
+        let mut rows: Vec<(&[u8], Option<&[u8]>)> = buffers.iter().flat_map(|b| b.iter()).collect();
+        // Each buffer is sorted, so this merges runs; a stable sort keeps a key's writes in
+        // epoch order, and the newest is kept.
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        rows.dedup_by(|next, prev| {
+            let same = next.0 == prev.0;
+            if same {
+                *prev = *next;
+            }
+            same
+        });
+        let path = self.ingest_dir.join(format!("{}.sst", epoch.0));
+        let mut opts = Options::default();
+        opts.set_compression_type(rocksdb::DBCompressionType::None);
+        let mut writer = SstFileWriter::create(&opts);
+        writer.open(&path)?;
+        writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
+        for (key, value) in rows {
+            match value {
+                Some(v) => writer.put(key, v)?,
+                None => writer.delete(key)?,
+            }
+        }
+        writer.finish()?;
+        let bytes = writer.file_size();
+        let mut io = IngestExternalFileOptions::default();
+        io.set_move_files(true);
+        let ingested = self.db.ingest_external_file_cf_opts(self.state_cf(), &io, vec![&path]);
+        let _ = std::fs::remove_file(&path);
+        ingested?;
         Ok(bytes)
     }
 
@@ -246,6 +338,22 @@ impl Store {
     fn meta_cf(&self) -> &ColumnFamily {
         self.db.cf_handle(META_CF).expect("meta column family exists")
     }
+}
+
+/// Options of the `state` column family.
+///
+/// Uncompressed: on the bulk of a backfill's writes (sequential keys, hex and short text),
+/// LZ4 saved little space and cost about a fifth of the CPU of a CDC snapshot, in flushes and
+/// compactions. Level 0 compacts at 8 files rather than 4: a backfill adds a file per large
+/// epoch, and each compaction out of level 0 rewrites the overlapping data below it, so fewer,
+/// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs").
+fn state_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_compression_type(rocksdb::DBCompressionType::None);
+    opts.set_level_zero_file_num_compaction_trigger(8);
+    opts.set_level_zero_slowdown_writes_trigger(40);
+    opts.set_level_zero_stop_writes_trigger(60);
+    opts
 }
 
 fn write_options() -> WriteOptions {
@@ -412,6 +520,114 @@ mod tests {
             ],
             [true, false, false, true]
         );
+    }
+
+    /// A buffer putting `rows` keys `table 1 | i` (value `i` then `tag`), in reverse order.
+    fn rows(keys: std::ops::Range<u32>, tag: &[u8]) -> WriteBuffer {
+        let mut buf = WriteBuffer::new();
+        for i in keys.rev() {
+            let key = [&[0, 0, 0, 1][..], &i.to_be_bytes()].concat();
+            buf.insert(&key, Some(&[&i.to_be_bytes()[..], tag].concat()));
+        }
+        buf
+    }
+
+    fn key(i: u32) -> Vec<u8> {
+        [&[0, 0, 0, 1][..], &i.to_be_bytes()].concat()
+    }
+
+    #[test]
+    fn a_large_epoch_is_ingested_atomically_and_later_epochs_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = INGEST_MIN_ROWS as u32;
+        {
+            let store = Store::open(dir.path()).unwrap();
+            // Epoch 1: a small batch.
+            store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
+            assert!(!store.commit(Epoch(1)).unwrap().ingested);
+            let before = store.snapshot();
+            // Epochs 2 and 3 commit together: two buffers of epoch 2 (disjoint keys, as two
+            // actors write), and epoch 3 overwriting and deleting some of them.
+            store.stage(Epoch(2), Arc::new(rows(5..n / 2, b"b")));
+            store.stage(Epoch(2), Arc::new(rows(n / 2..n + 5, b"b")));
+            let mut three = rows(0..3, b"c");
+            three.insert(&key(7), None);
+            store.stage(Epoch(3), Arc::new(three));
+            let committed = store.commit(Epoch(3)).unwrap();
+            assert!(committed.ingested && committed.bytes > 0);
+            assert_eq!(store.committed_epoch(), Epoch(3));
+            assert_eq!(before.get(&key(100)).unwrap(), None, "an older snapshot sees none of it");
+            assert_eq!(
+                before.get(&key(7)).unwrap(),
+                Some([&7u32.to_be_bytes()[..], b"a"].concat())
+            );
+            assert_eq!(std::fs::read_dir(dir.path().join("ingest")).unwrap().count(), 0);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.committed_epoch(), Epoch(3));
+        let value = |i: u32| store.get(&key(i)).unwrap();
+        let tagged = |i: u32, tag: &[u8]| Some([&i.to_be_bytes()[..], tag].concat());
+        assert_eq!(value(1), tagged(1, b"c"), "epoch 3 over epoch 1");
+        assert_eq!(value(4), tagged(4, b"a"), "untouched since epoch 1");
+        assert_eq!(value(6), tagged(6, b"b"), "epoch 2 over epoch 1");
+        assert_eq!(value(7), None, "deleted in epoch 3");
+        assert_eq!(value(n - 1), tagged(n - 1, b"b"));
+        let mut count = 0;
+        store
+            .snapshot()
+            .scan(&key(0), &key(n), usize::MAX, |_, _| {
+                count += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(count, n as usize - 1, "keys 0..n but 7");
+    }
+
+    #[test]
+    fn a_file_left_by_a_crash_during_an_ingestion_is_not_ingested() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
+            store.commit(Epoch(1)).unwrap();
+            // What a crash after writing epoch 2's file and before ingesting it leaves.
+            let opts = Options::default();
+            let mut writer = SstFileWriter::create(&opts);
+            writer.open(dir.path().join("ingest").join("2.sst")).unwrap();
+            writer.put(STATE_EPOCH_KEY, 2u64.to_be_bytes()).unwrap();
+            writer.put(key(20), b"x").unwrap();
+            writer.finish().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.committed_epoch(), Epoch(1));
+        assert_eq!(store.get(&key(20)).unwrap(), None);
+        assert_eq!(std::fs::read_dir(dir.path().join("ingest")).unwrap().count(), 0);
+        // Epoch 2 is written again, and commits.
+        store.stage(Epoch(2), Arc::new(rows(20..INGEST_MIN_ROWS as u32 + 20, b"b")));
+        assert!(store.commit(Epoch(2)).unwrap().ingested);
+        assert_eq!(store.get(&key(20)).unwrap(), Some([&20u32.to_be_bytes()[..], b"b"].concat()));
+    }
+
+    #[test]
+    fn a_format_1_data_dir_is_upgraded_with_its_committed_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
+            store.commit(Epoch(1)).unwrap();
+            // Rewrite it as format 1 left it: the epoch in `meta`.
+            let mut batch = WriteBatch::default();
+            batch.delete_cf(store.state_cf(), STATE_EPOCH_KEY);
+            batch.put_cf(store.meta_cf(), EPOCH_KEY, 9u64.to_be_bytes());
+            batch.put_cf(store.meta_cf(), FORMAT_KEY, 1u32.to_be_bytes());
+            store.db.write(batch).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.committed_epoch(), Epoch(9));
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.committed_epoch(), Epoch(9), "upgraded once, kept after");
+        assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"a"].concat()));
     }
 
     #[test]

@@ -379,11 +379,11 @@ impl BarrierManager {
             }
         }
         let store = self.store.clone();
-        let bytes = tokio::task::spawn_blocking(move || store.commit(prev))
+        let committed = tokio::task::spawn_blocking(move || store.commit(prev))
             .await
             .map_err(|e| Failure::Fatal(Error::Stream(format!("commit task failed: {e}"))))?
             .map_err(Failure::Fatal)?;
-        self.metrics.checkpoint(injected.elapsed(), bytes);
+        self.metrics.checkpoint(injected.elapsed(), committed);
         self.curr = barrier.epoch.curr;
         for actor in self.stopping.drain(..) {
             self.actors.remove(&actor);
