@@ -5,6 +5,7 @@
 //! sends the row to the actor owning that vnode. An update whose halves land on different actors
 //! is split into a delete and an insert. Barriers go to every actor.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray};
@@ -13,7 +14,7 @@ use datafusion::physical_plan::PhysicalExpr;
 
 use crate::catalog::{TableId, VirtualNode};
 use crate::error::Result;
-use crate::storage::keycodec::{encode_keys, vnode_in_key};
+use crate::storage::keycodec::{encode_keys_into, vnode_in_key};
 use crate::stream::message::{Message, Op, OutputSender, StreamChunk};
 
 /// Which actor of a fragment owns each vnode: actor `i` of `n` owns a contiguous share.
@@ -31,8 +32,14 @@ pub fn owned_vnodes(index: usize, parallelism: usize) -> Vec<VirtualNode> {
 
 /// The vnode of every row, from its distribution-key columns.
 pub fn vnodes_of(keys: &[ArrayRef], rows: usize) -> Result<Vec<VirtualNode>> {
-    let encoded = encode_keys(TableId(0), keys, rows, keys.len())?;
-    Ok(encoded.iter().map(|k| vnode_in_key(k)).collect())
+    thread_local! {
+        /// Key buffers reused from chunk to chunk: encoding allocates nothing per row.
+        static ENCODED: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+    ENCODED.with_borrow_mut(|encoded| {
+        encode_keys_into(TableId(0), keys, rows, keys.len(), encoded)?;
+        Ok(encoded.iter().map(|k| vnode_in_key(k)).collect())
+    })
 }
 
 /// The output of an actor to one downstream fragment.

@@ -10,15 +10,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
-use arrow::datatypes::{DataType as ArrowType, SchemaRef};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, Decimal128Type, Int64Type, SchemaRef};
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::error::{Error, Result};
-use crate::storage::keycodec::{encode_keys, prefix_successor};
+use crate::storage::keycodec::{encode_keys, encode_keys_into, prefix_successor};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
@@ -151,8 +151,12 @@ struct Aggregation {
     result: StateTable,
     multisets: Vec<Option<StateTable>>,
     output_schema: SchemaRef,
-    /// Groups touched in this epoch, by result key.
-    groups: HashMap<Vec<u8>, Group>,
+    /// Groups touched in this epoch, in the order first touched.
+    groups: Vec<Group>,
+    /// Where each group of `groups` is, by result key.
+    group_index: hashbrown::HashMap<Vec<u8>, usize>,
+    /// The result keys of the last chunk's rows (buffers reused from chunk to chunk).
+    keys: Vec<Vec<u8>>,
     /// Per min/max call: multiset key -> (group values, value, count change).
     deltas: Vec<HashMap<Vec<u8>, MultisetDelta>>,
     /// For an aggregate without GROUP BY: whether its single group has been emitted.
@@ -180,7 +184,9 @@ impl Aggregation {
             result,
             multisets,
             output_schema,
-            groups: HashMap::new(),
+            groups: Vec::new(),
+            group_index: hashbrown::HashMap::new(),
+            keys: Vec::new(),
             deltas,
             global_loaded: false,
         }
@@ -191,6 +197,11 @@ impl Aggregation {
     }
 
     /// Folds one chunk of input changes into the touched groups.
+    ///
+    /// Each row is looked up once to find its group. Counts and the sums of integers and
+    /// decimals are then folded column by column: a chunk's changes to a group are added up
+    /// natively and added to the group's state once. The sums wrap like the per-row `+` and
+    /// `-` of the state would, so the result is the same; float sums and min/max go row by row.
     fn apply(&mut self, chunk: &StreamChunk) -> Result<()> {
         let n = chunk.len();
         let schema = self.result_def.full_schema();
@@ -200,62 +211,95 @@ impl Aggregation {
             .enumerate()
             .map(|(i, e)| cast(eval(e.as_ref(), chunk.data())?, schema.field(i).data_type()))
             .collect::<Result<Vec<_>>>()?;
-        let keys = encode_keys(self.result_def.id, &group_columns, n, self.n_groups())?;
-        let mut args = Vec::with_capacity(self.calls.len());
-        let mut multiset_keys = Vec::with_capacity(self.calls.len());
-        for call in &self.calls {
+        let mut keys = std::mem::take(&mut self.keys);
+        encode_keys_into(self.result_def.id, &group_columns, n, self.n_groups(), &mut keys)?;
+        let mut slots = Vec::with_capacity(n);
+        for (row, key) in keys.iter().enumerate() {
+            let slot = match self.group_index.get(key.as_slice()) {
+                Some(&slot) => slot,
+                None => {
+                    let values = group_columns
+                        .iter()
+                        .map(|c| ScalarValue::try_from_array(c, row))
+                        .collect::<datafusion::error::Result<Vec<_>>>()?;
+                    let group = self.load(key, values)?;
+                    self.groups.push(group);
+                    self.group_index.insert(key.clone(), self.groups.len() - 1);
+                    self.groups.len() - 1
+                }
+            };
+            slots.push(slot);
+        }
+        let signs: Vec<i64> =
+            chunk.ops().iter().map(|op| if op.is_insert() { 1 } else { -1 }).collect();
+        for (&slot, &sign) in slots.iter().zip(&signs) {
+            self.groups[slot].row_count += sign;
+        }
+        for i in 0..self.calls.len() {
+            let call = &self.calls[i];
             let target = match call.kind {
                 AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
                 _ => call.state_type(),
             };
             let arg = cast(eval(call.arg.as_ref(), chunk.data())?, &target)?;
-            multiset_keys.push(match &call.multiset {
-                Some(t) => {
+            let valid = |row: usize| arg.is_valid(row);
+            match (call.kind, arg.data_type()) {
+                (AggKind::Count, _) => {
+                    for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {
+                        if let (true, AggState::Count(c)) =
+                            (valid(row), &mut self.groups[slot].states[i])
+                        {
+                            *c += sign;
+                        }
+                    }
+                }
+                (AggKind::Sum | AggKind::Avg, ArrowType::Int64) => {
+                    let values = arg.as_primitive::<Int64Type>().values();
+                    let deltas = fold(&slots, &signs, valid, |row| values[row] as i128);
+                    for (slot, (sum, count)) in deltas {
+                        let delta = ScalarValue::Int64(Some(sum as i64));
+                        add_to_sum(&mut self.groups[slot], i, &delta, count)?;
+                    }
+                }
+                (AggKind::Sum | AggKind::Avg, &ArrowType::Decimal128(p, s)) => {
+                    let values = arg.as_primitive::<Decimal128Type>().values();
+                    let deltas = fold(&slots, &signs, valid, |row| values[row]);
+                    for (slot, (sum, count)) in deltas {
+                        let delta = ScalarValue::Decimal128(Some(sum), p, s);
+                        add_to_sum(&mut self.groups[slot], i, &delta, count)?;
+                    }
+                }
+                (AggKind::Sum | AggKind::Avg, _) => {
+                    for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {
+                        if valid(row) {
+                            let v = ScalarValue::try_from_array(&arg, row)?;
+                            if let AggState::Sum { sum, count } = &mut self.groups[slot].states[i] {
+                                *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
+                                *count += sign;
+                            }
+                        }
+                    }
+                }
+                (AggKind::Min | AggKind::Max, _) => {
+                    let def = call.multiset.as_ref().expect("min/max has a multiset");
                     let mut cols = group_columns.clone();
                     cols.push(arg.clone());
-                    Some(encode_keys(t.id, &cols, n, self.n_groups())?)
-                }
-                None => None,
-            });
-            args.push(arg);
-        }
-        for (row, op) in chunk.ops().iter().enumerate() {
-            let sign = if op.is_insert() { 1 } else { -1 };
-            let key = &keys[row];
-            if !self.groups.contains_key(key) {
-                let values = group_columns
-                    .iter()
-                    .map(|c| ScalarValue::try_from_array(c, row))
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let group = self.load(key, values)?;
-                self.groups.insert(key.clone(), group);
-            }
-            let group = self.groups.get_mut(key).expect("inserted above");
-            group.row_count += sign;
-            for (i, call) in self.calls.iter().enumerate() {
-                let arg = &args[i];
-                if arg.is_null(row) {
-                    continue;
-                }
-                match (&mut group.states[i], call.kind) {
-                    (AggState::Count(c), _) => *c += sign,
-                    (AggState::Sum { sum, count }, _) => {
-                        let v = ScalarValue::try_from_array(arg, row)?;
-                        *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
-                        *count += sign;
-                    }
-                    (AggState::Extreme(_), _) => {
-                        let mkey =
-                            multiset_keys[i].as_ref().expect("min/max has a multiset")[row].clone();
-                        let value = ScalarValue::try_from_array(arg, row)?;
+                    let mkeys = encode_keys(def.id, &cols, n, self.n_groups())?;
+                    for (row, mkey) in mkeys.into_iter().enumerate() {
+                        if !valid(row) {
+                            continue;
+                        }
+                        let group = &self.groups[slots[row]];
+                        let value = ScalarValue::try_from_array(&arg, row)?;
                         let entry = self.deltas[i]
                             .entry(mkey)
                             .or_insert_with(|| (group.values.clone(), value, 0));
-                        entry.2 += sign;
+                        entry.2 += signs[row];
                     }
                 }
             }
         }
+        self.keys = keys;
         Ok(())
     }
 
@@ -309,9 +353,10 @@ impl Aggregation {
         if self.n_groups() == 0 && !self.global_loaded {
             // An aggregate without GROUP BY always has its one row, also over no input.
             let key = encode_keys(self.result_def.id, &[], 1, 0)?.remove(0);
-            if !self.groups.contains_key(&key) {
+            if !self.group_index.contains_key(&key) {
                 let group = self.load(&key, Vec::new())?;
-                self.groups.insert(key, group);
+                self.groups.push(group);
+                self.group_index.insert(key, self.groups.len() - 1);
             }
             self.global_loaded = true;
         }
@@ -323,7 +368,8 @@ impl Aggregation {
         let mut rows: Vec<Vec<ScalarValue>> = Vec::new();
         let mut state_ops = Vec::new();
         let mut state_rows = Vec::new();
-        for (_, mut group) in std::mem::take(&mut self.groups) {
+        self.group_index.clear();
+        for mut group in std::mem::take(&mut self.groups) {
             self.refresh_extremes(&mut group)?;
             let keep = group.row_count > 0 || self.n_groups() == 0;
             let current = keep.then(|| self.output_row(&group)).transpose()?;
@@ -459,6 +505,35 @@ fn empty_state(call: &AggCall) -> Result<AggState> {
         }
         AggKind::Min | AggKind::Max => AggState::Extreme(ScalarValue::try_from(&call.output_type)?),
     })
+}
+
+/// Adds `delta` (the change of `count` non-NULL inputs) to call `call`'s sum in `group`.
+fn add_to_sum(group: &mut Group, call: usize, delta: &ScalarValue, count: i64) -> Result<()> {
+    if let AggState::Sum { sum, count: n } = &mut group.states[call] {
+        *sum = sum.add(delta)?;
+        *n += count;
+    }
+    Ok(())
+}
+
+/// Adds up the signed values of a chunk's non-NULL rows per group: `(group slot, (sum, number
+/// of values))` for every group with one, wrapping on overflow.
+fn fold(
+    slots: &[usize],
+    signs: &[i64],
+    valid: impl Fn(usize) -> bool,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
+    let mut deltas: hashbrown::HashMap<usize, (i128, i64)> = hashbrown::HashMap::new();
+    for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
+        if valid(row) {
+            let (sum, count) = deltas.entry(slot).or_default();
+            let v = value(row);
+            *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
+            *count += sign;
+        }
+    }
+    deltas.into_iter().collect()
 }
 
 fn cast(array: ArrayRef, to: &ArrowType) -> Result<ArrayRef> {

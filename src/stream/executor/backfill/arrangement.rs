@@ -323,8 +323,13 @@ impl Backfill {
         };
         let end = vnode_end(table.id, vnode);
         let types = table.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, limit);
+        // Only the columns the page is emitted with and the key are decoded.
+        let mut needed: Vec<usize> =
+            table.pk.iter().chain(&self.config.output_indices).copied().collect();
+        needed.sort_unstable();
+        needed.dedup();
+        let column = |i: usize| needed.binary_search(&i).expect("decoded");
+        let mut decoder = RowDecoder::new(&types, &needed, limit);
         let snapshot = self.snapshot.as_ref().expect("an epoch has started");
         let last = snapshot.scan(&start, &end, limit, |_, v| decoder.push(v))?;
         let columns = decoder.finish();
@@ -341,7 +346,7 @@ impl Backfill {
             let pk = table
                 .pk
                 .iter()
-                .map(|&i| ScalarValue::try_from_array(&columns[i], rows - 1))
+                .map(|&i| ScalarValue::try_from_array(&columns[column(i)], rows - 1))
                 .collect::<datafusion::error::Result<Vec<_>>>()?;
             progress.state = VnodeState::InProgress { key, pk };
         }
@@ -361,7 +366,7 @@ impl Backfill {
             return Ok(None);
         }
         let output: Vec<ArrayRef> =
-            self.config.output_indices.iter().map(|&i| columns[i].clone()).collect();
+            self.config.output_indices.iter().map(|&i| columns[column(i)].clone()).collect();
         let data = batch_with_rows(self.config.output_schema.clone(), output, rows)?;
         Ok(Some(StreamChunk::inserts(data)))
     }
