@@ -39,8 +39,10 @@ const EPOCH_KEY: &[u8] = b"committed_epoch";
 /// it), so an epoch's rows and its record can be ingested as one file.
 const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
 /// An epoch writing at least this many rows is committed by ingesting them as one sorted file
-/// ([`Store::commit`]).
-const INGEST_MIN_ROWS: usize = 16 * 1024;
+/// ([`Store::commit`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
+/// at 50 k changes/s writes about 25 k rows per epoch and keeps the batch, whose commit has no
+/// fixed cost (an ingestion syncs its file, and flushes a memtable overlapping it).
+const INGEST_MIN_ROWS: usize = 32 * 1024;
 
 /// Writes of one state table in one epoch: full key to new value, `None` deletes the key.
 pub use crate::storage::write_buffer::WriteBuffer;
