@@ -528,8 +528,7 @@ mod tests {
     fn rows(keys: std::ops::Range<u32>, tag: &[u8]) -> WriteBuffer {
         let mut buf = WriteBuffer::new();
         for i in keys.rev() {
-            let key = [&[0, 0, 0, 1][..], &i.to_be_bytes()].concat();
-            buf.insert(&key, Some(&[&i.to_be_bytes()[..], tag].concat()));
+            buf.insert(&key(i), Some(&[&i.to_be_bytes()[..], tag].concat()));
         }
         buf
     }
