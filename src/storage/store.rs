@@ -288,6 +288,47 @@ impl Store {
         self.db.get_approximate_sizes_cf(self.state_cf(), &[range]).first().copied().unwrap_or(0)
     }
 
+    /// RocksDB's estimate of the bytes the rows of `[start, end)` take in files; rows still in
+    /// the memtable are not counted.
+    pub fn approximate_range_size(&self, start: &[u8], end: &[u8]) -> u64 {
+        let range = rocksdb::Range::new(start, end);
+        self.db.get_approximate_sizes_cf(self.state_cf(), &[range]).first().copied().unwrap_or(0)
+    }
+
+    /// The number of committed rows in `[start, end)`: exact when there are at most `exact` of
+    /// them, else an estimate that reads only the first `exact`. A table's keys start with a
+    /// hashed vnode, so its first rows are a fair sample of its rows' sizes: the estimate scales
+    /// their count by the share of the range's bytes they take in RocksDB's files. When those
+    /// rows are still in the memtable, which the size estimate does not see, every row is
+    /// counted.
+    pub fn estimate_rows(self: &Arc<Self>, start: &[u8], end: &[u8], exact: u64) -> Result<u64> {
+        let snapshot = self.snapshot();
+        let mut n = 0u64;
+        let mut sample_end = Vec::new();
+        snapshot.scan_until(start, end, false, |key, _| {
+            n += 1;
+            if n == exact {
+                sample_end = key.to_vec();
+                sample_end.push(0);
+            }
+            Ok(n <= exact)
+        })?;
+        if n <= exact {
+            return Ok(n);
+        }
+        let sample = self.approximate_range_size(start, &sample_end);
+        let whole = self.approximate_range_size(start, end);
+        if sample == 0 || whole < sample {
+            let mut n = 0u64;
+            snapshot.scan(start, end, usize::MAX, |_, _| {
+                n += 1;
+                Ok(())
+            })?;
+            return Ok(n);
+        }
+        Ok(((exact as f64 * whole as f64 / sample as f64) as u64).max(exact + 1))
+    }
+
     /// Reads a committed row by its full key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get_cf(self.state_cf(), key)?)
@@ -582,6 +623,29 @@ mod tests {
             })
             .unwrap();
         assert_eq!(count, n as usize - 1, "keys 0..n but 7");
+    }
+
+    #[test]
+    fn rows_are_counted_exactly_up_to_a_bound_and_estimated_beyond_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Table 1: 200 000 rows in files (an ingested epoch).
+        store.stage(Epoch(1), Arc::new(rows(0..200_000, b"a")));
+        assert!(store.commit(Epoch(1)).unwrap().ingested);
+        // Table 2: 5 000 rows in the memtable.
+        let mut small = WriteBuffer::new();
+        for i in 0..5_000u32 {
+            small.insert(&[&[0, 0, 0, 2][..], &i.to_be_bytes()].concat(), Some(b"v"));
+        }
+        store.stage(Epoch(2), Arc::new(small));
+        assert!(!store.commit(Epoch(2)).unwrap().ingested);
+        let (one, two, three) = ([0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 3]);
+
+        assert_eq!(store.estimate_rows(&one, &two, 300_000).unwrap(), 200_000, "exact");
+        let estimate = store.estimate_rows(&one, &two, 10_000).unwrap();
+        assert!((180_000..=220_000).contains(&estimate), "estimated {estimate} for 200 000");
+        assert_eq!(store.estimate_rows(&two, &three, 1_000).unwrap(), 5_000, "memtable rows");
+        assert_eq!(store.estimate_rows(&three, &[0, 0, 0, 4], 1_000).unwrap(), 0);
     }
 
     #[test]
