@@ -235,14 +235,8 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as sorted
-    /// SST files ingested in one call, which makes them visible together or not at all.
-    ///
-    /// The rows are cut into files where a table ends and, past [`SPLIT_MIN_ROWS`] rows, where
-    /// a table's keys jump over vnodes the epoch did not write. A backfill that reads vnode by
-    /// vnode (a view's) writes each epoch into a few vnodes per actor; cut there, no file
-    /// overlaps the files of earlier epochs, and RocksDB places it below them with nothing to
-    /// compact. One file over all actors' vnodes would overlap every other and land in level 0.
+    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as one
+    /// ingested SST file.
     fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
         let mut rows: Vec<(&[u8], Option<&[u8]>)> = buffers.iter().flat_map(|b| b.iter()).collect();
         // Each buffer is sorted, so this merges runs; a stable sort keeps a key's writes in
@@ -255,58 +249,26 @@ impl Store {
             }
             same
         });
-        let mut paths = Vec::new();
-        let written = self.write_files(epoch, &rows, &mut paths);
-        let ingested = written.and_then(|bytes| {
-            let mut io = IngestExternalFileOptions::default();
-            io.set_move_files(true);
-            self.db.ingest_external_file_cf_opts(self.state_cf(), &io, paths.clone())?;
-            Ok(bytes)
-        });
-        for path in &paths {
-            let _ = std::fs::remove_file(path);
-        }
-        ingested
-    }
-
-    /// Writes the epoch record and `rows` (sorted, unique) into SST files cut as
-    /// [`Store::ingest`] says; pushes their paths and returns their total size.
-    fn write_files(
-        &self,
-        epoch: Epoch,
-        rows: &[(&[u8], Option<&[u8]>)],
-        paths: &mut Vec<std::path::PathBuf>,
-    ) -> Result<u64> {
+        let path = self.ingest_dir.join(format!("{}.sst", epoch.0));
         let mut opts = Options::default();
         opts.set_compression_type(rocksdb::DBCompressionType::None);
-        let open = |paths: &mut Vec<std::path::PathBuf>| -> Result<SstFileWriter> {
-            let path = self.ingest_dir.join(format!("{}-{}.sst", epoch.0, paths.len()));
-            let writer = SstFileWriter::create(&opts);
-            writer.open(&path)?;
-            paths.push(path);
-            Ok(writer)
-        };
-        let mut bytes = 0;
-        let mut writer = open(paths)?;
+        let mut writer = SstFileWriter::create(&opts);
+        writer.open(&path)?;
         writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
-        let mut in_file = 1usize;
-        let mut prev: &[u8] = STATE_EPOCH_KEY;
-        for &(key, value) in rows {
-            if cuts_between(prev, key, in_file) {
-                writer.finish()?;
-                bytes += writer.file_size();
-                writer = open(paths)?;
-                in_file = 0;
-            }
+        for (key, value) in rows {
             match value {
                 Some(v) => writer.put(key, v)?,
                 None => writer.delete(key)?,
             }
-            in_file += 1;
-            prev = key;
         }
         writer.finish()?;
-        Ok(bytes + writer.file_size())
+        let bytes = writer.file_size();
+        let mut io = IngestExternalFileOptions::default();
+        io.set_move_files(true);
+        let ingested = self.db.ingest_external_file_cf_opts(self.state_cf(), &io, vec![&path]);
+        let _ = std::fs::remove_file(&path);
+        ingested?;
+        Ok(bytes)
     }
 
     /// Deletes every stored row of `table`, durably.
@@ -428,40 +390,12 @@ impl Store {
 /// compactions. Level 0 compacts at 8 files rather than 4: a backfill adds a file per large
 /// epoch, and each compaction out of level 0 rewrites the overlapping data below it, so fewer,
 /// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs").
-/// Past this many rows, an ingested file is cut where a table's keys jump over vnodes.
-const SPLIT_MIN_ROWS: usize = 4096;
-
-/// Whether an ingested file holding `in_file` rows, the last with key `prev`, ends before `next`:
-/// at the end of a table, or past [`SPLIT_MIN_ROWS`] rows where the keys skip a vnode.
-fn cuts_between(prev: &[u8], next: &[u8], in_file: usize) -> bool {
-    let (Some(a), Some(b)) = (prev.get(..6), next.get(..6)) else {
-        return true;
-    };
-    if a[..4] != b[..4] {
-        return true;
-    }
-    let vnode = |k: &[u8]| u16::from_be_bytes([k[4], k[5]]);
-    in_file >= SPLIT_MIN_ROWS && vnode(b) > vnode(a).saturating_add(1)
-}
-
 fn state_options() -> Options {
     let mut opts = Options::default();
     opts.set_compression_type(rocksdb::DBCompressionType::None);
     opts.set_level_zero_file_num_compaction_trigger(8);
     opts.set_level_zero_slowdown_writes_trigger(40);
     opts.set_level_zero_stop_writes_trigger(60);
-    // Compactions cut their output files where the table id (the keys' first 4 bytes) changes.
-    // Else an output file spans tables, and each checkpoint's small files (the epoch record, a
-    // backfill's progress rows) overlap such a file and make the next compaction rewrite it
-    // whole: 64 MB rewritten for a few rows, over and over during a backfill.
-    // SAFETY: `opts` is alive; the setter copies the factory's shared pointer, so the factory
-    // wrapper is destroyed right after.
-    unsafe {
-        use rocksdb::AsRawPtr;
-        let factory = librocksdb_sys::rocksdb_sst_partitioner_fixed_prefix_factory_create(4);
-        librocksdb_sys::rocksdb_options_set_sst_partitioner_factory(opts.as_raw_ptr(), factory);
-        librocksdb_sys::rocksdb_sst_partitioner_factory_destroy(factory);
-    }
     opts
 }
 
@@ -712,93 +646,6 @@ mod tests {
         assert!((180_000..=220_000).contains(&estimate), "estimated {estimate} for 200 000");
         assert_eq!(store.estimate_rows(&two, &three, 1_000).unwrap(), 5_000, "memtable rows");
         assert_eq!(store.estimate_rows(&three, &[0, 0, 0, 4], 1_000).unwrap(), 0);
-    }
-
-    #[test]
-    fn ingested_files_are_cut_at_tables_and_at_vnode_gaps_past_a_minimum() {
-        let key = |table: u8, vnode: u16| [&[0, 0, 0, table][..], &vnode.to_be_bytes()].concat();
-        let cases = [
-            // prev key      next key        rows in file  cut
-            (key(1, 3), key(1, 3), 100_000, false),
-            (key(1, 3), key(1, 4), 100_000, false),
-            (key(1, 3), key(1, 5), SPLIT_MIN_ROWS, true),
-            (key(1, 3), key(1, 5), SPLIT_MIN_ROWS - 1, false),
-            (key(1, 3), key(2, 3), 1, true),
-            (STATE_EPOCH_KEY.to_vec(), key(1, 0), 1, true),
-        ];
-        for (prev, next, in_file, cut) in cases {
-            assert_eq!(cuts_between(&prev, &next, in_file), cut, "{prev:?} {next:?} {in_file}");
-        }
-    }
-
-    /// What two actors of a view's backfill write in consecutive epochs: each continues its
-    /// vnodes where it stopped, so the epochs' files do not overlap and nothing is compacted.
-    #[test]
-    fn epochs_of_two_vnode_runs_are_ingested_as_files_that_do_not_overlap() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let run = |buf: &mut WriteBuffer, vnode: u16, from: u32, n: u32| {
-            for i in from..from + n {
-                let key = [&[0, 0, 0, 1][..], &vnode.to_be_bytes(), &i.to_be_bytes()].concat();
-                buf.insert(&key, Some(b"value"));
-            }
-        };
-        for epoch in 1..=3u64 {
-            let mut buf = WriteBuffer::new();
-            let from = epoch as u32 * 100_000;
-            run(&mut buf, 1, from, 20_000);
-            run(&mut buf, 129, from, 20_000);
-            store.stage(Epoch(epoch), Arc::new(buf));
-            assert!(store.commit(Epoch(epoch)).unwrap().ingested);
-        }
-        let mut files: Vec<(Vec<u8>, Vec<u8>)> = store
-            .db
-            .live_files()
-            .unwrap()
-            .into_iter()
-            .filter(|f| f.start_key.as_deref().is_some_and(|k| k.starts_with(&[0, 0, 0, 1])))
-            .map(|f| (f.start_key.unwrap(), f.end_key.unwrap()))
-            .collect();
-        files.sort();
-        assert_eq!(files.len(), 6, "two files per epoch: {files:?}");
-        for pair in files.windows(2) {
-            assert!(pair[0].1 < pair[1].0, "overlapping files {pair:?}");
-        }
-        let mut count = 0;
-        store
-            .snapshot()
-            .scan(&[0, 0, 0, 1], &[0, 0, 0, 2], usize::MAX, |_, _| {
-                count += 1;
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(count, 6 * 20_000);
-    }
-
-    #[test]
-    fn compactions_never_write_a_file_spanning_two_tables() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        for epoch in 1..=4u64 {
-            let mut buf = WriteBuffer::new();
-            for table in 1..=3u8 {
-                for i in 0..1000u32 {
-                    let key = [&[0, 0, 0, table, 0, 7][..], &(i * 4 + epoch as u32).to_be_bytes()];
-                    buf.insert(&key.concat(), Some(b"value"));
-                }
-            }
-            store.stage(Epoch(epoch), Arc::new(buf));
-            store.commit(Epoch(epoch)).unwrap();
-            store.db.flush_cf(store.state_cf()).unwrap();
-        }
-        store.db.compact_range_cf(store.state_cf(), None::<&[u8]>, None::<&[u8]>);
-        let files = store.db.live_files().unwrap();
-        let data: Vec<_> = files.iter().filter(|f| f.column_family_name == STATE_CF).collect();
-        assert!(data.len() >= 4, "the epoch record and three tables: {} files", data.len());
-        for f in data {
-            let (start, end) = (f.start_key.as_ref().unwrap(), f.end_key.as_ref().unwrap());
-            assert_eq!(start[..4], end[..4], "a file spans tables: {start:?}..{end:?}");
-        }
     }
 
     #[test]
