@@ -283,9 +283,7 @@ impl Store {
     /// RocksDB's estimate of the bytes `table`'s rows take on disk; rows still in the memtable
     /// are not counted until they are flushed.
     pub fn approximate_table_size(&self, table: TableId) -> u64 {
-        let (start, end) = (table_prefix(table), table_prefix(TableId(table.0 + 1)));
-        let range = rocksdb::Range::new(&start, &end);
-        self.db.get_approximate_sizes_cf(self.state_cf(), &[range]).first().copied().unwrap_or(0)
+        self.approximate_range_size(&table_prefix(table), &table_prefix(TableId(table.0 + 1)))
     }
 
     /// RocksDB's estimate of the bytes the rows of `[start, end)` take in files; rows still in
@@ -319,8 +317,9 @@ impl Store {
         let sample = self.approximate_range_size(start, &sample_end);
         let whole = self.approximate_range_size(start, end);
         if sample == 0 || whole < sample {
-            let mut n = 0u64;
-            snapshot.scan(start, end, usize::MAX, |_, _| {
+            // The rows after the first `exact` are counted one by one.
+            let mut n = exact;
+            snapshot.scan(&sample_end, end, usize::MAX, |_, _| {
                 n += 1;
                 Ok(())
             })?;
