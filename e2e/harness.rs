@@ -86,6 +86,12 @@ impl Sluice {
         Ok(sluice)
     }
 
+    /// Runs after this one get no extra environment (failpoints armed at the start are not
+    /// armed again).
+    pub fn clear_env(&mut self) {
+        self.env.clear();
+    }
+
     /// Kills the server with SIGKILL and waits for it to exit. Does nothing if it is not running.
     pub async fn kill9(&mut self) -> anyhow::Result<()> {
         if let Some(mut child) = self.child.take() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
-use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows};
+use crate::harness::{Sluice, assert_view_matches, retry_until, text_rows, wait_jobs};
 
 /// Rows in the upstream table of these tests.
 const ROWS: i64 = 200_000;
@@ -219,4 +219,84 @@ async fn steady_state_kill(server: &mut Sluice) -> anyhow::Result<()> {
         client = reconnected;
     }
     Ok(())
+}
+
+/// A view over a join planned with eager aggregation: its partial aggregate holds its groups
+/// while the view backfills.
+const EAGER_QUERY: &str = "SELECT gdim.name, count(*) AS n, sum(big.v) AS sv, max(big.id) AS hi \
+                           FROM big JOIN gdim ON big.g = gdim.id GROUP BY gdim.name";
+
+/// A kill while the partial aggregate holds its groups, then a crash right after their release
+/// is committed but before the view is marked created: either way each group reaches the view
+/// exactly once.
+#[tokio::test]
+async fn an_eager_view_killed_while_holding_and_after_its_release_equals_its_query()
+-> anyhow::Result<()> {
+    let env = [("SLUICE_FAILPOINTS", "released:big_eager")];
+    let mut server = Sluice::start_with_env(&env).await?;
+    let outcome = eager_kills(&mut server).await;
+    outcome.with_context(|| server.log_tail())
+}
+
+async fn eager_kills(server: &mut Sluice) -> anyhow::Result<()> {
+    let client = server.connect().await?;
+    load_big(&client).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE gdim (id int PRIMARY KEY, name varchar);
+             INSERT INTO gdim SELECT i, 'n' || (i % 10) FROM generate_series(0, 99) AS i;",
+        )
+        .await?;
+    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let writer = tokio::spawn(write_randomly(server.connect().await?, 7, stop_rx));
+    let creator = server.connect().await?;
+    let create = tokio::spawn(async move {
+        let sql = format!(
+            "SET streaming_parallelism = 2; SET eager_aggregation = on; \
+             CREATE MATERIALIZED VIEW big_eager WITH (backfill_rate_limit = 20000) AS {EAGER_QUERY}"
+        );
+        creator.batch_execute(&sql).await
+    });
+    let progress = "SELECT rows_done FROM rw_catalog.rw_ddl_progress \
+                    WHERE ddl_statement LIKE 'CREATE MATERIALIZED VIEW big_eager%'";
+    retry_until(Duration::from_secs(60), || async {
+        let rows = text_rows(&client, progress).await?;
+        let done: i64 = rows.first().and_then(|r| r[0].as_deref()).unwrap_or("0").parse()?;
+        ensure!(done >= ROWS / 5, "only {done} rows backfilled so far");
+        ensure!(done < ROWS, "the backfill finished before the kill; lower the rate limit");
+        Ok(())
+    })
+    .await?;
+    server.kill9().await?;
+    ensure!(create.await?.is_err(), "CREATE returned although the server was killed mid-backfill");
+    let _ = writer.await?;
+
+    // The restarted job backfills the rest, releases its groups, and crashes there.
+    server.restart().await?;
+    retry_until(Duration::from_secs(120), || {
+        let exited = server.ensure_running().is_err();
+        async move {
+            ensure!(exited, "the server has not crashed after the release yet");
+            Ok(())
+        }
+    })
+    .await?;
+    ensure!(
+        server.current_run_log().contains("failpoint fired"),
+        "the server exited, but not at the release\n{}",
+        server.log_tail()
+    );
+
+    server.clear_env();
+    server.restart().await?;
+    let client = server.connect().await?;
+    wait_jobs(&client, Duration::from_secs(120)).await?;
+    assert_view_matches(&client, "big_eager", EAGER_QUERY).await?;
+    client
+        .batch_execute(
+            "INSERT INTO big VALUES (-1, 5, 5, 'after'); DELETE FROM big WHERE id = 8;
+             UPDATE gdim SET name = 'moved' WHERE id = 3",
+        )
+        .await?;
+    assert_view_matches(&client, "big_eager", EAGER_QUERY).await
 }

@@ -49,6 +49,11 @@ use crate::error::Result;
 /// The prefix of the partial aggregates' output names.
 const PARTIAL: &str = "__eager_";
 
+/// True if `agg` is a partial aggregate this rewrite added.
+pub fn is_partial(agg: &Aggregate) -> bool {
+    agg.aggr_expr.iter().any(|e| e.schema_name().to_string().starts_with(PARTIAL))
+}
+
 /// `plan` with every aggregate over an inner join that qualifies pre-aggregated (see the module
 /// docs).
 pub fn eager_aggregation(plan: LogicalPlan, catalog: &Catalog) -> Result<LogicalPlan> {

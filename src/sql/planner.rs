@@ -18,6 +18,7 @@ use datafusion::scalar::ScalarValue;
 
 use crate::catalog::{Catalog, ColumnCatalog, RelationKind, StatePurpose};
 use crate::error::{Error, Result};
+use crate::sql::eager::is_partial;
 use crate::stream::executor::hash_agg::AggKind;
 use crate::stream::executor::hash_join::JoinKind;
 use crate::stream::plan::{AggCallPlan, NodeKind, StateSlot, StreamNode, StreamPlan};
@@ -270,9 +271,15 @@ impl Planner<'_> {
             pk,
             dist_key_len: n_groups,
         });
+        // A partial aggregate holds its groups while the job creates, if it finds a group's
+        // stored row in the vnode the exchange sent it by (its key columns typed as its input).
+        let hold = is_partial(agg)
+            && group_exprs.iter().zip(out.fields()).all(|(e, f)| {
+                e.data_type(in_schema.as_arrow()).ok().as_ref() == Some(f.data_type())
+            });
         let schema = Arc::new(relaxed(&out));
         Ok(StreamNode {
-            kind: NodeKind::HashAgg { group_exprs, calls, result },
+            kind: NodeKind::HashAgg { group_exprs, calls, result, hold },
             inputs: vec![input],
             visible: schema.fields().len(),
             schema,

@@ -149,6 +149,23 @@ where
     Ok(())
 }
 
+/// Where the release markers of a held aggregate's result table `table` start: in the key space
+/// of table 0 (which holds no relation), so no scan of the table itself meets them.
+pub fn release_marker_prefix(table: TableId) -> Vec<u8> {
+    let mut key = table_prefix(TableId(0)).to_vec();
+    key.extend_from_slice(b"released/");
+    key.extend_from_slice(&table.0.to_be_bytes());
+    key
+}
+
+/// The key whose presence says vnode `vnode` of a held aggregate's result table `table` has
+/// emitted its groups (see [`crate::stream::executor::hash_agg::Hold`]).
+pub fn release_marker(table: TableId, vnode: VirtualNode) -> Vec<u8> {
+    let mut key = release_marker_prefix(table);
+    key.extend_from_slice(&vnode.0.to_be_bytes());
+    key
+}
+
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
 pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();

@@ -28,6 +28,8 @@ pub struct StateTable {
     sealed: VecDeque<(Epoch, Arc<WriteBuffer>)>,
     /// Per-row key and value buffers reused by every chunk written.
     scratch: (Vec<Vec<u8>>, Vec<Vec<u8>>),
+    /// See [`StateTable::rewriting`].
+    rewrites: bool,
 }
 
 impl StateTable {
@@ -47,7 +49,16 @@ impl StateTable {
             buffer: WriteBuffer::new(),
             sealed: VecDeque::new(),
             scratch: Default::default(),
+            rewrites: false,
         }
+    }
+
+    /// The same table, marked as one whose epochs mostly rewrite the rows of recent epochs (an
+    /// aggregate's groups): its writes then keep a commit in the memtable (see
+    /// [`Store::commit`]).
+    pub fn rewriting(mut self) -> Self {
+        self.rewrites = true;
+        self
     }
 
     /// The relation this table stores.
@@ -71,20 +82,26 @@ impl StateTable {
         values.iter_mut().for_each(Vec::clear);
         values.resize_with(chunk.len(), Vec::new);
         encode_rows(chunk.columns(), values);
+        let before = self.buffer.bytes();
         for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
             self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
         }
+        self.store.note_buffered((self.buffer.bytes() - before) as i64);
         Ok(())
     }
 
     /// Puts an encoded row under an encoded key.
     pub fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        let before = self.buffer.bytes();
         self.buffer.insert(&key, Some(&value));
+        self.store.note_buffered((self.buffer.bytes() - before) as i64);
     }
 
     /// Removes the row under an encoded key.
     pub fn delete(&mut self, key: Vec<u8>) {
+        let before = self.buffer.bytes();
         self.buffer.insert(&key, None);
+        self.store.note_buffered((self.buffer.bytes() - before) as i64);
     }
 
     /// Replaces the row under `key`; the same as [`StateTable::insert`] for a keyed table.
@@ -253,7 +270,9 @@ impl StateTable {
         if self.buffer.is_empty() {
             return;
         }
-        let sealed = Arc::new(std::mem::take(&mut self.buffer));
+        let mut sealed = std::mem::take(&mut self.buffer);
+        sealed.rewrites = self.rewrites;
+        let sealed = Arc::new(sealed);
         self.store.stage(epoch, sealed.clone());
         self.sealed.push_back((epoch, sealed));
     }
@@ -262,6 +281,14 @@ impl StateTable {
     pub fn full_range(&self) -> (Vec<u8>, Vec<u8>) {
         let end = TableId(self.table_id.0 + 1);
         (table_prefix(self.table_id).to_vec(), table_prefix(end).to_vec())
+    }
+}
+
+impl Drop for StateTable {
+    /// Writes of an epoch that will not be sealed (the actor stopped) no longer count as
+    /// buffered.
+    fn drop(&mut self) {
+        self.store.note_buffered(-(self.buffer.bytes() as i64));
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rocksdb::{
@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::ids::{Epoch, TableId};
-use crate::storage::keycodec::table_prefix;
+use crate::storage::keycodec::{prefix_successor, release_marker_prefix, table_prefix};
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
 /// version 1 (the committed epoch in `meta`), which is upgraded in place.
@@ -66,6 +66,9 @@ pub struct Store {
     ingest_dir: PathBuf,
     /// Epoch ranges (inclusive) that recoveries discarded, oldest first.
     lost: Mutex<Vec<(Epoch, Epoch)>>,
+    /// Bytes of the write buffers not committed yet, written in the current epoch or sealed
+    /// (see [`Store::uncommitted_bytes`]).
+    uncommitted: AtomicI64,
 }
 
 impl Store {
@@ -136,6 +139,7 @@ impl Store {
             committed_tx,
             pending: Mutex::new(BTreeMap::new()),
             lost: Mutex::new(Vec::new()),
+            uncommitted: AtomicI64::new(0),
         }))
     }
 
@@ -185,7 +189,20 @@ impl Store {
         if from <= upto {
             lost.push((from, upto));
         }
-        self.pending.lock().clear();
+        let discarded = std::mem::take(&mut *self.pending.lock());
+        let bytes: usize = discarded.values().flatten().map(|b| b.bytes()).sum();
+        self.note_buffered(-(bytes as i64));
+    }
+
+    /// Records that write buffers not yet committed grew (or shrank) by `bytes`.
+    pub fn note_buffered(&self, bytes: i64) {
+        self.uncommitted.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The memory the write buffers of every state table take until their epochs commit,
+    /// about: what a backfill bounds when it sizes its epochs.
+    pub fn uncommitted_bytes(&self) -> usize {
+        self.uncommitted.load(Ordering::Relaxed).max(0) as usize
     }
 
     /// Atomically writes every staged buffer of epochs up to `epoch` and records `epoch` as
@@ -195,7 +212,11 @@ impl Store {
     /// backfill's epoch: at least [`INGEST_MIN_ROWS`] rows) is written as one sorted SST file,
     /// the epoch record included, and ingested: RocksDB adds the file to the tree in one
     /// manifest write, so the commit is as atomic as a batch, and the rows skip the memtable,
-    /// the WAL and the flush. Range clears (a truncate) always take the batch.
+    /// the WAL and the flush. Range clears (a truncate) always take the batch, and so do epochs
+    /// that mostly rewrite rows of recent epochs (an aggregate's groups, see
+    /// [`StateTable::rewriting`](crate::storage::state_table::StateTable::rewriting)): in the
+    /// memtable a group rewritten at every epoch is flushed once, ingested it would add a file
+    /// overlapping the last one at every epoch, for compactions to merge.
     pub fn commit(&self, epoch: Epoch) -> Result<Committed> {
         let buffers = {
             let mut pending = self.pending.lock();
@@ -203,8 +224,14 @@ impl Store {
             std::mem::replace(&mut *pending, later)
         };
         let buffers: Vec<&WriteBuffer> = buffers.values().flatten().map(|b| b.as_ref()).collect();
-        let rows: usize = buffers.iter().map(|b| b.len()).sum();
-        let ingested = rows >= INGEST_MIN_ROWS && buffers.iter().all(|b| b.cleared().is_empty());
+        self.note_buffered(-(buffers.iter().map(|b| b.bytes()).sum::<usize>() as i64));
+        let (mut new_rows, mut rewritten) = (0, 0);
+        for buffer in &buffers {
+            *if buffer.rewrites { &mut rewritten } else { &mut new_rows } += buffer.len();
+        }
+        let ingested = new_rows >= INGEST_MIN_ROWS
+            && rewritten <= new_rows
+            && buffers.iter().all(|b| b.cleared().is_empty());
         let bytes = match ingested {
             true => self.ingest(epoch, &buffers)?,
             false => self.write_batch(epoch, &buffers)?,
@@ -276,6 +303,9 @@ impl Store {
         let mut batch = WriteBatch::default();
         let end = TableId(table.0 + 1);
         batch.delete_range_cf(self.state_cf(), table_prefix(table), table_prefix(end));
+        let markers = release_marker_prefix(table);
+        let markers_end = prefix_successor(&markers).expect("the prefix ends in the table id");
+        batch.delete_range_cf(self.state_cf(), markers, markers_end);
         self.db.write_opt(batch, &write_options())?;
         Ok(())
     }
@@ -622,6 +652,31 @@ mod tests {
             })
             .unwrap();
         assert_eq!(count, n as usize - 1, "keys 0..n but 7");
+    }
+
+    #[test]
+    fn an_epoch_that_mostly_rewrites_rows_takes_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let n = INGEST_MIN_ROWS as u32;
+        let rewriting = |range, tag| {
+            let mut buffer = rows(range, tag);
+            buffer.rewrites = true;
+            Arc::new(buffer)
+        };
+        // An aggregate's groups, rewritten: more than an ingestion's worth, all in the batch.
+        store.stage(Epoch(1), rewriting(0..n * 2, b"a"));
+        assert!(!store.commit(Epoch(1)).unwrap().ingested);
+        // New rows beside more rewritten ones: still the batch.
+        store.stage(Epoch(2), rewriting(0..n * 2, b"b"));
+        store.stage(Epoch(2), Arc::new(rows(n * 2..n * 3, b"b")));
+        assert!(!store.commit(Epoch(2)).unwrap().ingested);
+        // New rows outnumbering the rewritten ones: ingested, the rewritten ones with them.
+        store.stage(Epoch(3), rewriting(0..10, b"c"));
+        store.stage(Epoch(3), Arc::new(rows(n * 3..n * 4, b"c")));
+        assert!(store.commit(Epoch(3)).unwrap().ingested);
+        assert_eq!(store.get(&key(5)).unwrap(), Some([&5u32.to_be_bytes()[..], b"c"].concat()));
+        assert_eq!(store.get(&key(n)).unwrap(), Some([&n.to_be_bytes()[..], b"b"].concat()));
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct WriteBuffer {
     live: usize,
     /// Key ranges `start..end` emptied before the buffer's writes, sorted and disjoint.
     cleared: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The writes mostly replace rows written in recent epochs (an aggregate's groups), so
+    /// they are better absorbed by the memtable than ingested ([`crate::storage::store::Store::commit`]).
+    pub rewrites: bool,
 }
 
 impl std::fmt::Debug for WriteBuffer {
@@ -68,6 +71,11 @@ impl WriteBuffer {
     /// An empty buffer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The memory its writes take, about: keys, values and their entries.
+    pub fn bytes(&self) -> usize {
+        self.arena.len() + self.entries.len() * std::mem::size_of::<Entry>()
     }
 
     /// The number of keys written.

@@ -66,6 +66,10 @@ enum Command {
         limit: Option<u64>,
         done: oneshot::Sender<Result<Epoch>>,
     },
+    Release {
+        job: TableId,
+        done: oneshot::Sender<Result<Epoch>>,
+    },
     Replace(Replacement, oneshot::Sender<Result<Epoch>>),
 }
 
@@ -117,6 +121,14 @@ impl BarrierHandle {
     pub async fn throttle(&self, job: TableId, limit: Option<u64>) -> Result<Epoch> {
         let (done, wait) = oneshot::channel();
         self.send(Command::Throttle { job, limit, done })?;
+        wait.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Releases the held output of `job`'s partial aggregates at the next checkpoint barrier;
+    /// returns the epoch that barrier ended, once it is committed.
+    pub async fn release(&self, job: TableId) -> Result<Epoch> {
+        let (done, wait) = oneshot::channel();
+        self.send(Command::Release { job, done })?;
         wait.await.map_err(|_| Error::Shutdown)?
     }
 
@@ -315,6 +327,11 @@ impl BarrierManager {
             }
             Command::Throttle { job, limit, done } => {
                 self.pending.throttle.insert(job, limit);
+                waiters.push(done);
+                true
+            }
+            Command::Release { job, done } => {
+                self.pending.release.insert(job);
                 waiters.push(done);
                 true
             }

@@ -44,12 +44,18 @@ pub struct Mutation {
     /// Actors that stop after this barrier: they commit their state for the epoch it ends,
     /// pass it on, and exit. Their upstreams drop the outputs to them.
     pub stop: HashSet<ActorId>,
+    /// Creating jobs whose backfills have finished: their held partial aggregates emit what
+    /// they hold (see [`crate::stream::executor::hash_agg`]).
+    pub release: HashSet<TableId>,
 }
 
 impl Mutation {
     /// True when the mutation changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.add_outputs.is_empty() && self.throttle.is_empty() && self.stop.is_empty()
+        self.add_outputs.is_empty()
+            && self.throttle.is_empty()
+            && self.stop.is_empty()
+            && self.release.is_empty()
     }
 }
 
@@ -101,6 +107,11 @@ impl Barrier {
     /// The backfill rate limit this barrier sets for `job`'s backfills, if it sets one.
     pub fn throttle_of(&self, job: TableId) -> Option<Option<u64>> {
         self.mutation.as_deref().and_then(|m| m.throttle.get(&job).copied())
+    }
+
+    /// True if this barrier releases the held output of `job`'s partial aggregates.
+    pub fn releases(&self, job: TableId) -> bool {
+        self.mutation.as_deref().is_some_and(|m| m.release.contains(&job))
     }
 
     /// True for checkpoint barriers, which end an epoch.

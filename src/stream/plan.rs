@@ -70,6 +70,9 @@ pub enum NodeKind {
         calls: Vec<AggCallPlan>,
         /// The result table (slot index).
         result: usize,
+        /// A partial aggregate of eager aggregation: while its job is creating it keeps its
+        /// groups in state and emits them once the backfills have finished.
+        hold: bool,
     },
     /// Redistribute rows to the actors of the next fragment by the hash of key expressions.
     Exchange {

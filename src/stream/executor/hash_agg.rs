@@ -6,6 +6,23 @@
 //! may have changed. Changed groups are emitted on each barrier, before it is forwarded: an
 //! update pair for a group that existed and still exists, an insert for a new group, a delete
 //! for a group whose last row went away.
+//!
+//! ## Holding a partial aggregate while its job creates
+//!
+//! A partial aggregate of eager aggregation ([`crate::sql::eager`]) built for a creating job
+//! runs in *hold* mode ([`Hold`]): it keeps its groups in its result table as always but emits
+//! nothing, so the join and the final aggregate above it do no work per backfill epoch. A
+//! backfill page touches most groups, so emitting would send every group again at each epoch.
+//! Once every backfill of the job has finished, the job's release barrier
+//! ([`crate::stream::message::Mutation::release`]) makes it emit each stored group once, as an
+//! insert, and it runs as any aggregate from then on. The view cannot be queried while its job
+//! creates, so holding is invisible.
+//!
+//! The release of a vnode writes a marker key ([`crate::storage::keycodec::release_marker`])
+//! in the epoch it emits in, so after a restart (or a rescale, which reassigns vnodes) an actor
+//! knows which of its vnodes downstream has seen: those run normally, the others hold until the
+//! release. An actor holding more than [`HOLD_LIMIT`] groups releases early, so the epoch of a
+//! release, and what the operators above write in it, stays bounded.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,15 +33,38 @@ use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 
-use crate::catalog::{Epoch, TableCatalog};
+use crate::catalog::{Epoch, TableCatalog, TableId, VirtualNode};
 use crate::error::{Error, Result};
-use crate::storage::keycodec::{encode_keys, encode_keys_into, prefix_successor};
+use crate::storage::keycodec::{
+    encode_keys, encode_keys_into, prefix_successor, release_marker, vnode_in_key, vnode_prefix,
+};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
-use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
+use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
+
+/// Groups one actor may hold (see the module docs) before it releases them early.
+pub const HOLD_LIMIT: usize = 100_000;
+
+/// Groups an actor keeps in memory between epochs (see `Aggregation::cache`): a backfill's
+/// epochs touch most groups again when there are fewer than its rows.
+const CACHE_GROUPS: usize = 100_000;
+
+/// Stored groups emitted per chunk when held groups are released.
+const RELEASE_CHUNK: usize = 4096;
+
+/// Where a partial aggregate holds its output while its job creates (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// The creating job, whose release barrier ends the hold.
+    pub job: TableId,
+    /// The vnodes of the result table this actor owns.
+    pub vnodes: Vec<VirtualNode>,
+    /// The most groups it holds before it releases them early ([`HOLD_LIMIT`]).
+    pub limit: usize,
+}
 
 /// An aggregate function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,9 +119,14 @@ enum AggState {
 
 #[derive(Debug)]
 struct Group {
+    /// The vnode of its result key.
+    vnode: VirtualNode,
     values: Vec<ScalarValue>,
     row_count: i64,
     states: Vec<AggState>,
+    /// The group has a stored row.
+    stored: bool,
+    /// The row last emitted for it, unless it is new or held.
     previous: Option<Vec<ScalarValue>>,
 }
 
@@ -93,6 +138,7 @@ pub struct HashAggExecutor {
     calls: Vec<AggCall>,
     result_table: Arc<TableCatalog>,
     output_schema: SchemaRef,
+    hold: Option<Hold>,
 }
 
 impl HashAggExecutor {
@@ -105,15 +151,25 @@ impl HashAggExecutor {
         result_table: Arc<TableCatalog>,
         output_schema: SchemaRef,
     ) -> Self {
-        Self { input, store, group_exprs, calls, result_table, output_schema }
+        Self { input, store, group_exprs, calls, result_table, output_schema, hold: None }
+    }
+
+    /// The same aggregate holding its output until `hold.job` is released (see the module
+    /// docs). An aggregate without groups does not hold.
+    pub fn holding(mut self, hold: Hold) -> Self {
+        self.hold = (!self.group_exprs.is_empty()).then_some(hold);
+        self
     }
 }
 
 impl Executor for HashAggExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, store, group_exprs, calls, result_table, output_schema } = *self;
+        let Self { input, store, group_exprs, calls, result_table, output_schema, hold } = *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
+            if let Some(hold) = hold {
+                agg.hold(hold)?;
+            }
             let mut input = input.execute();
             while let Some(msg) = input.next().await {
                 match msg? {
@@ -121,6 +177,11 @@ impl Executor for HashAggExecutor {
                     Message::Barrier(barrier) => {
                         if let Some(chunk) = agg.flush()? {
                             yield Message::Chunk(chunk);
+                        }
+                        if agg.must_release(&barrier) {
+                            for chunk in agg.release()? {
+                                yield Message::Chunk(chunk);
+                            }
                         }
                         if barrier.is_checkpoint() {
                             agg.commit(barrier.epoch.prev);
@@ -161,6 +222,22 @@ struct Aggregation {
     deltas: Vec<HashMap<Vec<u8>, MultisetDelta>>,
     /// For an aggregate without GROUP BY: whether its single group has been emitted.
     global_loaded: bool,
+    /// While some of its vnodes hold their groups: which (see the module docs).
+    held: Option<Held>,
+    /// Groups as the last flush left them (stored, and emitted unless held), by result key:
+    /// a group touched again needs no read. Emptied when it would pass [`CACHE_GROUPS`].
+    cache: hashbrown::HashMap<Vec<u8>, Group>,
+}
+
+/// The vnodes of an actor whose groups are held, and how many groups they store.
+struct Held {
+    job: TableId,
+    /// By vnode: true while its groups are held.
+    vnodes: Vec<bool>,
+    /// The groups stored in held vnodes.
+    groups: usize,
+    /// See [`Hold::limit`].
+    limit: usize,
 }
 
 impl Aggregation {
@@ -171,10 +248,10 @@ impl Aggregation {
         result_def: Arc<TableCatalog>,
         output_schema: SchemaRef,
     ) -> Self {
-        let result = result_def.state_table(store.clone());
+        let result = result_def.state_table(store.clone()).rewriting();
         let multisets = calls
             .iter()
-            .map(|c| c.multiset.as_ref().map(|t| t.state_table(store.clone())))
+            .map(|c| c.multiset.as_ref().map(|t| t.state_table(store.clone()).rewriting()))
             .collect();
         let deltas = calls.iter().map(|_| HashMap::new()).collect();
         Self {
@@ -189,7 +266,114 @@ impl Aggregation {
             keys: Vec::new(),
             deltas,
             global_loaded: false,
+            held: None,
+            cache: hashbrown::HashMap::new(),
         }
+    }
+
+    /// Starts holding the groups of the vnodes of `hold` that have not been released yet, and
+    /// counts the groups they already store (up to just past its limit).
+    fn hold(&mut self, hold: Hold) -> Result<()> {
+        let mut vnodes = vec![false; VirtualNode::COUNT];
+        let mut groups = 0;
+        for vnode in hold.vnodes {
+            if self.result.get(&release_marker(self.result_def.id, vnode))?.is_some() {
+                continue;
+            }
+            vnodes[vnode.0 as usize] = true;
+            let start = vnode_prefix(self.result_def.id, vnode);
+            let end = prefix_successor(&start).expect("a vnode prefix has a successor");
+            let left = (hold.limit + 1).saturating_sub(groups);
+            groups += self.result.iter_range(&start, &end, left)?.len();
+        }
+        if vnodes.contains(&true) {
+            self.held = Some(Held { job: hold.job, vnodes, groups, limit: hold.limit });
+        }
+        Ok(())
+    }
+
+    /// True if the groups held must be emitted at `barrier`: it releases the job, or this
+    /// actor holds more groups than it may.
+    fn must_release(&self, barrier: &Barrier) -> bool {
+        self.held.as_ref().is_some_and(|h| barrier.releases(h.job) || h.groups > h.limit)
+    }
+
+    /// Emits every group stored in a held vnode, as inserts (downstream has seen none of
+    /// them), and marks those vnodes released in this epoch.
+    fn release(&mut self) -> Result<Vec<StreamChunk>> {
+        let Some(held) = self.held.take() else { return Ok(Vec::new()) };
+        let types = self.result_def.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut chunks = Vec::new();
+        let mut rows = Vec::new();
+        for vnode in (0..VirtualNode::COUNT).filter(|&v| held.vnodes[v]) {
+            let vnode = VirtualNode(vnode as u16);
+            let mut from = vnode_prefix(self.result_def.id, vnode).to_vec();
+            let end = prefix_successor(&from).expect("a vnode prefix has a successor");
+            loop {
+                let page = self.result.iter_range(&from, &end, RELEASE_CHUNK)?;
+                let Some((last, _)) = page.last() else { break };
+                from = last.clone();
+                from.push(0);
+                let mut decoder = RowDecoder::new(&types, &all, page.len());
+                for (_, row) in &page {
+                    decoder.push(row)?;
+                }
+                let columns = decoder.finish();
+                for r in 0..page.len() {
+                    let stored = columns
+                        .iter()
+                        .map(|c| ScalarValue::try_from_array(c, r))
+                        .collect::<datafusion::error::Result<Vec<_>>>()?;
+                    rows.push(self.output_row(&self.stored_group(vnode, &stored)?)?);
+                    if rows.len() == RELEASE_CHUNK {
+                        chunks.push(self.inserts(std::mem::take(&mut rows))?);
+                    }
+                }
+                if page.len() < RELEASE_CHUNK {
+                    break;
+                }
+            }
+            self.result.insert(release_marker(self.result_def.id, vnode), Vec::new());
+        }
+        if !rows.is_empty() {
+            chunks.push(self.inserts(rows)?);
+        }
+        tracing::debug!(job = %held.job, groups = held.groups, "held aggregate groups released");
+        Ok(chunks)
+    }
+
+    /// `rows` (output rows) as a chunk of inserts.
+    fn inserts(&self, rows: Vec<Vec<ScalarValue>>) -> Result<StreamChunk> {
+        let batch = rows_to_batch(&rows, &self.output_schema)?;
+        Ok(StreamChunk::new(vec![Op::Insert; rows.len()], batch))
+    }
+
+    /// A group from its stored row's columns: `group values ++ row_count ++ agg states`.
+    fn stored_group(&self, vnode: VirtualNode, stored: &[ScalarValue]) -> Result<Group> {
+        let values = stored[..self.n_groups()].to_vec();
+        let mut at = self.n_groups();
+        let row_count = match &stored[at] {
+            ScalarValue::Int64(Some(n)) => *n,
+            _ => return Err(Error::Storage("aggregate group without a row count".into())),
+        };
+        at += 1;
+        let mut states = Vec::with_capacity(self.calls.len());
+        for call in &self.calls {
+            states.push(match call.kind {
+                AggKind::Count => AggState::Count(as_i64(&stored[at])),
+                AggKind::Sum | AggKind::Avg => {
+                    let sum = stored[at].cast_to(&call.state_type())?;
+                    at += 1;
+                    AggState::Sum { sum, count: as_i64(&stored[at]) }
+                }
+                AggKind::Min | AggKind::Max => {
+                    AggState::Extreme(stored[at].cast_to(&call.output_type)?)
+                }
+            });
+            at += 1;
+        }
+        Ok(Group { vnode, values, row_count, states, stored: true, previous: None })
     }
 
     fn n_groups(&self) -> usize {
@@ -218,11 +402,12 @@ impl Aggregation {
             let slot = match self.group_index.get(key.as_slice()) {
                 Some(&slot) => slot,
                 None => {
-                    let values = group_columns
-                        .iter()
-                        .map(|c| ScalarValue::try_from_array(c, row))
-                        .collect::<datafusion::error::Result<Vec<_>>>()?;
-                    let group = self.load(key, values)?;
+                    let group = self.take_group(key, || {
+                        Ok(group_columns
+                            .iter()
+                            .map(|c| ScalarValue::try_from_array(c, row))
+                            .collect::<datafusion::error::Result<Vec<_>>>()?)
+                    })?;
                     self.groups.push(group);
                     self.group_index.insert(key.clone(), self.groups.len() - 1);
                     self.groups.len() - 1
@@ -305,46 +490,52 @@ impl Aggregation {
 
     /// Reads a group's stored state, or starts an empty one.
     fn load(&self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
+        let vnode = vnode_in_key(key);
         let Some(row) = self.result.get(key)? else {
             let states = self.calls.iter().map(empty_state).collect::<Result<_>>()?;
-            return Ok(Group { values, row_count: 0, states, previous: None });
+            let stored = false;
+            return Ok(Group { vnode, values, row_count: 0, states, stored, previous: None });
         };
         let types = self.result_def.types();
         let all: Vec<usize> = (0..types.len()).collect();
         let mut decoder = RowDecoder::new(&types, &all, 1);
         decoder.push(&row)?;
-        let columns = decoder.finish();
-        let scalar = |i: usize| ScalarValue::try_from_array(&columns[i], 0);
+        let stored = decoder
+            .finish()
+            .iter()
+            .map(|c| ScalarValue::try_from_array(c, 0))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let mut group = self.stored_group(vnode, &stored)?;
         // The group's values as emitted before, not as in this input row: values that are
         // one group (0 and -0) may print differently, and a retraction must be what was sent.
-        let values = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Ok(scalar(i)?.cast_to(&v.data_type())?))
-            .collect::<Result<Vec<_>>>()?;
-        let mut at = self.n_groups();
-        let row_count = match scalar(at)? {
-            ScalarValue::Int64(Some(n)) => n,
-            _ => return Err(Error::Storage("aggregate group without a row count".into())),
-        };
-        at += 1;
-        let mut states = Vec::with_capacity(self.calls.len());
-        for call in &self.calls {
-            states.push(match call.kind {
-                AggKind::Count => AggState::Count(as_i64(&scalar(at)?)),
-                AggKind::Sum | AggKind::Avg => {
-                    let sum = scalar(at)?.cast_to(&call.state_type())?;
-                    at += 1;
-                    AggState::Sum { sum, count: as_i64(&scalar(at)?) }
-                }
-                AggKind::Min | AggKind::Max => {
-                    AggState::Extreme(scalar(at)?.cast_to(&call.output_type)?)
-                }
-            });
-            at += 1;
+        for (stored, input) in group.values.iter_mut().zip(&values) {
+            *stored = stored.cast_to(&input.data_type())?;
         }
-        let mut group = Group { values, row_count, states, previous: None };
-        group.previous = Some(self.output_row(&group)?);
+        if !self.is_held(vnode) {
+            group.previous = Some(self.output_row(&group)?);
+        }
+        Ok(group)
+    }
+
+    /// True if the groups of `vnode` are held.
+    fn is_held(&self, vnode: VirtualNode) -> bool {
+        self.held.as_ref().is_some_and(|h| h.vnodes[vnode.0 as usize])
+    }
+
+    /// The group under result key `key`: from the cache, else from its stored row, else new
+    /// (with the group-by `values` of an input row).
+    fn take_group(
+        &mut self,
+        key: &[u8],
+        values: impl FnOnce() -> Result<Vec<ScalarValue>>,
+    ) -> Result<Group> {
+        let Some(mut group) = self.cache.remove(key) else {
+            return self.load(key, values()?);
+        };
+        if group.previous.is_none() && !self.is_held(group.vnode) {
+            // Cached while held, and released since: what the release emitted.
+            group.previous = Some(self.output_row(&group)?);
+        }
         Ok(group)
     }
 
@@ -354,7 +545,7 @@ impl Aggregation {
             // An aggregate without GROUP BY always has its one row, also over no input.
             let key = encode_keys(self.result_def.id, &[], 1, 0)?.remove(0);
             if !self.group_index.contains_key(&key) {
-                let group = self.load(&key, Vec::new())?;
+                let group = self.take_group(&key, || Ok(Vec::new()))?;
                 self.groups.push(group);
                 self.group_index.insert(key, self.groups.len() - 1);
             }
@@ -368,12 +559,35 @@ impl Aggregation {
         let mut rows: Vec<Vec<ScalarValue>> = Vec::new();
         let mut state_ops = Vec::new();
         let mut state_rows = Vec::new();
-        self.group_index.clear();
-        for mut group in std::mem::take(&mut self.groups) {
+        let mut keys = vec![Vec::new(); self.groups.len()];
+        for (key, slot) in self.group_index.drain() {
+            keys[slot] = key;
+        }
+        if self.cache.len() + keys.len() > CACHE_GROUPS {
+            self.cache.clear();
+        }
+        for (mut group, key) in std::mem::take(&mut self.groups).into_iter().zip(keys) {
             self.refresh_extremes(&mut group)?;
             let keep = group.row_count > 0 || self.n_groups() == 0;
+            if let Some(held) = self.held.as_mut().filter(|h| h.vnodes[group.vnode.0 as usize]) {
+                // Stored, not emitted: the release emits what the state holds then.
+                match (group.stored, keep) {
+                    (false, true) => held.groups += 1,
+                    (true, false) => held.groups = held.groups.saturating_sub(1),
+                    _ => {}
+                }
+                state_ops.push(if keep { Op::Insert } else { Op::Delete });
+                state_rows.push(self.state_row(&group));
+                if keep {
+                    group.stored = true;
+                    self.cache.insert(key, group);
+                }
+                continue;
+            }
             let current = keep.then(|| self.output_row(&group)).transpose()?;
-            match (group.previous.take(), current) {
+            state_ops.push(if keep { Op::Insert } else { Op::Delete });
+            state_rows.push(self.state_row(&group));
+            match (std::mem::replace(&mut group.previous, current.clone()), current) {
                 (Some(old), Some(new)) if old != new => {
                     ops.extend([Op::UpdateDelete, Op::UpdateInsert]);
                     rows.extend([old, new]);
@@ -388,8 +602,10 @@ impl Aggregation {
                     rows.push(new);
                 }
             }
-            state_ops.push(if keep { Op::Insert } else { Op::Delete });
-            state_rows.push(self.state_row(&group));
+            if keep {
+                group.stored = true;
+                self.cache.insert(key, group);
+            }
         }
         let state = rows_to_batch(&state_rows, &self.result_def.full_schema())?;
         self.result.write_chunk(&StreamChunk::new(state_ops, state))?;
@@ -594,7 +810,7 @@ mod tests {
 
     use super::*;
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
-    use crate::stream::message::Barrier;
+    use crate::stream::message::{Barrier, Mutation};
     use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, initial, run, schema};
     use crate::types::DataType;
 
@@ -642,6 +858,17 @@ mod tests {
         calls: &str,
         input: BoxedExecutor,
     ) -> BoxedExecutor {
+        Box::new(hash_agg_executor(store, header, group_by, calls, input))
+    }
+
+    /// [`hash_agg`], unboxed.
+    fn hash_agg_executor(
+        store: &Arc<Store>,
+        header: &str,
+        group_by: &[usize],
+        calls: &str,
+        input: BoxedExecutor,
+    ) -> HashAggExecutor {
         let in_schema = schema(header);
         let mut group_exprs: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
         let mut group_types = Vec::new();
@@ -695,14 +922,14 @@ mod tests {
             .enumerate()
             .map(|(i, t)| Field::new(format!("o{i}"), t.clone(), true))
             .collect();
-        Box::new(HashAggExecutor::new(
+        HashAggExecutor::new(
             input,
             store.clone(),
             group_exprs,
             agg_calls,
             state_table(100, &result_types, n_groups, n_groups),
             Arc::new(Schema::new(fields)),
-        ))
+        )
     }
 
     /// Passes its input through and, when the next message is asked for after a checkpoint
@@ -1095,6 +1322,155 @@ mod tests {
                         barrier 3";
         let calls = "count(*) count(c0) sum(c0) min(c0)";
         assert_eq!(aggregate("I", &[], calls, input).await, dedent(expected));
+    }
+
+    /// The job the held aggregates of these tests belong to.
+    const JOB: TableId = TableId(7);
+
+    /// A checkpoint barrier ending epoch `prev` that releases [`JOB`].
+    fn release(prev: u64) -> Message {
+        let mutation = Mutation { release: [JOB].into(), ..Default::default() };
+        Message::Barrier(Barrier::checkpoint(Epoch(prev)).with_mutation(mutation))
+    }
+
+    /// A `count(*) sum(c1)` aggregation of `i I` rows grouped by `c0`, holding the groups of
+    /// `vnodes` (all when `None`) for [`JOB`] up to `limit` groups.
+    fn held(
+        store: &Arc<Store>,
+        vnodes: Option<Vec<VirtualNode>>,
+        limit: usize,
+        input: BoxedExecutor,
+    ) -> BoxedExecutor {
+        let vnodes =
+            vnodes.unwrap_or_else(|| (0..VirtualNode::COUNT as u16).map(VirtualNode).collect());
+        let agg = hash_agg_executor(store, "i I", &[0], "count(*) sum(c1)", input);
+        Box::new(agg.holding(Hold { job: JOB, vnodes, limit }))
+    }
+
+    #[tokio::test]
+    async fn a_held_aggregate_emits_nothing_until_released_then_each_group_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let input = [
+            initial(0),
+            chunk("i I\n+ 1 10\n+ 1 20\n+ 2 5"),
+            barrier(1),
+            chunk("i I\n- 2 5\n+ 3 1"),
+            barrier(2),
+            chunk("i I\n+ 1 1"),
+            release(3),
+            chunk("i I\n+ 3 2"),
+            barrier(4),
+        ];
+        // Group 2 came and went while held: downstream never hears of it.
+        let expected = "barrier 0
+
+                        barrier 1
+
+                        barrier 2
+
+                        i I I
+                        + 1 3 31
+                        + 3 1 1
+
+                        barrier 3
+
+                        i I I
+                        U- 3 1 1
+                        U+ 3 2 3
+
+                        barrier 4";
+        let out = run_sorted(held(&store, None, 100, committing(&store, input))).await;
+        assert_eq!(out, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_held_aggregate_restarted_before_its_release_still_holds_and_after_it_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let first = [initial(0), chunk("i I\n+ 1 10"), barrier(1)];
+        let out = run_sorted(held(&store, None, 100, committing(&store, first))).await;
+        assert_eq!(out, dedent("barrier 0\n\nbarrier 1"));
+        drop(store);
+
+        // Restarted before the release: what it held before the restart is released with the
+        // rest, once.
+        let store = Store::open(dir.path()).unwrap();
+        let second = [initial(1), chunk("i I\n+ 1 5\n+ 2 1"), barrier(2), release(3)];
+        let expected = "barrier 1
+
+                        barrier 2
+
+                        i I I
+                        + 1 2 15
+                        + 2 1 1
+
+                        barrier 3";
+        let out = run_sorted(held(&store, None, 100, committing(&store, second))).await;
+        assert_eq!(out, dedent(expected));
+        drop(store);
+
+        // Restarted after the release (the job not yet marked created, so built holding): its
+        // vnodes are released, and it runs as any aggregate.
+        let store = Store::open(dir.path()).unwrap();
+        let third = [initial(3), chunk("i I\n+ 2 1"), barrier(4), release(5)];
+        let expected = "barrier 3
+
+                        i I I
+                        U- 2 1 1
+                        U+ 2 2 2
+
+                        barrier 4
+
+                        barrier 5";
+        let out = run_sorted(held(&store, None, 100, committing(&store, third))).await;
+        assert_eq!(out, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_held_aggregate_past_its_limit_releases_early_and_other_vnodes_never_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Only the vnodes of groups 1, 2 and 3 hold; group 4's vnode is not this actor's hold.
+        let vnodes_of_groups = |groups: &[i32]| {
+            let column: ArrayRef = Arc::new(arrow::array::Int32Array::from(groups.to_vec()));
+            crate::stream::dispatch::vnodes_of(&[column], groups.len()).unwrap()
+        };
+        let mut vnodes = vnodes_of_groups(&[1, 2, 3]);
+        assert!(!vnodes.contains(&vnodes_of_groups(&[4])[0]), "pick groups of other vnodes");
+        vnodes.sort();
+        vnodes.dedup();
+        let input = [
+            initial(0),
+            chunk("i I\n+ 1 10\n+ 2 20\n+ 4 40"),
+            barrier(1),
+            chunk("i I\n+ 3 30"),
+            barrier(2),
+            chunk("i I\n+ 1 1"),
+            barrier(3),
+        ];
+        // Two groups held are within the limit; the third is one too many.
+        let expected = "barrier 0
+
+                        i I I
+                        + 4 1 40
+
+                        barrier 1
+
+                        i I I
+                        + 1 1 10
+                        + 2 1 20
+                        + 3 1 30
+
+                        barrier 2
+
+                        i I I
+                        U- 1 1 10
+                        U+ 1 2 11
+
+                        barrier 3";
+        let out = run_sorted(held(&store, Some(vnodes), 2, committing(&store, input))).await;
+        assert_eq!(out, dedent(expected));
     }
 
     #[tokio::test]

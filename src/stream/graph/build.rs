@@ -24,7 +24,7 @@ use crate::stream::executor::backfill::arrangement::{ArrangementBackfillExecutor
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::gate::GateExecutor;
-use crate::stream::executor::hash_agg::{AggCall, HashAggExecutor};
+use crate::stream::executor::hash_agg::{AggCall, HOLD_LIMIT, HashAggExecutor, Hold};
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
 use crate::stream::executor::merge::MergeExecutor;
 use crate::stream::executor::project::ProjectExecutor;
@@ -71,6 +71,8 @@ pub struct BuildContext<'a> {
     pub rate_limit: Option<u64>,
     /// The barrier manager, for backfills to ask for early checkpoints.
     pub barrier: BarrierHandle,
+    /// The job is creating: its partial aggregates hold their output until released.
+    pub creating: bool,
 }
 
 /// Builds the actors of `plan`.
@@ -224,10 +226,11 @@ fn build_fragment(
                 .map(|i| Box::new(ProjectExecutor::new(i, exprs.clone(), node.schema.clone())) as _)
                 .collect())
         }
-        NodeKind::HashAgg { group_exprs, calls, result } => {
+        NodeKind::HashAgg { group_exprs, calls, result, hold } => {
             let inputs = build_fragment(&node.inputs[0], ctx, built)?;
             let mut executors = Vec::with_capacity(n);
-            for input in inputs {
+            let result = &ctx.tables[*result];
+            for (i, input) in inputs.into_iter().enumerate() {
                 let calls = calls
                     .iter()
                     .map(|c| AggCall {
@@ -237,14 +240,18 @@ fn build_fragment(
                         multiset: c.multiset.map(|s| ctx.tables[s].clone()),
                     })
                     .collect();
-                executors.push(Box::new(HashAggExecutor::new(
+                let mut agg = HashAggExecutor::new(
                     input,
                     ctx.store.clone(),
                     group_exprs.clone(),
                     calls,
-                    ctx.tables[*result].clone(),
+                    result.clone(),
                     node.schema.clone(),
-                )) as BoxedExecutor);
+                );
+                if let (true, true, Some(job)) = (*hold, ctx.creating, result.owner) {
+                    agg = agg.holding(Hold { job, vnodes: owned_vnodes(i, n), limit: HOLD_LIMIT });
+                }
+                executors.push(Box::new(agg) as BoxedExecutor);
             }
             Ok(executors)
         }

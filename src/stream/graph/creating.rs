@@ -22,6 +22,7 @@ use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, T
 use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
+use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::backfill::state::persisted_progress;
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::graph::StreamGraph;
@@ -329,11 +330,14 @@ impl StreamGraph {
             end: watch::Sender::new(None),
         });
         self.creating.insert(job.clone());
+        // Only a view planned with eager aggregation may have partial aggregates to release.
+        let release = relation.eager_aggregation.then(|| self.barrier.clone());
         tokio::spawn(monitor(
             job.clone(),
             self.creating.clone(),
             self.catalog.clone(),
             self.store.clone(),
+            release,
         ));
         tokio::spawn(count_upstreams(job.clone(), relation.clone(), self.catalog.clone(), {
             self.store.clone()
@@ -347,8 +351,8 @@ pub fn create_type(info: &CreatingInfo) -> &'static str {
     if info.background { "BACKGROUND" } else { "FOREGROUND" }
 }
 
-/// Waits for every backfill of `job` to finish and that to be committed, then marks the
-/// relation created.
+/// Waits for every backfill of `job` to finish and that to be committed, then (with `release`)
+/// has its held partial aggregates emit their groups, then marks the relation created.
 ///
 /// Executors that stop before they finish are replaced by a rescale or a recovery (whose new
 /// executors go on from the committed progress), or the job was dropped, which ends it
@@ -359,12 +363,26 @@ async fn monitor(
     tracker: Arc<ProgressTracker>,
     catalog: Arc<Catalog>,
     store: Arc<Store>,
+    release: Option<BarrierHandle>,
 ) {
     loop {
         let (generation, backfills) = job.watches();
         let committed = tokio::select! {
             finished = all_finished(&backfills) => match finished {
-                Some(epoch) => store.wait_committed(epoch).await,
+                Some(epoch) => match store.wait_committed(epoch).await {
+                    // Released in a later epoch: a restart before it holds again, and a
+                    // restart after it finds the vnodes released.
+                    Ok(()) => match &release {
+                        Some(barrier) => barrier.release(job.id).await.map(|_| {
+                            if crate::failpoint::fires(|| format!("released:{}", job.name)) {
+                                // A crash between the release and the catalog's mark.
+                                std::process::abort();
+                            }
+                        }),
+                        None => Ok(()),
+                    },
+                    Err(e) => Err(e),
+                },
                 None => Err(Error::Recovered("the backfill executors stopped".into())),
             },
             replaced = job.replaced_or_ended(generation) => match replaced {

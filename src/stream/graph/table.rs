@@ -111,6 +111,7 @@ impl StreamGraph {
             parallelism: view.parallelism.max(1),
             rate_limit: view.backfill_rate_limit,
             barrier: self.barrier.clone(),
+            creating: view.creating.is_some(),
         };
         let built = build_plan(plan, &ctx)?;
         let mut ids = Vec::new();

@@ -45,10 +45,20 @@ use crate::stream::message::{Barrier, Message, StreamChunk, unexpected_truncate}
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
 
-/// Snapshot rows read per epoch, at most. Everything an epoch writes stays in memory until its
-/// checkpoint, so this bounds the memory of a backfill whatever the table size; reaching it
-/// asks for the next checkpoint early instead of waiting out the barrier interval.
+/// Snapshot rows an epoch reads before it looks at what it has written. Everything an epoch
+/// writes stays in memory until its checkpoint; an epoch past [`EPOCH_ROWS`] whose writes (of
+/// every state table not yet committed) take [`EPOCH_BYTES`], or that has read
+/// [`EPOCH_ROWS_MAX`], is full: the backfill asks for the next checkpoint early instead of
+/// waiting out the barrier interval. So the memory of a backfill stays bounded whatever the
+/// table size, and a view whose state grows slower than its input (an aggregate with few groups
+/// rewritten at each epoch) reads in fewer, larger epochs.
 const EPOCH_ROWS: usize = 64 * 1024;
+
+/// See [`EPOCH_ROWS`].
+const EPOCH_BYTES: usize = 32 << 20;
+
+/// See [`EPOCH_ROWS`].
+const EPOCH_ROWS_MAX: usize = 1 << 20;
 
 /// Where the backfill of one vnode stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +185,8 @@ struct Backfill {
     buffer: Vec<StreamChunk>,
     /// Snapshot rows read in this epoch.
     read_this_epoch: usize,
+    /// This epoch has asked for its checkpoint.
+    asked_checkpoint: bool,
     limiter: RateLimiter,
     status: watch::Sender<BackfillStatus>,
     meter: RateMeter,
@@ -234,6 +246,7 @@ impl Backfill {
             snapshot: None,
             buffer: Vec::new(),
             read_this_epoch: 0,
+            asked_checkpoint: false,
             status,
             meter: RateMeter::default(),
             shown_rows: CommittedRows::default(),
@@ -254,6 +267,7 @@ impl Backfill {
         committed.wait_for(|c| *c >= prev).await.map_err(|_| Error::Shutdown)?;
         self.snapshot = Some(self.store.snapshot());
         self.read_this_epoch = 0;
+        self.asked_checkpoint = false;
         self.limiter.refill();
         Ok(())
     }
@@ -267,9 +281,15 @@ impl Backfill {
         }
     }
 
+    /// True when this epoch has read enough (see [`EPOCH_ROWS`]).
+    fn epoch_full(&self) -> bool {
+        self.read_this_epoch >= EPOCH_ROWS_MAX
+            || (self.read_this_epoch >= EPOCH_ROWS && self.store.uncommitted_bytes() >= EPOCH_BYTES)
+    }
+
     /// The most snapshot rows the next page may read (0: not now).
     fn page_budget(&self) -> usize {
-        if self.cursor == self.owned.len() || self.read_this_epoch >= EPOCH_ROWS {
+        if self.cursor == self.owned.len() || self.epoch_full() {
             return 0;
         }
         self.limiter.budget(PAGE_ROWS)
@@ -280,6 +300,10 @@ impl Backfill {
     async fn next_message(&mut self, upstream: &mut BoxedMessageStream) -> Result<Option<Message>> {
         loop {
             let can_read = self.page_budget() > 0;
+            if !can_read && !self.asked_checkpoint && self.epoch_full() {
+                self.config.barrier.request_checkpoint();
+                self.asked_checkpoint = true;
+            }
             let step = if can_read && self.read_this_epoch == 0 {
                 // At least one page per epoch, so long runs of deleted keys cannot stall it.
                 Step::ReadSnapshot
@@ -335,9 +359,6 @@ impl Backfill {
         let columns = decoder.finish();
         let rows = columns.first().map_or(0, |c| c.len());
         self.read_this_epoch += rows.max(1);
-        if self.read_this_epoch >= EPOCH_ROWS {
-            self.config.barrier.request_checkpoint();
-        }
         self.limiter.consume(rows);
         let progress = &mut self.vnodes[current];
         progress.dirty = true;
