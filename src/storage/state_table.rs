@@ -141,7 +141,9 @@ impl StateTable {
     /// Empties the key ranges `start..end` of `ranges`: every row there, committed or not, is
     /// deleted, without a write per row (the checkpoint deletes the ranges).
     pub fn clear_ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) {
+        let before = self.buffer.bytes() as i64;
         self.buffer.clear_ranges(ranges);
+        self.store.note_buffered(self.buffer.bytes() as i64 - before);
     }
 
     /// The key ranges of `vnodes` (sorted), adjacent vnodes in one range.
@@ -393,6 +395,37 @@ mod tests {
         let durable: Vec<bool> = keys.iter().map(|k| store.get(k).unwrap().is_some()).collect();
         assert_eq!(durable, [true, true, false, true, false, false, true, true]);
         assert_eq!(listed(&table, 3), kept);
+    }
+
+    #[test]
+    fn the_store_counts_the_bytes_of_writes_until_their_epoch_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut a = StateTable::new(store.clone(), TableId(3), vec![0], 1);
+        let mut b = StateTable::new(store.clone(), TableId(4), vec![0], 1);
+        a.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
+        let three = store.uncommitted_bytes();
+        assert!(three > 0);
+        b.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
+        assert_eq!(store.uncommitted_bytes(), 2 * three, "both tables' writes");
+        // Sealed, they still count; committed, they no longer do.
+        a.commit(Epoch(1));
+        b.commit(Epoch(1));
+        assert_eq!(store.uncommitted_bytes(), 2 * three);
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(store.uncommitted_bytes(), 0);
+        // A clear shrinks the buffer; a table dropped with writes unsealed gives them back.
+        a.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
+        a.clear_ranges(&[a.full_range()]);
+        assert_eq!(store.uncommitted_bytes(), 0);
+        b.write_chunk(&chunk(vec![Op::Insert; 3], vec![1, 2, 3], vec![10, 20, 30])).unwrap();
+        drop(b);
+        assert_eq!(store.uncommitted_bytes(), 0);
+        // Discarded epochs give theirs back.
+        a.write_chunk(&chunk(vec![Op::Insert; 3], vec![4, 5, 6], vec![10, 20, 30])).unwrap();
+        a.commit(Epoch(2));
+        store.discard_uncommitted(Epoch(2));
+        assert_eq!(store.uncommitted_bytes(), 0);
     }
 
     #[test]
