@@ -71,8 +71,10 @@ pub struct BuildContext<'a> {
     pub rate_limit: Option<u64>,
     /// The barrier manager, for backfills to ask for early checkpoints.
     pub barrier: BarrierHandle,
-    /// The job is creating: its partial aggregates hold their output until released.
-    pub creating: bool,
+    /// The job is creating and will release held partial aggregates when its backfills finish
+    /// (a view planned with eager aggregation, see `creating::monitor`): its partial aggregates
+    /// hold their output until then.
+    pub hold: bool,
 }
 
 /// Builds the actors of `plan`.
@@ -248,7 +250,7 @@ fn build_fragment(
                     result.clone(),
                     node.schema.clone(),
                 );
-                if let (true, true, Some(job)) = (*hold, ctx.creating, result.owner) {
+                if let (true, true, Some(job)) = (*hold, ctx.hold, result.owner) {
                     agg = agg.holding(Hold { job, vnodes: owned_vnodes(i, n), limit: HOLD_LIMIT });
                 }
                 executors.push(Box::new(agg) as BoxedExecutor);

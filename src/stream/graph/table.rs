@@ -111,7 +111,8 @@ impl StreamGraph {
             parallelism: view.parallelism.max(1),
             rate_limit: view.backfill_rate_limit,
             barrier: self.barrier.clone(),
-            creating: view.creating.is_some(),
+            // The monitor releases only views planned with eager aggregation.
+            hold: view.creating.is_some() && view.eager_aggregation,
         };
         let built = build_plan(plan, &ctx)?;
         let mut ids = Vec::new();
