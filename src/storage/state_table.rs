@@ -86,7 +86,7 @@ impl StateTable {
         for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
             self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
         }
-        self.store.note_buffered((self.buffer.bytes() - before) as i64);
+        self.note_growth(before);
         Ok(())
     }
 
@@ -94,19 +94,25 @@ impl StateTable {
     pub fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let before = self.buffer.bytes();
         self.buffer.insert(&key, Some(&value));
-        self.store.note_buffered((self.buffer.bytes() - before) as i64);
+        self.note_growth(before);
     }
 
     /// Removes the row under an encoded key.
     pub fn delete(&mut self, key: Vec<u8>) {
         let before = self.buffer.bytes();
         self.buffer.insert(&key, None);
-        self.store.note_buffered((self.buffer.bytes() - before) as i64);
+        self.note_growth(before);
     }
 
     /// Replaces the row under `key`; the same as [`StateTable::insert`] for a keyed table.
     pub fn update(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.insert(key, value);
+    }
+
+    /// Tells the store how much this epoch's buffer grew (or shrank) since it took `before`
+    /// bytes ([`Store::uncommitted_bytes`]).
+    fn note_growth(&self, before: usize) {
+        self.store.note_buffered(self.buffer.bytes() as i64 - before as i64);
     }
 
     /// The current encoded row under `key`, including writes not yet committed.
@@ -141,9 +147,9 @@ impl StateTable {
     /// Empties the key ranges `start..end` of `ranges`: every row there, committed or not, is
     /// deleted, without a write per row (the checkpoint deletes the ranges).
     pub fn clear_ranges(&mut self, ranges: &[(Vec<u8>, Vec<u8>)]) {
-        let before = self.buffer.bytes() as i64;
+        let before = self.buffer.bytes();
         self.buffer.clear_ranges(ranges);
-        self.store.note_buffered(self.buffer.bytes() as i64 - before);
+        self.note_growth(before);
     }
 
     /// The key ranges of `vnodes` (sorted), adjacent vnodes in one range.

@@ -302,8 +302,6 @@ impl Aggregation {
     /// them), and marks those vnodes released in this epoch.
     fn release(&mut self) -> Result<Vec<StreamChunk>> {
         let Some(held) = self.held.take() else { return Ok(Vec::new()) };
-        let types = self.result_def.types();
-        let all: Vec<usize> = (0..types.len()).collect();
         let mut chunks = Vec::new();
         let mut rows = Vec::new();
         for vnode in (0..VirtualNode::COUNT).filter(|&v| held.vnodes[v]) {
@@ -315,16 +313,7 @@ impl Aggregation {
                 let Some((last, _)) = page.last() else { break };
                 from = last.clone();
                 from.push(0);
-                let mut decoder = RowDecoder::new(&types, &all, page.len());
-                for (_, row) in &page {
-                    decoder.push(row)?;
-                }
-                let columns = decoder.finish();
-                for r in 0..page.len() {
-                    let stored = columns
-                        .iter()
-                        .map(|c| ScalarValue::try_from_array(c, r))
-                        .collect::<datafusion::error::Result<Vec<_>>>()?;
+                for stored in self.decode_stored(page.iter().map(|(_, row)| row.as_slice()))? {
                     rows.push(self.output_row(&self.stored_group(vnode, &stored)?)?);
                     if rows.len() == RELEASE_CHUNK {
                         chunks.push(self.inserts(std::mem::take(&mut rows))?);
@@ -347,6 +336,27 @@ impl Aggregation {
     fn inserts(&self, rows: Vec<Vec<ScalarValue>>) -> Result<StreamChunk> {
         let batch = rows_to_batch(&rows, &self.output_schema)?;
         Ok(StreamChunk::new(vec![Op::Insert; rows.len()], batch))
+    }
+
+    /// Stored result rows, decoded: one vector of every column's value per row.
+    fn decode_stored<'a>(
+        &self,
+        rows: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> Result<Vec<Vec<ScalarValue>>> {
+        let types = self.result_def.types();
+        let all: Vec<usize> = (0..types.len()).collect();
+        let mut decoder = RowDecoder::new(&types, &all, rows.len());
+        let n = rows.len();
+        for row in rows {
+            decoder.push(row)?;
+        }
+        let columns = decoder.finish();
+        (0..n)
+            .map(|r| {
+                let row = columns.iter().map(|c| ScalarValue::try_from_array(c, r));
+                Ok(row.collect::<datafusion::error::Result<Vec<_>>>()?)
+            })
+            .collect()
     }
 
     /// A group from its stored row's columns: `group values ++ row_count ++ agg states`.
@@ -496,15 +506,7 @@ impl Aggregation {
             let stored = false;
             return Ok(Group { vnode, values, row_count: 0, states, stored, previous: None });
         };
-        let types = self.result_def.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, 1);
-        decoder.push(&row)?;
-        let stored = decoder
-            .finish()
-            .iter()
-            .map(|c| ScalarValue::try_from_array(c, 0))
-            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let stored = self.decode_stored(std::iter::once(row.as_slice()))?.remove(0);
         let mut group = self.stored_group(vnode, &stored)?;
         // The group's values as emitted before, not as in this input row: values that are
         // one group (0 and -0) may print differently, and a retraction must be what was sent.
@@ -569,6 +571,8 @@ impl Aggregation {
         for (mut group, key) in std::mem::take(&mut self.groups).into_iter().zip(keys) {
             self.refresh_extremes(&mut group)?;
             let keep = group.row_count > 0 || self.n_groups() == 0;
+            state_ops.push(if keep { Op::Insert } else { Op::Delete });
+            state_rows.push(self.state_row(&group));
             if let Some(held) = self.held.as_mut().filter(|h| h.vnodes[group.vnode.0 as usize]) {
                 // Stored, not emitted: the release emits what the state holds then.
                 match (group.stored, keep) {
@@ -576,30 +580,22 @@ impl Aggregation {
                     (true, false) => held.groups = held.groups.saturating_sub(1),
                     _ => {}
                 }
-                state_ops.push(if keep { Op::Insert } else { Op::Delete });
-                state_rows.push(self.state_row(&group));
-                if keep {
-                    group.stored = true;
-                    self.cache.insert(key, group);
-                }
-                continue;
-            }
-            let current = keep.then(|| self.output_row(&group)).transpose()?;
-            state_ops.push(if keep { Op::Insert } else { Op::Delete });
-            state_rows.push(self.state_row(&group));
-            match (std::mem::replace(&mut group.previous, current.clone()), current) {
-                (Some(old), Some(new)) if old != new => {
-                    ops.extend([Op::UpdateDelete, Op::UpdateInsert]);
-                    rows.extend([old, new]);
-                }
-                (Some(_), Some(_)) | (None, None) => {}
-                (Some(old), None) => {
-                    ops.push(Op::Delete);
-                    rows.push(old);
-                }
-                (None, Some(new)) => {
-                    ops.push(Op::Insert);
-                    rows.push(new);
+            } else {
+                let current = keep.then(|| self.output_row(&group)).transpose()?;
+                match (std::mem::replace(&mut group.previous, current.clone()), current) {
+                    (Some(old), Some(new)) if old != new => {
+                        ops.extend([Op::UpdateDelete, Op::UpdateInsert]);
+                        rows.extend([old, new]);
+                    }
+                    (Some(_), Some(_)) | (None, None) => {}
+                    (Some(old), None) => {
+                        ops.push(Op::Delete);
+                        rows.push(old);
+                    }
+                    (None, Some(new)) => {
+                        ops.push(Op::Insert);
+                        rows.push(new);
+                    }
                 }
             }
             if keep {
