@@ -202,7 +202,7 @@ impl Engine {
 /// The options of a CDC table's `WITH (..)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CdcTableOptions {
-    /// `snapshot.batch_size`: rows per page (default 1000).
+    /// `snapshot.batch_size`: rows per page (default 10 000).
     batch_size: usize,
     /// `snapshot`: whether existing rows are read (default true).
     snapshot: bool,
@@ -214,8 +214,12 @@ struct CdcTableOptions {
 
 /// The options of the table's `WITH (..)`; unknown ones are refused.
 fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
-    let mut parsed =
-        CdcTableOptions { batch_size: 1000, snapshot: true, parallelism: 1, rows_per_split: None };
+    let mut parsed = CdcTableOptions {
+        batch_size: 10_000,
+        snapshot: true,
+        parallelism: 1,
+        rows_per_split: None,
+    };
     let list = match options {
         ast::CreateTableOptions::None => return Ok(parsed),
         ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,

@@ -197,15 +197,25 @@ impl WriteBuffer {
         if order.sorted_upto == self.entries.len() {
             return;
         }
-        let mut fresh: Vec<u32> = (order.sorted_upto..self.entries.len())
-            .filter(|&i| !self.entries[i].superseded)
-            .map(|i| i as u32)
-            .collect();
-        fresh.sort_unstable_by(|&a, &b| self.key(a).cmp(self.key(b)));
+        let live = (order.sorted_upto as u32..self.entries.len() as u32)
+            .filter(|&i| !self.entries[i as usize].superseded);
+        // Sorted by the 16 bytes after the keys' common prefix first, compared as one integer
+        // in the sort's own array, and by the whole key only where those tie: comparing
+        // through the arena cost a cache miss and a `memcmp` per comparison.
+        let first = live.clone().next().map_or(&[][..], |i| self.key(i));
+        let common = live.clone().fold(first.len().min(8), |common, i| {
+            let key = self.key(i);
+            (0..common.min(key.len()))
+                .find(|&at| key[at] != first[at])
+                .unwrap_or(common.min(key.len()))
+        });
+        let mut fresh: Vec<(u128, u32)> = live.map(|i| (window(self.key(i), common), i)).collect();
+        fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
+        let fresh = fresh.into_iter().map(|(_, i)| i);
         let old = std::mem::take(&mut order.sorted);
         let mut merged = Vec::with_capacity(old.len() + fresh.len());
         let mut old = old.into_iter().filter(|&i| !self.entries[i as usize].superseded).peekable();
-        let mut fresh = fresh.into_iter().peekable();
+        let mut fresh = fresh.peekable();
         loop {
             let next = match (old.peek(), fresh.peek()) {
                 (Some(&a), Some(&b)) if self.key(a) < self.key(b) => old.next(),
@@ -228,6 +238,18 @@ impl WriteBuffer {
         (entry.value_len != DELETE)
             .then(|| &self.arena[entry.value_at..entry.value_at + entry.value_len as usize])
     }
+}
+
+/// The 16 bytes of `key` after its first `skip`, zero-padded, as a big-endian integer. Keys
+/// sharing their first `skip` bytes are ordered by their windows wherever the windows differ:
+/// where two keys first differ inside the window, so do their windows, in the keys' order; a
+/// key that is a prefix of another is padded with zeros, which sort first.
+fn window(key: &[u8], skip: usize) -> u128 {
+    let mut bytes = [0u8; 16];
+    let rest = &key[skip..];
+    let n = rest.len().min(16);
+    bytes[..n].copy_from_slice(&rest[..n]);
+    u128::from_be_bytes(bytes)
 }
 
 fn key_of<'a>(arena: &'a [u8], entry: &Entry) -> &'a [u8] {
@@ -287,6 +309,34 @@ mod tests {
         assert_eq!(buffer.range(b"aa", Bound::Included(b"c")).len(), 3);
         assert_eq!(buffer.range(b"a", Bound::Included(b"a")), vec![(&b"a"[..], Some(&b"4"[..]))]);
         assert!(buffer.range(b"d", Bound::Unbounded).is_empty());
+    }
+
+    /// Long keys that tie in their first bytes, differ only past 16 bytes, are prefixes of each
+    /// other or end in zero bytes come out in key order.
+    #[test]
+    fn long_and_zero_padded_keys_sort_in_key_order() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..50 {
+            let mut buffer = WriteBuffer::new();
+            let mut model = BTreeMap::new();
+            // Most rounds share a prefix, as a state table's keys do; some do not.
+            let shared = vec![7u8; if round % 5 == 0 { 0 } else { next(10) as usize }];
+            for _ in 0..300 {
+                let mut key = shared.clone();
+                let len = next(30) as usize;
+                key.extend((0..len).map(|_| [0u8, 1, 255][next(3) as usize]));
+                buffer.insert(&key, Some(b"v"));
+                model.insert(key, ());
+            }
+            let keys: Vec<Vec<u8>> = buffer.iter().into_iter().map(|(k, _)| k.to_vec()).collect();
+            assert_eq!(keys, model.into_keys().collect::<Vec<_>>(), "round {round}");
+        }
     }
 
     /// Random writes and range reads agree with an ordered map of the same writes.

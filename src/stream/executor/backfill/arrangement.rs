@@ -45,21 +45,6 @@ use crate::stream::message::{Barrier, Message, StreamChunk, unexpected_truncate}
 /// Rows read from the snapshot per page.
 const PAGE_ROWS: usize = 1024;
 
-/// Snapshot rows an epoch reads before it looks at what it has written. Everything an epoch
-/// writes stays in memory until its checkpoint; an epoch past [`EPOCH_ROWS`] whose writes (of
-/// every state table not yet committed) take [`EPOCH_BYTES`], or that has read
-/// [`EPOCH_ROWS_MAX`], is full: the backfill asks for the next checkpoint early instead of
-/// waiting out the barrier interval. So the memory of a backfill stays bounded whatever the
-/// table size, and a view whose state grows slower than its input (an aggregate with few groups
-/// rewritten at each epoch) reads in fewer, larger epochs.
-const EPOCH_ROWS: usize = 64 * 1024;
-
-/// See [`EPOCH_ROWS`].
-const EPOCH_BYTES: usize = 32 << 20;
-
-/// See [`EPOCH_ROWS`].
-const EPOCH_ROWS_MAX: usize = 1 << 20;
-
 /// Where the backfill of one vnode stands.
 #[derive(Debug, Clone, PartialEq)]
 enum VnodeState {
@@ -281,10 +266,9 @@ impl Backfill {
         }
     }
 
-    /// True when this epoch has read enough (see [`EPOCH_ROWS`]).
+    /// True when this epoch has read enough (see [`super::EPOCH_ROWS`]).
     fn epoch_full(&self) -> bool {
-        self.read_this_epoch >= EPOCH_ROWS_MAX
-            || (self.read_this_epoch >= EPOCH_ROWS && self.store.uncommitted_bytes() >= EPOCH_BYTES)
+        super::epoch_full(self.read_this_epoch, &self.store)
     }
 
     /// The most snapshot rows the next page may read (0: not now).

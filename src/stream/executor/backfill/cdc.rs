@@ -75,9 +75,6 @@ use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 use crate::types::{CastMode, cast_to};
 
-/// Snapshot rows asked for per epoch, at most (see the arrangement backfill).
-const EPOCH_ROWS: usize = 64 * 1024;
-
 /// The most splits a table is cut into.
 const MAX_SPLITS: usize = 1024;
 
@@ -143,7 +140,7 @@ impl Executor for CdcBackfillExecutor {
             backfill.on_barrier(&first)?;
             yield Message::Barrier(first);
             let mut reads: FuturesUnordered<PageRead> = FuturesUnordered::new();
-            let mut asked_this_epoch = 0usize;
+            let mut asked_this_epoch = Some(0);
             loop {
                 backfill.ensure_planned().await?;
                 backfill.start_reads(&mut reads, &mut asked_this_epoch);
@@ -170,7 +167,7 @@ impl Executor for CdcBackfillExecutor {
                         }
                         Message::Barrier(barrier) => {
                             backfill.on_barrier(&barrier)?;
-                            asked_this_epoch = 0;
+                            asked_this_epoch = Some(0);
                             yield Message::Barrier(barrier);
                         }
                         Message::Watermark(_) => {}
@@ -566,19 +563,23 @@ impl CdcBackfill {
         self.last_error = Some(e.to_string());
     }
 
-    /// Starts page reads while splits are idle and the epoch's share of rows is not asked for.
+    /// Starts page reads while splits are idle and the epoch is not full
+    /// ([`super::epoch_full`], counting the rows asked for).
     fn start_reads(
         &mut self,
         reads: &mut FuturesUnordered<PageRead>,
-        asked_this_epoch: &mut usize,
+        asked_this_epoch: &mut Option<usize>,
     ) {
-        while *asked_this_epoch < EPOCH_ROWS {
-            let Some(read) = self.next_read(reads.len()) else { break };
-            *asked_this_epoch += self.config.batch_size;
-            if *asked_this_epoch >= EPOCH_ROWS {
-                // The epoch's share is asked for: commit it soon rather than at the interval.
+        // `None`: the epoch is full and its checkpoint is asked for.
+        while let Some(asked) = *asked_this_epoch {
+            if super::epoch_full(asked, &self.store) {
+                // Commit it soon rather than at the interval.
                 self.config.barrier.request_checkpoint();
+                *asked_this_epoch = None;
+                break;
             }
+            let Some(read) = self.next_read(reads.len()) else { break };
+            *asked_this_epoch = Some(asked + self.config.batch_size);
             reads.push(read);
         }
     }
