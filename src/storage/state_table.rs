@@ -278,7 +278,8 @@ impl StateTable {
         if self.buffer.is_empty() {
             return;
         }
-        let mut sealed = std::mem::take(&mut self.buffer);
+        let next = WriteBuffer::sized_like(&self.buffer);
+        let mut sealed = std::mem::replace(&mut self.buffer, next);
         sealed.rewrites = self.rewrites;
         let sealed = Arc::new(sealed);
         self.store.stage(epoch, sealed.clone());

@@ -265,17 +265,7 @@ impl Store {
     /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as one
     /// ingested SST file.
     fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
-        let mut rows: Vec<(&[u8], Option<&[u8]>)> = buffers.iter().flat_map(|b| b.iter()).collect();
-        // Each buffer is sorted, so this merges runs; a stable sort keeps a key's writes in
-        // epoch order, and the newest is kept.
-        rows.sort_by(|a, b| a.0.cmp(b.0));
-        rows.dedup_by(|next, prev| {
-            let same = next.0 == prev.0;
-            if same {
-                *prev = *next;
-            }
-            same
-        });
+        let rows = merged(buffers.iter().map(|b| b.iter()).collect());
         let path = self.ingest_dir.join(format!("{}.sst", epoch.0));
         let mut opts = Options::default();
         opts.set_compression_type(rocksdb::DBCompressionType::None);
@@ -412,6 +402,33 @@ impl Store {
     }
 }
 
+/// A key and its newest value (`None`: deleted).
+type Write<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// The rows of `runs` (each in key order, oldest run first) in key order, the newest write of a
+/// key winning. Runs whose key ranges do not overlap (buffers of different tables, the usual
+/// case) are laid end to end without comparing their rows.
+fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
+    runs.retain(|run| !run.is_empty());
+    let mut by_start: Vec<&Vec<_>> = runs.iter().collect();
+    by_start.sort_by_key(|run| run[0].0);
+    let disjoint = by_start.windows(2).all(|w| w[0].last().expect("not empty").0 < w[1][0].0);
+    if disjoint {
+        return by_start.into_iter().flatten().copied().collect();
+    }
+    let mut rows: Vec<_> = runs.into_iter().flatten().collect();
+    // A stable sort merges the runs and keeps a key's writes in epoch order; the newest is kept.
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    rows.dedup_by(|next, prev| {
+        let same = next.0 == prev.0;
+        if same {
+            *prev = *next;
+        }
+        same
+    });
+    rows
+}
+
 /// Options of the `state` column family.
 ///
 /// Uncompressed: on the bulk of a backfill's writes (sequential keys, hex and short text),
@@ -534,6 +551,39 @@ impl ReadSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_runs_come_out_in_key_order_with_the_newest_write_of_a_key() {
+        let run = |rows: &[(&'static str, Option<&'static str>)]| -> Vec<(&[u8], Option<&[u8]>)> {
+            rows.iter().map(|(k, v)| (k.as_bytes(), v.map(str::as_bytes))).collect()
+        };
+        let show = |rows: Vec<(&[u8], Option<&[u8]>)>| -> Vec<String> {
+            rows.iter()
+                .map(|(k, v)| {
+                    let v = v.map_or("-".into(), |v| String::from_utf8_lossy(v).into_owned());
+                    format!("{}={v}", String::from_utf8_lossy(k))
+                })
+                .collect()
+        };
+        // Disjoint runs, given out of order (two tables' buffers), are laid end to end.
+        let disjoint = merged(vec![
+            run(&[("t2/a", Some("1")), ("t2/b", None)]),
+            run(&[]),
+            run(&[("t1/a", Some("2")), ("t1/z", Some("3"))]),
+        ]);
+        assert_eq!(show(disjoint), ["t1/a=2", "t1/z=3", "t2/a=1", "t2/b=-"]);
+        // Overlapping runs (one table's buffers of two epochs, oldest first) merge, and the
+        // newer epoch's write of a key wins, a delete as well as a put.
+        let overlapping = merged(vec![
+            run(&[("a", Some("old")), ("c", Some("old")), ("e", Some("old"))]),
+            run(&[("b", Some("new")), ("c", Some("new")), ("e", None)]),
+        ]);
+        assert_eq!(show(overlapping), ["a=old", "b=new", "c=new", "e=-"]);
+        // Runs that only touch at a key overlap.
+        let touching =
+            merged(vec![run(&[("a", Some("1")), ("b", Some("1"))]), run(&[("b", Some("2"))])]);
+        assert_eq!(show(touching), ["a=1", "b=2"]);
+    }
 
     #[test]
     fn commit_is_atomic_and_survives_reopen() {

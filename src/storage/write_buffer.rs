@@ -22,12 +22,13 @@ use parking_lot::Mutex;
 /// The value length of a delete.
 const DELETE: u32 = u32::MAX;
 
-/// One write: where its key and value are in the arena.
+/// One write: where its key and its value (right after the key) are in the arena.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     key_at: usize,
+    /// The key's hash, kept so that growing the index does not read and hash the keys again.
+    hash: u64,
     key_len: u32,
-    value_at: usize,
     /// [`DELETE`] for a delete.
     value_len: u32,
     /// A later write of the same key replaced this one.
@@ -71,6 +72,16 @@ impl WriteBuffer {
     /// An empty buffer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty buffer with room for about as many writes as `like` holds (the epoch before),
+    /// so that a buffer filled at a steady rate does not grow its index and arena step by step.
+    pub fn sized_like(like: &WriteBuffer) -> Self {
+        let mut buffer = Self::new();
+        buffer.arena.reserve(like.arena.len());
+        buffer.entries.reserve(like.entries.len());
+        buffer.index.reserve(like.live, |&i| buffer.entries[i as usize].hash);
+        buffer
     }
 
     /// The memory its writes take, about: keys, values and their entries.
@@ -126,10 +137,11 @@ impl WriteBuffer {
     /// Puts `value` under `key` (`None`: deletes it), replacing an earlier write of `key`.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
         let at = self.entries.len() as u32;
+        let hash = self.hasher.hash_one(key);
         let entry = Entry {
             key_at: self.arena.len(),
+            hash,
             key_len: key.len() as u32,
-            value_at: self.arena.len() + key.len(),
             value_len: value.map_or(DELETE, |v| v.len() as u32),
             superseded: false,
         };
@@ -138,18 +150,18 @@ impl WriteBuffer {
             self.arena.extend_from_slice(value);
         }
         self.entries.push(entry);
-        let hash = self.hasher.hash_one(key);
-        let (arena, entries, hasher) = (&self.arena, &mut self.entries, &self.hasher);
-        let found = self.index.find_mut(hash, |&i| key_of(arena, &entries[i as usize]) == key);
+        let (arena, entries) = (&self.arena, &mut self.entries);
+        let found = self.index.find_mut(hash, |&i| {
+            let other = &entries[i as usize];
+            other.hash == hash && key_of(arena, other) == key
+        });
         match found {
             Some(newest) => {
                 entries[*newest as usize].superseded = true;
                 *newest = at;
             }
             None => {
-                self.index.insert_unique(hash, at, |&i| {
-                    hasher.hash_one(key_of(arena, &entries[i as usize]))
-                });
+                self.index.insert_unique(hash, at, |&i| entries[i as usize].hash);
                 self.live += 1;
             }
         }
@@ -159,7 +171,9 @@ impl WriteBuffer {
     /// `None` if the key was not written.
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let hash = self.hasher.hash_one(key);
-        let &i = self.index.find(hash, |&i| self.key(i) == key)?;
+        let &i = self
+            .index
+            .find(hash, |&i| self.entries[i as usize].hash == hash && self.key(i) == key)?;
         Some(self.value(i))
     }
 
@@ -235,8 +249,9 @@ impl WriteBuffer {
 
     fn value(&self, i: u32) -> Option<&[u8]> {
         let entry = &self.entries[i as usize];
+        let value_at = entry.key_at + entry.key_len as usize;
         (entry.value_len != DELETE)
-            .then(|| &self.arena[entry.value_at..entry.value_at + entry.value_len as usize])
+            .then(|| &self.arena[value_at..value_at + entry.value_len as usize])
     }
 }
 
