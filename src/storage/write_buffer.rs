@@ -89,6 +89,11 @@ impl WriteBuffer {
         self.arena.len() + self.entries.len() * std::mem::size_of::<Entry>()
     }
 
+    /// The number of writes there is room for without growing.
+    pub fn room(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// The number of keys written.
     pub fn len(&self) -> usize {
         self.live
