@@ -331,17 +331,21 @@ mod tests {
         assert!(buffer.range(b"d", Bound::Unbounded).is_empty());
     }
 
-    /// Long keys that tie in their first bytes, differ only past 16 bytes, are prefixes of each
-    /// other or end in zero bytes come out in key order.
-    #[test]
-    fn long_and_zero_padded_keys_sort_in_key_order() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move |n: u64| {
+    /// A xorshift generator from `seed`: each call gives a number below its argument.
+    fn random(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed % n
-        };
+        }
+    }
+
+    /// Long keys that tie in their first bytes, differ only past 16 bytes, are prefixes of each
+    /// other or end in zero bytes come out in key order.
+    #[test]
+    fn long_and_zero_padded_keys_sort_in_key_order() {
+        let mut next = random(0x2545_f491_4f6c_dd1d_u64);
         for round in 0..50 {
             let mut buffer = WriteBuffer::new();
             let mut model = BTreeMap::new();
@@ -362,13 +366,7 @@ mod tests {
     /// Random writes and range reads agree with an ordered map of the same writes.
     #[test]
     fn agrees_with_an_ordered_map() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = random(0x9e37_79b9_7f4a_7c15_u64);
         for _round in 0..20 {
             let mut buffer = WriteBuffer::new();
             let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
