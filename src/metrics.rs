@@ -100,6 +100,7 @@ pub struct Metrics {
     statements: Family<StatementLabels, Counter>,
     connections: Gauge,
     barrier_latency: Histogram,
+    commit_duration: Histogram,
     checkpoint_bytes: Gauge,
     checkpoints: Counter,
     checkpoints_ingested: Counter,
@@ -124,6 +125,7 @@ impl Default for Metrics {
             connections: Gauge::default(),
             // 1 ms to ~65 s.
             barrier_latency: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            commit_duration: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             checkpoint_bytes: Gauge::default(),
             checkpoints: Counter::default(),
             checkpoints_ingested: Counter::default(),
@@ -177,10 +179,11 @@ impl Metrics {
         ConnectionGuard(self.clone())
     }
 
-    /// A checkpoint committed, `latency` after its barrier was injected.
-    pub fn checkpoint(&self, latency: Duration, committed: Committed) {
+    /// A checkpoint committed, `latency` after its barrier was injected; its commit took `commit`.
+    pub fn checkpoint(&self, latency: Duration, commit: Duration, committed: Committed) {
         let bytes = committed.bytes;
         self.barrier_latency.observe(latency.as_secs_f64());
+        self.commit_duration.observe(commit.as_secs_f64());
         self.checkpoint_bytes.set(bytes as i64);
         self.checkpoints.inc();
         if committed.ingested {
@@ -249,6 +252,11 @@ impl Metrics {
             "sluice_barrier_latency_seconds",
             "Time from injecting a checkpoint barrier to committing its epoch",
             self.barrier_latency.clone(),
+        );
+        registry.register(
+            "sluice_checkpoint_commit_seconds",
+            "Time a checkpoint's commit (its write to RocksDB) takes, part of the barrier latency",
+            self.commit_duration.clone(),
         );
         registry.register(
             "sluice_checkpoint_bytes",
@@ -393,7 +401,11 @@ mod tests {
         metrics.statement("insert", false);
         let _open = metrics.connection();
         drop(metrics.connection());
-        metrics.checkpoint(Duration::from_millis(30), Committed { bytes: 4096, ingested: true });
+        metrics.checkpoint(
+            Duration::from_millis(30),
+            Duration::from_millis(10),
+            Committed { bytes: 4096, ingested: true },
+        );
         metrics.cdc_changes("pg", "public.t", 5);
         metrics.cdc_caught_up("pg", Instant::now());
         let state = Scrape {
@@ -431,6 +443,13 @@ mod tests {
                 assert!(buckets.iter().any(|b| b.less_than >= 0.03 && b.count == 1.0));
             }
             other => panic!("barrier latency is {other:?}"),
+        }
+        let commit = scrape.samples.iter().find(|s| s.metric == "sluice_checkpoint_commit_seconds");
+        match commit.map(|s| &s.value) {
+            Some(prometheus_parse::Value::Histogram(buckets)) => {
+                assert!(buckets.iter().any(|b| b.less_than < 0.03 && b.count == 1.0));
+            }
+            other => panic!("commit duration is {other:?}"),
         }
         assert_eq!(metrics.recent_checkpoints(Duration::from_secs(60))[0].bytes, 4096);
     }

@@ -396,11 +396,12 @@ impl BarrierManager {
             }
         }
         let store = self.store.clone();
+        let commit_started = std::time::Instant::now();
         let committed = tokio::task::spawn_blocking(move || store.commit(prev))
             .await
             .map_err(|e| Failure::Fatal(Error::Stream(format!("commit task failed: {e}"))))?
             .map_err(Failure::Fatal)?;
-        self.metrics.checkpoint(injected.elapsed(), committed);
+        self.metrics.checkpoint(injected.elapsed(), commit_started.elapsed(), committed);
         self.curr = barrier.epoch.curr;
         for actor in self.stopping.drain(..) {
             self.actors.remove(&actor);
