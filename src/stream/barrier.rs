@@ -6,6 +6,13 @@
 //! write. One barrier is in flight at a time, so actors are added and removed only between
 //! checkpoints.
 //!
+//! The commit of a collected epoch runs on a blocking thread while the next barrier is injected
+//! and collected ([`Committing`]): a backfill whose epoch fills while the one before commits
+//! does not wait for it. Commits still happen one at a time and in epoch order (the next one
+//! starts once the one before has ended), and a statement waiting for an epoch is answered once
+//! that epoch is committed. Membership changes and recoveries wait for the commit in flight, so
+//! they start from a committed epoch right before the current one, as without the overlap.
+//!
 //! An actor that fails (an error or a panic) does not stop the server: the checkpoint in
 //! flight is given up, everything staged after the committed epoch is discarded (those epochs
 //! are *lost*: never committed, and statements waiting for them fail with 40001), and the
@@ -14,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -23,7 +30,7 @@ use tokio::time::MissedTickBehavior;
 use crate::catalog::{ActorId, Epoch, TableId};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::storage::store::Store;
+use crate::storage::store::{Committed, Store};
 use crate::stream::dispatch::Output;
 use crate::stream::message::{Barrier, Mutation};
 
@@ -172,6 +179,20 @@ enum Failure {
     Fatal(Error),
 }
 
+/// Someone waiting for a checkpoint: answered with the epoch once it is committed.
+type Waiter = oneshot::Sender<Result<Epoch>>;
+
+/// A collected epoch being committed on a blocking thread.
+struct Committing {
+    epoch: Epoch,
+    /// When its barrier was injected, for the barrier latency.
+    injected: Instant,
+    /// When its commit started, for the commit's own time.
+    started: Instant,
+    task: JoinHandle<Result<Committed>>,
+    waiters: Vec<Waiter>,
+}
+
 /// Injects barriers and commits checkpoints.
 pub struct BarrierManager {
     store: Arc<Store>,
@@ -192,6 +213,8 @@ pub struct BarrierManager {
     recoveries: mpsc::UnboundedSender<String>,
     /// Where checkpoint latency and size are counted.
     metrics: Arc<Metrics>,
+    /// The commit in flight, if any.
+    committing: Option<Committing>,
 }
 
 impl BarrierManager {
@@ -217,6 +240,7 @@ impl BarrierManager {
             collect,
             recoveries,
             metrics: Arc::default(),
+            committing: None,
         };
         (manager, BarrierHandle { commands: commands_tx, collect: collect_tx }, recovery_rx)
     }
@@ -229,15 +253,30 @@ impl BarrierManager {
 
     /// Runs until every handle is dropped; returns an error if a checkpoint cannot complete.
     pub async fn run(mut self) -> Result<()> {
-        let mut ticker = tokio::time::interval(self.interval);
+        // The first checkpoint comes one interval after the start, as every later one.
+        let first = tokio::time::Instant::now().checked_add(self.interval);
+        let mut ticker = match first {
+            Some(first) => tokio::time::interval_at(first, self.interval),
+            None => tokio::time::interval(self.interval),
+        };
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             let mut waiters = Vec::new();
             tokio::select! {
                 _ = ticker.tick() => {}
+                committed = async { (&mut self.committing.as_mut().expect("checked").task).await },
+                    if self.committing.is_some() =>
+                {
+                    let committing = self.committing.take().expect("checked");
+                    self.committed(committing, committed)?;
+                    continue;
+                }
                 command = self.commands.recv() => {
-                    let Some(command) = command else { return Ok(()) };
-                    if !self.apply(command, &mut waiters).await {
+                    let Some(command) = command else {
+                        self.finish_commit().await?;
+                        return Ok(());
+                    };
+                    if !self.apply(command, &mut waiters).await? {
                         continue;
                     }
                 }
@@ -245,23 +284,49 @@ impl BarrierManager {
             // Commands that queued meanwhile: membership changes happen before the barrier,
             // checkpoint requests are served by it.
             while let Ok(command) = self.commands.try_recv() {
-                self.apply(command, &mut waiters).await;
+                self.apply(command, &mut waiters).await?;
             }
-            match self.checkpoint().await {
-                Ok(epoch) => {
-                    for waiter in waiters {
-                        let _ = waiter.send(Ok(epoch));
-                    }
-                }
-                Err(Failure::Actor(error)) => {
+            match self.checkpoint(waiters).await {
+                Ok(()) => {}
+                Err((Failure::Actor(error), waiters)) => {
+                    // The epoch before was collected: it commits.
+                    self.finish_commit().await?;
                     let lost = self.recover(&error);
                     for waiter in waiters {
                         let _ = waiter.send(Err(Error::Recovered(lost.clone())));
                     }
                 }
-                Err(Failure::Fatal(e)) => return Err(e),
+                Err((Failure::Fatal(e), _)) => return Err(e),
             }
         }
+    }
+
+    /// Waits for the commit in flight, if any, and answers its waiters.
+    async fn finish_commit(&mut self) -> Result<()> {
+        match self.committing.take() {
+            Some(mut committing) => {
+                let committed = (&mut committing.task).await;
+                self.committed(committing, committed)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Records a finished commit and answers its waiters; a failed commit ends the manager.
+    fn committed(
+        &mut self,
+        committing: Committing,
+        result: std::result::Result<Result<Committed>, tokio::task::JoinError>,
+    ) -> Result<()> {
+        let committed = result
+            .map_err(|e| Error::Stream(format!("commit task failed: {e}")))
+            .and_then(|r| r)?;
+        let Committing { epoch, injected, started, waiters, .. } = committing;
+        self.metrics.checkpoint(injected.elapsed(), started.elapsed(), committed);
+        for waiter in waiters {
+            let _ = waiter.send(Ok(epoch));
+        }
+        Ok(())
     }
 
     /// Gives up the checkpoint in flight after an actor failed: everything after the committed
@@ -283,13 +348,16 @@ impl BarrierManager {
         format!("an actor failed ({error})")
     }
 
-    /// Applies a command; returns true if it needs a checkpoint.
-    async fn apply(
-        &mut self,
-        command: Command,
-        waiters: &mut Vec<oneshot::Sender<Result<Epoch>>>,
-    ) -> bool {
-        match command {
+    /// Applies a command; returns true if it needs a checkpoint. Membership changes wait for
+    /// the commit in flight first.
+    async fn apply(&mut self, command: Command, waiters: &mut Vec<Waiter>) -> Result<bool> {
+        if matches!(
+            command,
+            Command::Register { .. } | Command::Unregister { .. } | Command::Replace(..)
+        ) {
+            self.finish_commit().await?;
+        }
+        Ok(match command {
             Command::Register { sources, actors, outputs, done } => {
                 for (actor, barriers) in sources {
                     // A closed channel means the actor already ended; its failure is reported
@@ -301,7 +369,7 @@ impl BarrierManager {
                 self.actors.extend(actors);
                 if outputs.is_empty() {
                     let _ = done.send(Ok(self.store.committed_epoch()));
-                    return false;
+                    return Ok(false);
                 }
                 for (actor, senders) in outputs {
                     self.pending.add_outputs.entry(actor).or_default().extend(senders);
@@ -345,7 +413,7 @@ impl BarrierManager {
                 waiters.push(done);
                 true
             }
-        }
+        })
     }
 
     /// Why a source actor stopped: the failure an actor reported, if one did.
@@ -360,9 +428,35 @@ impl BarrierManager {
         format!("actor {stopped} stopped unexpectedly")
     }
 
-    /// Injects one checkpoint barrier, waits for every actor, and commits the epoch it ends.
-    async fn checkpoint(&mut self) -> Result<Epoch, Failure> {
-        let injected = std::time::Instant::now();
+    /// Injects one checkpoint barrier, waits for every actor, and starts the commit of the
+    /// epoch it ends once the commit before has ended; `waiters` are answered after it. A
+    /// failure gives them back.
+    async fn checkpoint(&mut self, waiters: Vec<Waiter>) -> Result<(), (Failure, Vec<Waiter>)> {
+        match self.inject_and_collect().await {
+            Ok((injected, barrier)) => {
+                if let Err(e) = self.finish_commit().await {
+                    return Err((Failure::Fatal(e), waiters));
+                }
+                let epoch = barrier.epoch.prev;
+                let store = self.store.clone();
+                let task = tokio::task::spawn_blocking(move || store.commit(epoch));
+                let started = Instant::now();
+                self.committing = Some(Committing { epoch, injected, started, task, waiters });
+                self.curr = barrier.epoch.curr;
+                for actor in self.stopping.drain(..) {
+                    self.actors.remove(&actor);
+                    self.sources.remove(&actor);
+                }
+                Ok(())
+            }
+            Err(failure) => Err((failure, waiters)),
+        }
+    }
+
+    /// Injects one checkpoint barrier and waits until every actor has collected it; returns
+    /// when it was injected and the barrier.
+    async fn inject_and_collect(&mut self) -> Result<(Instant, Barrier), Failure> {
+        let injected = Instant::now();
         let mut barrier = Barrier::checkpoint(self.curr);
         if !self.pending.is_empty() {
             barrier = barrier.with_mutation(std::mem::take(&mut self.pending));
@@ -395,18 +489,83 @@ impl BarrierManager {
                 }
             }
         }
-        let store = self.store.clone();
-        let commit_started = std::time::Instant::now();
-        let committed = tokio::task::spawn_blocking(move || store.commit(prev))
-            .await
-            .map_err(|e| Failure::Fatal(Error::Stream(format!("commit task failed: {e}"))))?
-            .map_err(Failure::Fatal)?;
-        self.metrics.checkpoint(injected.elapsed(), commit_started.elapsed(), committed);
-        self.curr = barrier.epoch.curr;
-        for actor in self.stopping.drain(..) {
-            self.actors.remove(&actor);
-            self.sources.remove(&actor);
+        Ok((injected, barrier))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::write_buffer::WriteBuffer;
+    use crate::stream::message::BarrierKind;
+
+    const ACTOR: ActorId = ActorId(1);
+
+    fn key(epoch: Epoch) -> Vec<u8> {
+        [&[0, 0, 0, 1][..], &epoch.0.to_be_bytes()].concat()
+    }
+
+    /// An actor that writes one row per checkpoint. Once `armed`, it asks for the next
+    /// checkpoint right after collecting one (as a backfill whose epoch is full), and fails on
+    /// that next checkpoint's barrier.
+    fn actor(
+        store: Arc<Store>,
+        mut barriers: mpsc::UnboundedReceiver<Barrier>,
+        handle: BarrierHandle,
+        armed: Arc<std::sync::atomic::AtomicBool>,
+    ) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut requested = false;
+            while let Some(barrier) = barriers.recv().await {
+                if barrier.kind != BarrierKind::Checkpoint {
+                    continue;
+                }
+                let epoch = barrier.epoch.prev;
+                if requested {
+                    let failed = Collect::Failed { actor: ACTOR, error: "boom".into() };
+                    let _ = handle.collector().send(failed);
+                    return;
+                }
+                let mut writes = WriteBuffer::new();
+                writes.insert(&key(epoch), Some(b"v"));
+                store.stage(epoch, Arc::new(writes));
+                let _ = handle.collector().send(Collect::Done { actor: ACTOR, epoch });
+                if armed.load(std::sync::atomic::Ordering::SeqCst) {
+                    handle.request_checkpoint();
+                    requested = true;
+                }
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_failure_while_the_epoch_before_commits_loses_only_the_epochs_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (manager, handle, mut recoveries) =
+            BarrierManager::new(store.clone(), Duration::from_secs(3600));
+        let manager = tokio::spawn(manager.run());
+        let (tx, rx) = mpsc::unbounded_channel();
+        handle.register(vec![(ACTOR, tx)], vec![ACTOR], HashMap::new()).await.unwrap();
+        let armed = Arc::default();
+        let _actor = actor(store.clone(), rx, handle.clone(), Arc::clone(&armed));
+        let first = handle.flush().await.unwrap();
+        armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        // The second checkpoint's epoch may still be committing when the actor fails on the
+        // third barrier: the second is committed all the same, the third is lost.
+        let second = handle.flush().await.unwrap();
+        assert!(second > first);
+        assert_eq!(recoveries.recv().await.as_deref(), Some("actor 1 failed: boom"));
+        assert!(store.committed_epoch() >= second);
+        assert!(
+            !store.is_lost(second) && store.is_lost(second.next()),
+            "{first} {second} {}",
+            store.committed_epoch()
+        );
+        for epoch in [first, second] {
+            assert_eq!(store.get(&key(epoch)).unwrap(), Some(b"v".to_vec()), "epoch {epoch}");
         }
-        Ok(prev)
+        drop(handle);
+        manager.await.unwrap().unwrap();
     }
 }
