@@ -15,7 +15,9 @@
 //!   an update whose halves land on different sides becomes a plain insert or delete;
 //!
 //! then persists the positions, forwards the barrier, waits until the epoch it ended is
-//! committed and continues from a snapshot of it. Once every vnode is complete (and that is
+//! committed and continues from a snapshot of it. An epoch in which no change arrived (the
+//! upstream wrote nothing) does not wait: the snapshot in hand still is the upstream as of that
+//! epoch, so reading goes on from it while the epoch commits. Once every vnode is complete (and that is
 //! persisted) it passes upstream messages straight through.
 
 use std::sync::Arc;
@@ -116,7 +118,7 @@ impl Executor for ArrangementBackfillExecutor {
             store.wait_committed(prev).await?;
             let mut backfill = Backfill::load(store, config, status)?;
             if !backfill.is_finished() {
-                backfill.start_epoch(prev).await?;
+                backfill.start_epoch(prev, false).await?;
                 while let Some(msg) = backfill.next_message(&mut upstream).await? {
                     let barrier = match msg {
                         Message::Barrier(barrier) => barrier,
@@ -125,6 +127,8 @@ impl Executor for ArrangementBackfillExecutor {
                             continue;
                         }
                     };
+                    // No change arrived this epoch: the upstream wrote nothing in it.
+                    let quiet = backfill.buffer.is_empty();
                     for chunk in backfill.flush_buffer()? {
                         yield Message::Chunk(chunk);
                     }
@@ -135,7 +139,7 @@ impl Executor for ArrangementBackfillExecutor {
                     if backfill.is_finished() {
                         break;
                     }
-                    backfill.start_epoch(prev).await?;
+                    backfill.start_epoch(prev, quiet).await?;
                 }
             }
             // Steady state: the view follows the upstream.
@@ -246,11 +250,20 @@ impl Backfill {
         self.finished_persisted
     }
 
-    /// Waits until `prev` is committed, then reads the rest of this epoch from its snapshot.
-    async fn start_epoch(&mut self, prev: Epoch) -> Result<()> {
-        let mut committed = self.store.subscribe_committed();
-        committed.wait_for(|c| *c >= prev).await.map_err(|_| Error::Shutdown)?;
-        self.snapshot = Some(self.store.snapshot());
+    /// Starts an epoch whose snapshot reads see the upstream as of `prev`: from a snapshot of
+    /// `prev` once it is committed. But when the upstream wrote nothing since the snapshot in
+    /// hand was taken (`quiet`: no change arrived in the epoch `prev` ended, nor in those
+    /// before it since the snapshot), that snapshot already is the upstream as of `prev`, so
+    /// while `prev` commits reading goes on from it. The snapshot is renewed at the first
+    /// epoch start that finds its epoch committed, so it pins few old versions of other tables'
+    /// rows.
+    async fn start_epoch(&mut self, prev: Epoch, quiet: bool) -> Result<()> {
+        let keep = quiet && self.snapshot.is_some() && self.store.committed_epoch() < prev;
+        if !keep {
+            let mut committed = self.store.subscribe_committed();
+            committed.wait_for(|c| *c >= prev).await.map_err(|_| Error::Shutdown)?;
+            self.snapshot = Some(self.store.snapshot());
+        }
         self.read_this_epoch = 0;
         self.asked_checkpoint = false;
         self.limiter.refill();
@@ -740,5 +753,32 @@ mod tests {
         let out = run_committing(backfill(&store, None, input), &store).await;
         assert_eq!(out, format!("barrier 3\n\n{}\n\nbarrier 4", rows(1025..=1026)));
         assert_eq!(progress(&store), "i i B I\n+ 0 . true 1026");
+    }
+
+    #[tokio::test]
+    async fn after_a_quiet_epoch_reading_goes_on_while_it_commits_and_after_a_change_it_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3000), "i i B I");
+        let input = [barrier(1), barrier(2), chunk("i I\n+ 4000 1"), barrier(3), barrier(4)];
+        let mut stream = backfill(&store, None, input).execute();
+        let mut next = async || {
+            let next = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+            next.expect("a message in time").unwrap().unwrap().pretty()
+        };
+        assert_eq!(next().await, "barrier 1");
+        store.commit(Epoch(1)).unwrap();
+        assert_eq!(next().await, rows(1..=1024));
+        assert_eq!(next().await, "barrier 2");
+        // Epoch 2 brought no change: its upstream is the snapshot in hand, read on at once.
+        assert_eq!(next().await, rows(1025..=2048));
+        assert_eq!(store.committed_epoch(), Epoch(1));
+        // Epoch 3 brought a change; its rows after the position were dropped.
+        assert_eq!(next().await, "barrier 3");
+        let mut stream = std::pin::pin!(stream);
+        let early = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
+        assert!(early.is_err(), "read before epoch 3 was committed: {early:?}");
+        store.commit(Epoch(3)).unwrap();
+        let page = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+        assert_eq!(page.unwrap().unwrap().unwrap().pretty(), rows(2049..=3000));
     }
 }
