@@ -286,9 +286,9 @@ impl BarrierManager {
             while let Ok(command) = self.commands.try_recv() {
                 self.apply(command, &mut waiters).await?;
             }
-            match self.checkpoint(waiters).await {
-                Ok(()) => {}
-                Err((Failure::Actor(error), waiters)) => {
+            match self.inject_and_collect().await {
+                Ok((injected, barrier)) => self.start_commit(injected, barrier, waiters).await?,
+                Err(Failure::Actor(error)) => {
                     // The epoch before was collected: it commits.
                     self.finish_commit().await?;
                     let lost = self.recover(&error);
@@ -296,7 +296,7 @@ impl BarrierManager {
                         let _ = waiter.send(Err(Error::Recovered(lost.clone())));
                     }
                 }
-                Err((Failure::Fatal(e), _)) => return Err(e),
+                Err(Failure::Fatal(e)) => return Err(e),
             }
         }
     }
@@ -428,29 +428,26 @@ impl BarrierManager {
         format!("actor {stopped} stopped unexpectedly")
     }
 
-    /// Injects one checkpoint barrier, waits for every actor, and starts the commit of the
-    /// epoch it ends once the commit before has ended; `waiters` are answered after it. A
-    /// failure gives them back.
-    async fn checkpoint(&mut self, waiters: Vec<Waiter>) -> Result<(), (Failure, Vec<Waiter>)> {
-        match self.inject_and_collect().await {
-            Ok((injected, barrier)) => {
-                if let Err(e) = self.finish_commit().await {
-                    return Err((Failure::Fatal(e), waiters));
-                }
-                let epoch = barrier.epoch.prev;
-                let store = self.store.clone();
-                let task = tokio::task::spawn_blocking(move || store.commit(epoch));
-                let started = Instant::now();
-                self.committing = Some(Committing { epoch, injected, started, task, waiters });
-                self.curr = barrier.epoch.curr;
-                for actor in self.stopping.drain(..) {
-                    self.actors.remove(&actor);
-                    self.sources.remove(&actor);
-                }
-                Ok(())
-            }
-            Err(failure) => Err((failure, waiters)),
+    /// Starts the commit of the epoch `barrier` ended (collected by every actor) once the
+    /// commit before has ended; `waiters` are answered after it.
+    async fn start_commit(
+        &mut self,
+        injected: Instant,
+        barrier: Barrier,
+        waiters: Vec<Waiter>,
+    ) -> Result<()> {
+        self.finish_commit().await?;
+        let epoch = barrier.epoch.prev;
+        let store = self.store.clone();
+        let task = tokio::task::spawn_blocking(move || store.commit(epoch));
+        let started = Instant::now();
+        self.committing = Some(Committing { epoch, injected, started, task, waiters });
+        self.curr = barrier.epoch.curr;
+        for actor in self.stopping.drain(..) {
+            self.actors.remove(&actor);
+            self.sources.remove(&actor);
         }
+        Ok(())
     }
 
     /// Injects one checkpoint barrier and waits until every actor has collected it; returns
