@@ -28,25 +28,16 @@ use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::{prefix_successor, release_marker_prefix, table_prefix};
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
-/// versions 1 (the committed epoch in `meta`) and 2 (the committed epoch in `state` before the
-/// first table), which are upgraded in place.
-pub const FORMAT_VERSION: u32 = 3;
+/// version 1 (the committed epoch in `meta`), which is upgraded in place.
+pub const FORMAT_VERSION: u32 = 2;
 
 const META_CF: &str = "meta";
 const STATE_CF: &str = "state";
 const FORMAT_KEY: &[u8] = b"format_version";
 const EPOCH_KEY: &[u8] = b"committed_epoch";
-/// Where the committed epoch lives since format 3: in `state`, under the last table id (no
-/// table has it), so an epoch's rows and its record can be ingested as one file.
-///
-/// After every table, not before: an ingested file spans from its first key to its last, and a
-/// compaction out of level 0 rewrites every row below it in that span. A backfill writes the
-/// newest tables, so a file running from them to the end of the key space spans no older
-/// table's rows; one starting at the front (format 2) spanned all of them, and every compaction
-/// during a backfill rewrote the whole store.
-const STATE_EPOCH_KEY: &[u8] = b"\xff\xff\xff\xffcommitted_epoch";
-/// Where format 2 kept the committed epoch: under table id 0.
-const FORMAT_2_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
+/// Where the committed epoch lives since format 2: in `state`, under table id 0 (no table has
+/// it), so an epoch's rows and its record can be ingested as one file.
+const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
 /// An epoch writing at least this many rows is committed by ingesting them as one sorted file
 /// ([`Store::commit`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
 /// at 50 k changes/s writes about 25 k rows per epoch and keeps the batch, whose commit has no
@@ -118,17 +109,6 @@ impl Store {
                 let mut batch = WriteBatch::default();
                 batch.put_cf(state, STATE_EPOCH_KEY, committed.unwrap_or(0).to_be_bytes());
                 batch.delete_cf(meta, EPOCH_KEY);
-                batch.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes());
-                db.write_opt(batch, &write_options())?;
-                committed.unwrap_or(0)
-            }
-            Some(v) if v.as_slice() == 2u32.to_be_bytes() => {
-                // Format 2 kept it in `state` under table id 0: move it after the last table.
-                let committed =
-                    db.get_cf(state, FORMAT_2_EPOCH_KEY)?.map(parse_epoch).transpose()?;
-                let mut batch = WriteBatch::default();
-                batch.put_cf(state, STATE_EPOCH_KEY, committed.unwrap_or(0).to_be_bytes());
-                batch.delete_cf(state, FORMAT_2_EPOCH_KEY);
                 batch.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes());
                 db.write_opt(batch, &write_options())?;
                 committed.unwrap_or(0)
@@ -291,6 +271,7 @@ impl Store {
         opts.set_compression_type(rocksdb::DBCompressionType::None);
         let mut writer = SstFileWriter::create(&opts);
         writer.open(&path)?;
+        writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
         for (at, &(key, value)) in rows.iter().enumerate() {
             // The rows lie in the write buffers' arenas in the order they were written, not in
             // key order: fetching the ones a few rows ahead hides the cache misses the writer's
@@ -304,7 +285,6 @@ impl Store {
                 None => writer.delete(key)?,
             }
         }
-        writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
         writer.finish()?;
         let bytes = writer.file_size();
         let mut io = IngestExternalFileOptions::default();
@@ -806,8 +786,8 @@ mod tests {
             let opts = Options::default();
             let mut writer = SstFileWriter::create(&opts);
             writer.open(dir.path().join("ingest").join("2.sst")).unwrap();
-            writer.put(key(20), b"x").unwrap();
             writer.put(STATE_EPOCH_KEY, 2u64.to_be_bytes()).unwrap();
+            writer.put(key(20), b"x").unwrap();
             writer.finish().unwrap();
         }
         let store = Store::open(dir.path()).unwrap();
@@ -840,50 +820,6 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.committed_epoch(), Epoch(9), "upgraded once, kept after");
         assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"a"].concat()));
-    }
-
-    #[test]
-    fn a_format_2_data_dir_is_upgraded_with_its_committed_epoch_after_the_last_table() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = Store::open(dir.path()).unwrap();
-            store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
-            store.commit(Epoch(1)).unwrap();
-            // Rewrite it as format 2 left it: the epoch in `state`, under table id 0.
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(store.state_cf(), STATE_EPOCH_KEY);
-            batch.put_cf(store.state_cf(), FORMAT_2_EPOCH_KEY, 7u64.to_be_bytes());
-            batch.put_cf(store.meta_cf(), FORMAT_KEY, 2u32.to_be_bytes());
-            store.db.write(batch).unwrap();
-        }
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.committed_epoch(), Epoch(7));
-        assert_eq!(store.db.get_cf(store.state_cf(), FORMAT_2_EPOCH_KEY).unwrap(), None);
-        drop(store);
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.committed_epoch(), Epoch(7), "upgraded once, kept after");
-        assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"a"].concat()));
-    }
-
-    /// An ingested epoch of a table spans no older table: a compaction out of level 0 does
-    /// not rewrite their rows.
-    #[test]
-    fn an_ingested_epoch_spans_no_older_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        store.stage(Epoch(1), Arc::new(rows(0..INGEST_MIN_ROWS as u32, b"a")));
-        assert!(store.commit(Epoch(1)).unwrap().ingested);
-        let mut newer = WriteBuffer::new();
-        for i in 0..INGEST_MIN_ROWS as u32 {
-            newer.insert(&[&[0, 0, 0, 9][..], &i.to_be_bytes()].concat(), Some(b"v"));
-        }
-        store.stage(Epoch(2), Arc::new(newer));
-        assert!(store.commit(Epoch(2)).unwrap().ingested);
-        let files = store.db.live_files().unwrap();
-        let newest = files.iter().max_by_key(|f| f.name.clone()).expect("two files");
-        let smallest = newest.start_key.clone().expect("a file has keys");
-        assert_eq!(&smallest[..4], &[0, 0, 0, 9], "{files:?}");
-        assert_eq!(store.committed_epoch(), Epoch(2));
     }
 
     #[test]
