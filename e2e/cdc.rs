@@ -320,6 +320,16 @@ async fn keys_types_bad_input(upstream: &Upstream, server: &Sluice) -> anyhow::R
         plan.len() == 3 && plan[1].contains("StreamCdcScan") && plan[2].contains("StreamSource"),
         "EXPLAIN gave {plan:?}"
     );
+    // Splits are left to the table's size unless given.
+    ensure!(plan[1].contains("parallelism: auto"), "EXPLAIN gave {plan:?}");
+    let plan = text_rows(
+        &client,
+        "EXPLAIN CREATE TABLE customers (*) WITH (backfill.parallelism = '3') \
+         FROM pg TABLE 'public.customers'",
+    )
+    .await?;
+    let scan = plan.get(1).and_then(|r| r[0].clone()).unwrap_or_default();
+    ensure!(scan.contains("parallelism: 3"), "EXPLAIN gave {scan}");
 
     // Composite keys of mixed types and a case-sensitive upstream name.
     client
