@@ -50,7 +50,7 @@ impl Engine {
             (Some(n), _) => n,
             (None, Some(_)) => default_readers(),
             (None, None) if !options.snapshot => 1,
-            (None, None) => default_parallelism(reader.estimate_rows(&schema, &table).await?),
+            (None, None) => default_splits(reader.estimate_rows(&schema, &table).await?),
         };
         if let (Some(pg), crate::connector::upstream::UpstreamSession::Postgres(client)) =
             (config.postgres(), &reader)
@@ -212,7 +212,7 @@ struct CdcTableOptions {
     batch_size: usize,
     /// `snapshot`: whether existing rows are read (default true).
     snapshot: bool,
-    /// `backfill.parallelism`: splits read at once (default: [`default_parallelism`], or
+    /// `backfill.parallelism`: splits read at once (default: [`default_splits`], or
     /// [`default_readers`] when `backfill.num_rows_per_split` is given).
     parallelism: Option<usize>,
     /// `backfill.num_rows_per_split`: rows per split (default: one split per reader).
@@ -226,7 +226,7 @@ const ROWS_PER_DEFAULT_SPLIT: u64 = 1_000_000;
 /// The splits read at once when `backfill.parallelism` is not given: one per million upstream
 /// rows (by the upstream's estimate), up to [`default_readers`]. A small table is read as one
 /// split, as before.
-fn default_parallelism(estimate: u64) -> usize {
+fn default_splits(estimate: u64) -> usize {
     (estimate / ROWS_PER_DEFAULT_SPLIT).clamp(1, default_readers() as u64) as usize
 }
 
@@ -234,8 +234,7 @@ fn default_parallelism(estimate: u64) -> usize {
 /// half the time, so two per core fill the cores (docs/benchmarks.md: on 2 cores, 10 M rows
 /// copied in 12.0-12.4 s with 4 splits, 12.3-12.7 s with 8, 12.9-13.6 s with 2 and 14.8 s with 1).
 fn default_readers() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (2 * cores).clamp(2, 8)
+    (2 * crate::engine::session::default_parallelism()).clamp(2, 8)
 }
 
 /// The options of the table's `WITH (..)`; unknown ones are refused.
@@ -383,11 +382,11 @@ mod tests {
     fn by_default_a_table_is_read_in_a_split_per_million_rows_up_to_two_per_core() {
         let readers = default_readers();
         assert!((2..=8).contains(&readers), "{readers}");
-        assert_eq!(default_parallelism(0), 1, "an empty or unknown table");
-        assert_eq!(default_parallelism(999_999), 1);
-        assert_eq!(default_parallelism(2_500_000), 2);
-        assert_eq!(default_parallelism(10_000_000), readers.min(10));
-        assert_eq!(default_parallelism(u64::MAX), readers);
+        assert_eq!(default_splits(0), 1, "an empty or unknown table");
+        assert_eq!(default_splits(999_999), 1);
+        assert_eq!(default_splits(2_500_000), 2);
+        assert_eq!(default_splits(10_000_000), readers.min(10));
+        assert_eq!(default_splits(u64::MAX), readers);
     }
 
     #[test]
