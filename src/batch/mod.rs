@@ -339,7 +339,7 @@ impl PartitionStream for RelationScan {
                 let page = remaining.min(PAGE_ROWS);
                 let mut rows = 0;
                 let last = snapshot
-                    .scan(&start, &end, page, |_, v| {
+                    .scan_once(&start, &end, page, |_, v| {
                         rows += 1;
                         decoder.push(v)
                     })

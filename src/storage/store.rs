@@ -267,8 +267,7 @@ impl Store {
     fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
         let rows = merged(buffers.iter().map(|b| b.iter()).collect());
         let path = self.ingest_dir.join(format!("{}.sst", epoch.0));
-        let mut opts = Options::default();
-        opts.set_compression_type(rocksdb::DBCompressionType::None);
+        let opts = state_options();
         let mut writer = SstFileWriter::create(&opts);
         writer.open(&path)?;
         writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
@@ -458,10 +457,16 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
 /// LZ4 saved little space and cost about a fifth of the CPU of a CDC snapshot, in flushes and
 /// compactions. Level 0 compacts at 8 files rather than 4: a backfill adds a file per large
 /// epoch, and each compaction out of level 0 rewrites the overlapping data below it, so fewer,
-/// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs").
+/// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs"). Data blocks are 16 KiB
+/// rather than 4: backfills and batch queries scan tables end to end, and every block read
+/// costs a read call, a cache lookup and an allocation whatever its size (docs/benchmarks.md,
+/// "Scans that pass once").
 fn state_options() -> Options {
     let mut opts = Options::default();
     opts.set_compression_type(rocksdb::DBCompressionType::None);
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_size(16 * 1024);
+    opts.set_block_based_table_factory(&table);
     opts.set_level_zero_file_num_compaction_trigger(8);
     opts.set_level_zero_slowdown_writes_trigger(40);
     opts.set_level_zero_stop_writes_trigger(60);
@@ -519,11 +524,36 @@ impl ReadSnapshot {
         start: &[u8],
         end: &[u8],
         limit: usize,
+        visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.scan_with(start, end, limit, true, visit)
+    }
+
+    /// [`ReadSnapshot::scan`] for a read that passes over a table once (a backfill page, a
+    /// batch scan): the blocks it reads do not enter the block cache, so they neither cost an
+    /// insert and an eviction each nor push out the blocks of point reads (joins, aggregates).
+    pub fn scan_once(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.scan_with(start, end, limit, false, visit)
+    }
+
+    fn scan_with(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        fill_cache: bool,
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<Option<Vec<u8>>> {
         let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
         let mut ro = ReadOptions::default();
         ro.set_iterate_range(start.to_vec()..end.to_vec());
+        ro.fill_cache(fill_cache);
         let mut iter = self.snapshot.raw_iterator_cf_opt(cf, ro);
         iter.seek(start);
         let mut last = Vec::new();
@@ -725,6 +755,35 @@ mod tests {
             })
             .unwrap();
         assert_eq!(count, n as usize - 1, "keys 0..n but 7");
+    }
+
+    #[test]
+    fn a_scan_once_leaves_the_block_cache_to_point_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let n = INGEST_MIN_ROWS as u32;
+        store.stage(Epoch(1), Arc::new(rows(0..n, b"a")));
+        assert!(store.commit(Epoch(1)).unwrap().ingested, "the rows are in a file");
+        let cached = || store.state_property("rocksdb.block-cache-usage").unwrap();
+        let snapshot = store.snapshot();
+        let count = |fill: bool| {
+            let mut count = 0;
+            let visit = |_: &[u8], _: &[u8]| {
+                count += 1;
+                Ok(())
+            };
+            if fill {
+                snapshot.scan(&key(0), &key(n), usize::MAX, visit).unwrap();
+            } else {
+                snapshot.scan_once(&key(0), &key(n), usize::MAX, visit).unwrap();
+            }
+            count
+        };
+        let before = cached();
+        assert_eq!(count(false), n as usize);
+        assert_eq!(cached(), before, "a scan once caches no block");
+        assert_eq!(count(true), n as usize);
+        assert!(cached() > before, "a scan caches the blocks it reads");
     }
 
     #[test]

@@ -352,7 +352,7 @@ impl Backfill {
         let column = |i: usize| needed.binary_search(&i).expect("decoded");
         let mut decoder = RowDecoder::new(&types, &needed, limit);
         let snapshot = self.snapshot.as_ref().expect("an epoch has started");
-        let last = snapshot.scan(&start, &end, limit, |_, v| decoder.push(v))?;
+        let last = snapshot.scan_once(&start, &end, limit, |_, v| decoder.push(v))?;
         let columns = decoder.finish();
         let rows = columns.first().map_or(0, |c| c.len());
         self.read_this_epoch += rows.max(1);
