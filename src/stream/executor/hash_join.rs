@@ -10,7 +10,6 @@
 //! columns are the stream-key columns an input carries after its visible ones.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
@@ -130,7 +129,8 @@ pub(crate) struct Side {
     width: usize,
     /// Stored rows by join-key prefix, for keys looked up recently. This executor is the only
     /// writer of its sides, so it drops a key's entry whenever it writes a row with that key.
-    cache: RefCell<HashMap<Vec<u8>, Vec<Vec<u8>>>>,
+    /// Shared with the probes that read it, so a hit copies no row.
+    cache: RefCell<hashbrown::HashMap<Vec<u8>, Arc<[Vec<u8>]>>>,
 }
 
 /// Join keys a side caches before it starts over; bounds the cache's memory.
@@ -191,12 +191,12 @@ impl Side {
     }
 
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
-    pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Arc<[Vec<u8>]>> {
         if let Some(rows) = self.cache.borrow().get(prefix) {
             return Ok(rows.clone());
         }
         let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
-        let rows: Vec<Vec<u8>> =
+        let rows: Arc<[Vec<u8>]> =
             self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect();
         let mut cache = self.cache.borrow_mut();
         if cache.len() >= CACHE_KEYS {
@@ -206,13 +206,14 @@ impl Side {
         Ok(rows)
     }
 
-    fn decode(&self, rows: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {
+    /// Decodes the input columns of `rows`: for each `(matches, i)`, row `i` of `matches`.
+    fn decode(&self, rows: &[(Arc<[Vec<u8>]>, usize)]) -> Result<Vec<ArrayRef>> {
         let types = self.def.types();
         let n_keys = self.keys.len();
         let projection: Vec<usize> = (n_keys..n_keys + self.width).collect();
         let mut decoder = RowDecoder::new(&types, &projection, rows.len());
-        for row in rows {
-            decoder.push(row)?;
+        for (matches, i) in rows {
+            decoder.push(&matches[*i])?;
         }
         Ok(decoder.finish())
     }
@@ -284,11 +285,12 @@ fn join_chunk(
         if !has_key[row] {
             continue;
         }
-        for stored in sides[other].matches(&prefixes[row])? {
+        let matches = sides[other].matches(&prefixes[row])?;
+        for i in 0..matches.len() {
             // Pairs of an update may match different rows, so changes are plain inserts and deletes.
             ops.push(if chunk.ops()[row].is_insert() { Op::Insert } else { Op::Delete });
             this_rows.push(row as u32);
-            other_rows.push(stored);
+            other_rows.push((matches.clone(), i));
         }
     }
     sides[this].apply(chunk, &keys, &has_key)?;

@@ -173,7 +173,7 @@ impl Side {
         let types = self.def.types();
         let all: Vec<usize> = (0..types.len()).collect();
         let mut decoder = RowDecoder::new(&types, &all, rows.len());
-        for row in &rows {
+        for row in rows.iter() {
             decoder.push(row)?;
         }
         let columns = decoder.finish();
