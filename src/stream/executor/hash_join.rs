@@ -118,6 +118,9 @@ pub fn align(
     .boxed()
 }
 
+/// Stored rows of one join key (input columns only), shared by the cache and its probes.
+pub(crate) type Rows = Arc<[Vec<u8>]>;
+
 /// One input's join state.
 pub(crate) struct Side {
     pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -130,7 +133,7 @@ pub(crate) struct Side {
     /// Stored rows by join-key prefix, for keys looked up recently. This executor is the only
     /// writer of its sides, so it drops a key's entry whenever it writes a row with that key.
     /// Shared with the probes that read it, so a hit copies no row.
-    cache: RefCell<hashbrown::HashMap<Vec<u8>, Arc<[Vec<u8>]>>>,
+    cache: RefCell<hashbrown::HashMap<Vec<u8>, Rows>>,
 }
 
 /// Join keys a side caches before it starts over; bounds the cache's memory.
@@ -191,12 +194,12 @@ impl Side {
     }
 
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
-    pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Arc<[Vec<u8>]>> {
+    pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Rows> {
         if let Some(rows) = self.cache.borrow().get(prefix) {
             return Ok(rows.clone());
         }
         let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
-        let rows: Arc<[Vec<u8>]> =
+        let rows: Rows =
             self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect();
         let mut cache = self.cache.borrow_mut();
         if cache.len() >= CACHE_KEYS {
@@ -207,7 +210,7 @@ impl Side {
     }
 
     /// Decodes the input columns of `rows`: for each `(matches, i)`, row `i` of `matches`.
-    fn decode(&self, rows: &[(Arc<[Vec<u8>]>, usize)]) -> Result<Vec<ArrayRef>> {
+    fn decode(&self, rows: &[(Rows, usize)]) -> Result<Vec<ArrayRef>> {
         let types = self.def.types();
         let n_keys = self.keys.len();
         let projection: Vec<usize> = (n_keys..n_keys + self.width).collect();
