@@ -455,15 +455,9 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
 ///
 /// Uncompressed: on the bulk of a backfill's writes (sequential keys, hex and short text),
 /// LZ4 saved little space and cost about a fifth of the CPU of a CDC snapshot, in flushes and
-/// compactions.
-///
-/// Universal compaction: a table's rows are spread over vnodes, so every epoch a backfill
-/// writes spans the whole table and overlaps every file before it. Levelled compaction then
-/// rewrote the whole of a growing level at each compaction out of level 0 (a join's state: 5 GB
-/// written for 1 GB stored); universal compaction merges sorted runs of similar size, so each
-/// row is rewritten a few times only. A compaction starts at 8 sorted runs rather than 4, so
-/// fewer, larger merges rewrite less (docs/benchmarks.md, "Ingested epochs" and "Universal
-/// compaction"). Data blocks are 16 KiB
+/// compactions. Level 0 compacts at 8 files rather than 4: a backfill adds a file per large
+/// epoch, and each compaction out of level 0 rewrites the overlapping data below it, so fewer,
+/// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs"). Data blocks are 16 KiB
 /// rather than 4: backfills and batch queries scan tables end to end, and every block read
 /// costs a read call, a cache lookup and an allocation whatever its size (docs/benchmarks.md,
 /// "Scans that pass once").
@@ -473,7 +467,6 @@ fn state_options() -> Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_size(16 * 1024);
     opts.set_block_based_table_factory(&table);
-    opts.set_compaction_style(rocksdb::DBCompactionStyle::Universal);
     opts.set_level_zero_file_num_compaction_trigger(8);
     opts.set_level_zero_slowdown_writes_trigger(40);
     opts.set_level_zero_stop_writes_trigger(60);
