@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::sql::eager::is_partial;
 use crate::stream::executor::hash_agg::AggKind;
 use crate::stream::executor::hash_join::JoinKind;
+use crate::stream::executor::local_agg::partial_state_adds_up;
 use crate::stream::plan::{AggCallPlan, NodeKind, StateSlot, StreamNode, StreamPlan};
 use crate::types::DataType;
 use crate::unsupported;
@@ -41,6 +42,59 @@ pub fn plan_stream(
         root = exchange(root, keys);
     }
     Ok(StreamPlan { root, slots: planner.slots, eager_aggregation: false })
+}
+
+/// True if every row of `input` with the same values of `group_exprs` is handled by the same
+/// actor already: the columns it is distributed by are all plain group-by columns.
+fn distributed_by(input: &StreamNode, group_exprs: &[Arc<dyn PhysicalExpr>]) -> bool {
+    let grouped: Vec<usize> =
+        group_exprs.iter().filter_map(|e| as_column(e).map(Column::index)).collect();
+    input.dist.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|c| grouped.contains(c)))
+}
+
+/// The first phase of a two-phase aggregation over `input` (see
+/// [`crate::stream::executor::local_agg`]), and the final phase's calls over its partial rows:
+/// `group values ++ row_count ++` per call its state (`count`; or `sum`, `nonnull`), typed as
+/// the aggregate's result table.
+fn local_agg(
+    input: StreamNode,
+    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    calls: Vec<AggCallPlan>,
+    out: &Schema,
+) -> (StreamNode, Vec<AggCallPlan>) {
+    let n_groups = group_exprs.len();
+    let mut fields: Vec<Field> = out.fields()[..n_groups]
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Field::new(format!("group_{i}"), f.data_type().clone(), true))
+        .collect();
+    fields.push(Field::new("row_count", ArrowType::Int64, true));
+    let mut finals = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        let state = match call.kind {
+            AggKind::Count => format!("count_{i}"),
+            _ => format!("sum_{i}"),
+        };
+        let arg: Arc<dyn PhysicalExpr> = Arc::new(Column::new(&state, fields.len()));
+        finals.push(AggCallPlan { arg, multiset: None, ..call.clone() });
+        match call.kind {
+            AggKind::Count => fields.push(Field::new(state, ArrowType::Int64, true)),
+            _ => {
+                fields.push(Field::new(state, call.output_type.clone(), true));
+                fields.push(Field::new(format!("nonnull_{i}"), ArrowType::Int64, true));
+            }
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let local = StreamNode {
+        kind: NodeKind::LocalAgg { group_exprs, calls },
+        inputs: vec![input],
+        visible: schema.fields().len(),
+        schema,
+        stream_key: (0..n_groups).collect(),
+        dist: None,
+    };
+    (local, finals)
 }
 
 /// The column an expression is, if it is a plain column reference.
@@ -205,7 +259,6 @@ impl Planner<'_> {
             .iter()
             .map(|e| self.physical(e, in_schema))
             .collect::<Result<Vec<_>>>()?;
-        let input = exchange(input, group_exprs.clone());
         if matches!(agg.group_expr.first(), Some(Expr::GroupingSet(_))) {
             return Err(unsupported!("GROUPING SETS, CUBE and ROLLUP in a materialized view"));
         }
@@ -278,8 +331,23 @@ impl Planner<'_> {
                 e.data_type(in_schema.as_arrow()).ok().as_ref() == Some(f.data_type())
             });
         let schema = Arc::new(relaxed(&out));
+        // Two phases where the exchange would carry every row and each call's state adds up
+        // (docs/backfill.md, "Two-phase aggregation"). Not over float group keys: the local
+        // phase would keep 0 and -0 apart, and the group would show whichever came first.
+        let two_phase = !group_exprs.is_empty()
+            && calls.iter().all(|c| partial_state_adds_up(c.kind, &c.output_type))
+            && !out.fields()[..n_groups].iter().any(|f| f.data_type().is_floating())
+            && !distributed_by(&input, &group_exprs);
+        let (input, group_exprs, calls, merge) = match two_phase {
+            false => (exchange(input, group_exprs.clone()), group_exprs, calls, false),
+            true => {
+                let (local, finals) = local_agg(input, group_exprs, calls, &out);
+                let groups: Vec<_> = (0..n_groups).map(|i| column_expr(&local, i)).collect();
+                (exchange(local, groups.clone()), groups, finals, true)
+            }
+        };
         Ok(StreamNode {
-            kind: NodeKind::HashAgg { group_exprs, calls, result, hold },
+            kind: NodeKind::HashAgg { group_exprs, calls, result, hold, merge },
             inputs: vec![input],
             visible: schema.fields().len(),
             schema,

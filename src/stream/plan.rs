@@ -73,6 +73,17 @@ pub enum NodeKind {
         /// A partial aggregate of eager aggregation: while its job is creating it keeps its
         /// groups in state and emits them once the backfills have finished.
         hold: bool,
+        /// The final phase of a two-phase aggregation: the input rows are the partial rows of
+        /// a [`NodeKind::LocalAgg`], and `group_exprs` their group columns.
+        merge: bool,
+    },
+    /// The first phase of a two-phase aggregation: each actor adds up its own rows per group
+    /// and sends partial rows (`group values ++ row_count ++ call states`), keeping no state.
+    LocalAgg {
+        /// Group-by expressions over the input rows.
+        group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+        /// Aggregate calls over the input rows (count, and sums of integers or numerics).
+        calls: Vec<AggCallPlan>,
     },
     /// Redistribute rows to the actors of the next fragment by the hash of key expressions.
     Exchange {
@@ -134,12 +145,23 @@ impl StreamNode {
                 let exprs: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
                 format!("StreamProject {{ exprs: [{}] }}", exprs.join(", "))
             }
-            NodeKind::HashAgg { group_exprs, calls, .. } => {
+            NodeKind::HashAgg { group_exprs, calls, merge, .. } => {
                 let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
                 let calls: Vec<String> =
                     calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
                 format!(
-                    "StreamHashAgg {{ group_key: [{}], aggs: [{}] }}",
+                    "StreamHashAgg {{ group_key: [{}], aggs: [{}]{} }}",
+                    groups.join(", "),
+                    calls.join(", "),
+                    if *merge { ", merges: partial rows" } else { "" }
+                )
+            }
+            NodeKind::LocalAgg { group_exprs, calls } => {
+                let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
+                let calls: Vec<String> =
+                    calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
+                format!(
+                    "StreamLocalAgg {{ group_key: [{}], aggs: [{}] }}",
                     groups.join(", "),
                     calls.join(", ")
                 )

@@ -139,6 +139,7 @@ pub struct HashAggExecutor {
     result_table: Arc<TableCatalog>,
     output_schema: SchemaRef,
     hold: Option<Hold>,
+    merge: bool,
 }
 
 impl HashAggExecutor {
@@ -151,7 +152,16 @@ impl HashAggExecutor {
         result_table: Arc<TableCatalog>,
         output_schema: SchemaRef,
     ) -> Self {
-        Self { input, store, group_exprs, calls, result_table, output_schema, hold: None }
+        let hold = None;
+        Self { input, store, group_exprs, calls, result_table, output_schema, hold, merge: false }
+    }
+
+    /// The same aggregate as the final phase of a two-phase aggregation: its input rows are
+    /// the partial rows of a [`LocalAggExecutor`](super::local_agg::LocalAggExecutor), laid out
+    /// as its result table, and `group_exprs` are their group columns.
+    pub fn merging(mut self) -> Self {
+        self.merge = true;
+        self
     }
 
     /// The same aggregate holding its output until `hold.job` is released (see the module
@@ -164,9 +174,11 @@ impl HashAggExecutor {
 
 impl Executor for HashAggExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, store, group_exprs, calls, result_table, output_schema, hold } = *self;
+        let Self { input, store, group_exprs, calls, result_table, output_schema, hold, merge } =
+            *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
+            agg.merge = merge;
             if let Some(hold) = hold {
                 agg.hold(hold)?;
             }
@@ -227,6 +239,8 @@ struct Aggregation {
     /// Groups as the last flush left them (stored, and emitted unless held), by result key:
     /// a group touched again needs no read. Emptied when it would pass [`CACHE_GROUPS`].
     cache: hashbrown::HashMap<Vec<u8>, Group>,
+    /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
+    merge: bool,
 }
 
 /// The vnodes of an actor whose groups are held, and how many groups they store.
@@ -268,6 +282,7 @@ impl Aggregation {
             global_loaded: false,
             held: None,
             cache: hashbrown::HashMap::new(),
+            merge: false,
         }
     }
 
@@ -398,35 +413,12 @@ impl Aggregation {
     /// `-` of the state would, so the result is the same; float sums and min/max go row by row.
     fn apply(&mut self, chunk: &StreamChunk) -> Result<()> {
         let n = chunk.len();
-        let schema = self.result_def.full_schema();
-        let group_columns = self
-            .group_exprs
-            .iter()
-            .enumerate()
-            .map(|(i, e)| cast(eval(e.as_ref(), chunk.data())?, schema.field(i).data_type()))
-            .collect::<Result<Vec<_>>>()?;
-        let mut keys = std::mem::take(&mut self.keys);
-        encode_keys_into(self.result_def.id, &group_columns, n, self.n_groups(), &mut keys)?;
-        let mut slots = Vec::with_capacity(n);
-        for (row, key) in keys.iter().enumerate() {
-            let slot = match self.group_index.get(key.as_slice()) {
-                Some(&slot) => slot,
-                None => {
-                    let group = self.take_group(key, || {
-                        Ok(group_columns
-                            .iter()
-                            .map(|c| ScalarValue::try_from_array(c, row))
-                            .collect::<datafusion::error::Result<Vec<_>>>()?)
-                    })?;
-                    self.groups.push(group);
-                    self.group_index.insert(key.clone(), self.groups.len() - 1);
-                    self.groups.len() - 1
-                }
-            };
-            slots.push(slot);
-        }
+        let (group_columns, slots) = self.slots(chunk)?;
         let signs: Vec<i64> =
             chunk.ops().iter().map(|op| if op.is_insert() { 1 } else { -1 }).collect();
+        if self.merge {
+            return self.apply_partial(chunk, &slots, &signs);
+        }
         for (&slot, &sign) in slots.iter().zip(&signs) {
             self.groups[slot].row_count += sign;
         }
@@ -494,7 +486,100 @@ impl Aggregation {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The group columns of `chunk` and the slot in `groups` of each row's group, loaded or
+    /// created where it is not there yet.
+    fn slots(&mut self, chunk: &StreamChunk) -> Result<(Vec<ArrayRef>, Vec<usize>)> {
+        let n = chunk.len();
+        let schema = self.result_def.full_schema();
+        let group_columns = self
+            .group_exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| cast(eval(e.as_ref(), chunk.data())?, schema.field(i).data_type()))
+            .collect::<Result<Vec<_>>>()?;
+        let mut keys = std::mem::take(&mut self.keys);
+        encode_keys_into(self.result_def.id, &group_columns, n, self.n_groups(), &mut keys)?;
+        let mut slots = Vec::with_capacity(n);
+        for (row, key) in keys.iter().enumerate() {
+            let slot = match self.group_index.get(key.as_slice()) {
+                Some(&slot) => slot,
+                None => {
+                    let group = self.take_group(key, || {
+                        Ok(group_columns
+                            .iter()
+                            .map(|c| ScalarValue::try_from_array(c, row))
+                            .collect::<datafusion::error::Result<Vec<_>>>()?)
+                    })?;
+                    self.groups.push(group);
+                    self.group_index.insert(key.clone(), self.groups.len() - 1);
+                    self.groups.len() - 1
+                }
+            };
+            slots.push(slot);
+        }
         self.keys = keys;
+        Ok((group_columns, slots))
+    }
+
+    /// Folds a chunk of partial rows (group columns, `row_count`, then per call its state
+    /// columns, as in the result table) into the touched groups: each adds its counts and sums,
+    /// signed by its op.
+    fn apply_partial(&mut self, chunk: &StreamChunk, slots: &[usize], signs: &[i64]) -> Result<()> {
+        let data = chunk.data();
+        let int64 = |column: usize| -> Result<&arrow::array::Int64Array> {
+            data.column(column)
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| Error::Stream(format!("partial row column {column} is not a count")))
+        };
+        let mut column = self.n_groups();
+        let row_counts = int64(column)?.values();
+        for ((&slot, &sign), &count) in slots.iter().zip(signs).zip(row_counts) {
+            self.groups[slot].row_count += sign * count;
+        }
+        column += 1;
+        for i in 0..self.calls.len() {
+            match self.calls[i].kind {
+                AggKind::Count => {
+                    let counts = int64(column)?.values();
+                    for ((&slot, &sign), &count) in slots.iter().zip(signs).zip(counts) {
+                        if let AggState::Count(c) = &mut self.groups[slot].states[i] {
+                            *c += sign * count;
+                        }
+                    }
+                    column += 1;
+                }
+                AggKind::Sum => {
+                    let sums = data.column(column);
+                    let counts = int64(column + 1)?.values();
+                    let count = |row: usize| counts[row];
+                    let deltas = match sums.data_type() {
+                        ArrowType::Int64 => {
+                            let values = sums.as_primitive::<Int64Type>().values();
+                            fold_partial(slots, signs, count, |row| i128::from(values[row]))
+                        }
+                        ArrowType::Decimal128(..) => {
+                            let values = sums.as_primitive::<Decimal128Type>().values();
+                            fold_partial(slots, signs, count, |row| values[row])
+                        }
+                        other => Err(Error::Stream(format!("a partial sum of {other}")))?,
+                    };
+                    for (slot, (sum, count)) in deltas {
+                        let delta = match sums.data_type() {
+                            &ArrowType::Decimal128(p, s) => {
+                                ScalarValue::Decimal128(Some(sum), p, s)
+                            }
+                            _ => ScalarValue::Int64(Some(sum as i64)),
+                        };
+                        add_to_sum(&mut self.groups[slot], i, &delta, count)?;
+                    }
+                    column += 2;
+                }
+                kind => Err(Error::Stream(format!("{kind:?} has no partial rows to merge")))?,
+            }
+        }
         Ok(())
     }
 
@@ -744,6 +829,24 @@ fn fold(
             *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
             *count += sign;
         }
+    }
+    deltas.into_iter().collect()
+}
+
+/// [`fold`] for partial rows: per group, the signed sum of their sums and of their counts of
+/// non-NULL inputs, wrapping on overflow.
+fn fold_partial(
+    slots: &[usize],
+    signs: &[i64],
+    count: impl Fn(usize) -> i64,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
+    let mut deltas: hashbrown::HashMap<usize, (i128, i64)> = hashbrown::HashMap::new();
+    for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
+        let (sum, n) = deltas.entry(slot).or_default();
+        let v = value(row);
+        *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
+        *n += sign * count(row);
     }
     deltas.into_iter().collect()
 }
@@ -1644,5 +1747,138 @@ mod tests {
 
                         barrier 2";
         assert_eq!(aggregate("F I", &[0], "count(*) sum(c1)", input).await, dedent(expected));
+    }
+
+    /// The aggregation of [`hash_agg`] in two phases, as the planner builds it: a
+    /// [`LocalAggExecutor`](crate::stream::executor::local_agg::LocalAggExecutor) over `input`
+    /// sending its groups at `max_groups`, and the aggregate merging its partial rows.
+    fn two_phase(
+        store: &Arc<Store>,
+        header: &str,
+        group_by: &[usize],
+        calls: &str,
+        max_groups: usize,
+        input: BoxedExecutor,
+    ) -> BoxedExecutor {
+        use crate::stream::executor::local_agg::LocalAggExecutor;
+        let one = hash_agg_executor(store, header, group_by, calls, MockSource::boxed([]));
+        let partial = one.result_table.full_schema();
+        let copy = |c: &AggCall, arg| AggCall {
+            kind: c.kind,
+            arg,
+            output_type: c.output_type.clone(),
+            multiset: None,
+        };
+        let locals = one.calls.iter().map(|c| copy(c, c.arg.clone())).collect();
+        let local = LocalAggExecutor::new(input, one.group_exprs.clone(), locals, partial.clone())
+            .unwrap()
+            .with_max_groups(max_groups);
+        let n = group_by.len();
+        let column = |i: usize| -> Arc<dyn PhysicalExpr> {
+            Arc::new(Column::new(partial.field(i).name(), i))
+        };
+        let mut at = n + 1;
+        let mut finals = Vec::new();
+        for call in &one.calls {
+            finals.push(copy(call, column(at)));
+            at += if call.kind == AggKind::Count { 1 } else { 2 };
+        }
+        let groups = (0..n).map(column).collect();
+        let agg = HashAggExecutor::new(
+            Box::new(local),
+            store.clone(),
+            groups,
+            finals,
+            one.result_table.clone(),
+            one.output_schema.clone(),
+        );
+        Box::new(agg.merging())
+    }
+
+    /// Inserts, deletes and update pairs over several epochs, with NULLs, emptied groups and a
+    /// group emptied and refilled within an epoch.
+    fn changes() -> Vec<Message> {
+        vec![
+            initial(0),
+            chunk("i I I\n+ 1 10 1\n+ 1 . 2\n+ 2 5 .\n+ 3 7 3"),
+            chunk("i I I\n+ 1 20 4\n+ 4 . .\n- 3 7 3"),
+            barrier(1),
+            chunk("i I I\n- 1 10 1\nU- 2 5 .\nU+ 2 6 5\n+ 5 1 1"),
+            chunk("i I I\n- 4 . .\n+ 4 8 8\nU- 1 . 2\nU+ 3 9 9"),
+            barrier(2),
+            chunk("i I I\n- 1 20 4\n- 5 1 1\n+ 6 . ."),
+            barrier(3),
+            barrier(4),
+            chunk("i I I\n+ 1 1 1\n+ 2 2 2\n+ 3 3 3\n+ 4 4 4\n+ 5 5 5\n+ 6 6 6"),
+            barrier(5),
+        ]
+    }
+
+    #[tokio::test]
+    async fn two_phases_emit_what_one_aggregate_emits() {
+        let calls = "count(*) sum(c1) count(c2) sum(c2)";
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let one = hash_agg(&store, "i I I", &[0], calls, committing(&store, changes()));
+        let expected = run_sorted(one).await;
+        assert!(expected.contains("U- 2 1 5 0 ."), "{expected}");
+        for max_groups in [1, 2, 100] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            let input = committing(&store, changes());
+            let two = two_phase(&store, "i I I", &[0], calls, max_groups, input);
+            assert_eq!(run_sorted(two).await, expected, "at {max_groups} groups");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_final_phase_merges_partial_rows_into_stored_groups() {
+        // Partial rows as a local phase sends them: group, row_count, count(*), sum, nonnull.
+        let input = [
+            initial(0),
+            chunk("i I I I I\n+ 1 2 2 30 2\n+ 2 1 1 0 0"),
+            barrier(1),
+            chunk("i I I I I\n+ 1 -1 -1 -10 -1\n+ 2 -1 -1 0 0\n+ 1 0 0 5 0"),
+            barrier(2),
+        ];
+        let expected = "barrier 0
+
+                        i I I
+                        + 1 2 30
+                        + 2 1 .
+
+                        barrier 1
+
+                        i I I
+                        U- 1 2 30
+                        U+ 1 1 25
+                        - 2 1 .
+
+                        barrier 2";
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // The final phase over partial rows of `(i, I)` input rows: group by c0, count(c2) as
+        // count(*), sum(c3) with its non-NULL count in c4.
+        let one = hash_agg_executor(&store, "i I", &[0], "count(*) sum(c1)", MockSource::boxed([]));
+        let partial: Arc<dyn PhysicalExpr> = Arc::new(Column::new("c0", 0));
+        let mut calls = Vec::new();
+        for (call, at) in one.calls.iter().zip([2, 3]) {
+            calls.push(AggCall {
+                kind: call.kind,
+                arg: Arc::new(Column::new(&format!("c{at}"), at)),
+                output_type: call.output_type.clone(),
+                multiset: None,
+            });
+        }
+        let agg = HashAggExecutor::new(
+            committing(&store, input),
+            store.clone(),
+            vec![partial],
+            calls,
+            one.result_table.clone(),
+            one.output_schema.clone(),
+        )
+        .merging();
+        assert_eq!(run_sorted(Box::new(agg)).await, dedent(expected));
     }
 }

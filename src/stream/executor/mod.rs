@@ -29,6 +29,8 @@ pub mod hash_agg;
 pub mod hash_join;
 /// Left outer equi-join, with match counts (degrees) per left row.
 pub mod left_join;
+/// The first phase of a two-phase aggregation: per-actor partial groups before the exchange.
+pub mod local_agg;
 /// Writes a relation's rows to its state table (upserts for CDC tables).
 pub mod materialize;
 /// Merges the channels of several upstream actors, aligning barriers.

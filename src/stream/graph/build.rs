@@ -26,12 +26,13 @@ use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::gate::GateExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HOLD_LIMIT, HashAggExecutor, Hold};
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
+use crate::stream::executor::local_agg::LocalAggExecutor;
 use crate::stream::executor::merge::MergeExecutor;
 use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
-use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
+use crate::stream::plan::{AggCallPlan, NodeKind, StreamNode, StreamPlan};
 
 /// Messages buffered between two actors.
 pub const CHANNEL_CAPACITY: usize = 16;
@@ -99,11 +100,25 @@ fn fragment_label(node: &StreamNode) -> String {
         NodeKind::Filter { .. } => "Filter",
         NodeKind::Project { .. } => "Project",
         NodeKind::HashAgg { .. } => "HashAgg",
+        NodeKind::LocalAgg { .. } => "LocalAgg",
         NodeKind::HashJoin { .. } => "HashJoin",
         NodeKind::Union => "Union",
     };
     let inputs: Vec<String> = node.inputs.iter().map(fragment_label).collect();
     format!("{name}({})", inputs.join(", "))
+}
+
+/// The executor form of a plan's aggregate calls.
+fn agg_calls(calls: &[AggCallPlan], ctx: &BuildContext<'_>) -> Vec<AggCall> {
+    calls
+        .iter()
+        .map(|c| AggCall {
+            kind: c.kind,
+            arg: c.arg.clone(),
+            output_type: c.output_type.clone(),
+            multiset: c.multiset.map(|s| ctx.tables[s].clone()),
+        })
+        .collect()
 }
 
 /// Expressions of a relation's distribution key columns, to hash-dispatch its rows by vnode.
@@ -228,20 +243,23 @@ fn build_fragment(
                 .map(|i| Box::new(ProjectExecutor::new(i, exprs.clone(), node.schema.clone())) as _)
                 .collect())
         }
-        NodeKind::HashAgg { group_exprs, calls, result, hold } => {
+        NodeKind::LocalAgg { group_exprs, calls } => {
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            let mut executors = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                let calls = agg_calls(calls, ctx);
+                let agg =
+                    LocalAggExecutor::new(input, group_exprs.clone(), calls, node.schema.clone())?;
+                executors.push(Box::new(agg) as BoxedExecutor);
+            }
+            Ok(executors)
+        }
+        NodeKind::HashAgg { group_exprs, calls, result, hold, merge } => {
             let inputs = build_fragment(&node.inputs[0], ctx, built)?;
             let mut executors = Vec::with_capacity(n);
             let result = &ctx.tables[*result];
             for (i, input) in inputs.into_iter().enumerate() {
-                let calls = calls
-                    .iter()
-                    .map(|c| AggCall {
-                        kind: c.kind,
-                        arg: c.arg.clone(),
-                        output_type: c.output_type.clone(),
-                        multiset: c.multiset.map(|s| ctx.tables[s].clone()),
-                    })
-                    .collect();
+                let calls = agg_calls(calls, ctx);
                 let mut agg = HashAggExecutor::new(
                     input,
                     ctx.store.clone(),
@@ -250,6 +268,9 @@ fn build_fragment(
                     result.clone(),
                     node.schema.clone(),
                 );
+                if *merge {
+                    agg = agg.merging();
+                }
                 if let (true, true, Some(job)) = (*hold, ctx.hold, result.owner) {
                     agg = agg.holding(Hold { job, vnodes: owned_vnodes(i, n), limit: HOLD_LIMIT });
                 }
