@@ -146,25 +146,11 @@ impl StreamNode {
                 format!("StreamProject {{ exprs: [{}] }}", exprs.join(", "))
             }
             NodeKind::HashAgg { group_exprs, calls, merge, .. } => {
-                let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
-                let calls: Vec<String> =
-                    calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
-                format!(
-                    "StreamHashAgg {{ group_key: [{}], aggs: [{}]{} }}",
-                    groups.join(", "),
-                    calls.join(", "),
-                    if *merge { ", merges: partial rows" } else { "" }
-                )
+                let merges = if *merge { ", merges: partial rows" } else { "" };
+                format!("StreamHashAgg {{ {}{merges} }}", agg_text(group_exprs, calls))
             }
             NodeKind::LocalAgg { group_exprs, calls } => {
-                let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
-                let calls: Vec<String> =
-                    calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
-                format!(
-                    "StreamLocalAgg {{ group_key: [{}], aggs: [{}] }}",
-                    groups.join(", "),
-                    calls.join(", ")
-                )
+                format!("StreamLocalAgg {{ {} }}", agg_text(group_exprs, calls))
             }
             NodeKind::Union => "StreamUnion { all: true }".to_owned(),
             NodeKind::Exchange { keys } => {
@@ -186,6 +172,13 @@ impl StreamNode {
             input.explain(depth + 1, out);
         }
     }
+}
+
+/// `group_key: [..], aggs: [..]` of an aggregate node, for EXPLAIN.
+fn agg_text(group_exprs: &[Arc<dyn PhysicalExpr>], calls: &[AggCallPlan]) -> String {
+    let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
+    let calls: Vec<String> = calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
+    format!("group_key: [{}], aggs: [{}]", groups.join(", "), calls.join(", "))
 }
 
 impl StreamPlan {

@@ -821,16 +821,7 @@ fn fold(
     valid: impl Fn(usize) -> bool,
     value: impl Fn(usize) -> i128,
 ) -> Vec<(usize, (i128, i64))> {
-    let mut deltas: hashbrown::HashMap<usize, (i128, i64)> = hashbrown::HashMap::new();
-    for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
-        if valid(row) {
-            let (sum, count) = deltas.entry(slot).or_default();
-            let v = value(row);
-            *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
-            *count += sign;
-        }
-    }
-    deltas.into_iter().collect()
+    fold_rows(slots, signs, valid, |_| 1, value)
 }
 
 /// [`fold`] for partial rows: per group, the signed sum of their sums and of their counts of
@@ -841,17 +832,32 @@ fn fold_partial(
     count: impl Fn(usize) -> i64,
     value: impl Fn(usize) -> i128,
 ) -> Vec<(usize, (i128, i64))> {
+    fold_rows(slots, signs, |_| true, count, value)
+}
+
+/// Per group slot of the rows for which `include` holds: the signed sum of `value` and of
+/// `count`, wrapping on overflow.
+fn fold_rows(
+    slots: &[usize],
+    signs: &[i64],
+    include: impl Fn(usize) -> bool,
+    count: impl Fn(usize) -> i64,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
     let mut deltas: hashbrown::HashMap<usize, (i128, i64)> = hashbrown::HashMap::new();
     for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
-        let (sum, n) = deltas.entry(slot).or_default();
-        let v = value(row);
-        *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
-        *n += sign * count(row);
+        if include(row) {
+            let (sum, n) = deltas.entry(slot).or_default();
+            let v = value(row);
+            *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
+            *n += sign * count(row);
+        }
     }
     deltas.into_iter().collect()
 }
 
-fn cast(array: ArrayRef, to: &ArrowType) -> Result<ArrayRef> {
+/// `array` cast to `to`, unless it already has that type.
+pub(crate) fn cast(array: ArrayRef, to: &ArrowType) -> Result<ArrayRef> {
     if array.data_type() == to {
         return Ok(array);
     }

@@ -46,7 +46,7 @@ use futures::StreamExt;
 
 use crate::error::{Error, Result};
 use crate::stream::eval::eval;
-use crate::stream::executor::hash_agg::{AggCall, AggKind};
+use crate::stream::executor::hash_agg::{AggCall, AggKind, cast};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
@@ -396,13 +396,6 @@ fn sum_array(sums: Vec<i128>, ty: &ArrowType) -> Result<ArrayRef> {
         }
         other => return Err(Error::Stream(format!("a partial sum of {other}"))),
     })
-}
-
-fn cast(array: ArrayRef, to: &ArrowType) -> Result<ArrayRef> {
-    if array.data_type() == to {
-        return Ok(array);
-    }
-    Ok(arrow::compute::cast(&array, to)?)
 }
 
 #[cfg(test)]
