@@ -199,7 +199,7 @@ impl WriteBuffer {
             .collect()
     }
 
-    /// The newest write of every key, in no particular order (what a commit needs: no sort).
+    /// The newest write of every key, in the order written (no sort).
     pub fn writes(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         (0..self.entries.len() as u32)
             .filter(|&i| !self.entries[i as usize].superseded)
