@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::catalog::{ActorId, ColumnCatalog, SourceCatalog, TableCatalog};
+use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableCatalog};
 use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
@@ -72,17 +72,7 @@ impl StreamGraph {
         let state = self.catalog.table_by_id(table.internal_tables[0]).ok_or_else(|| {
             Error::Storage(format!("the state table of {} is missing", table.name))
         })?;
-        let upstream = UpstreamTable {
-            schema: cdc.schema.clone(),
-            name: cdc.table.clone(),
-            columns: cdc
-                .upstream_names
-                .iter()
-                .map(|n| ColumnCatalog::new(n.clone(), DataType::Varchar))
-                .collect(),
-            upstream_types: cdc.upstream_types.clone(),
-            pk: cdc.upstream_pk.clone(),
-        };
+        let upstream = upstream_table(cdc, table);
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (status, watcher) = watch::channel(BackfillStatus::default());
         let watch = BackfillWatch {
@@ -116,5 +106,75 @@ impl StreamGraph {
         job.absorb(self.prepare_materialize_fragment(table, actor, true));
         job.feeder = Some(actor);
         Ok(job)
+    }
+}
+
+/// The upstream table a CDC table reads. Each upstream column is read as the type of the table
+/// column it fills, so a Postgres page arrives typed (binary `COPY`) rather than as text to be
+/// parsed; a column the table does not hold, or holds as `varchar`, is read as text.
+fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
+    let column_type = |u: usize| {
+        let filled = cdc.upstream_columns.iter().position(|&c| c == u);
+        filled.map_or(DataType::Varchar, |c| table.columns[c].data_type)
+    };
+    UpstreamTable {
+        schema: cdc.schema.clone(),
+        name: cdc.table.clone(),
+        columns: cdc
+            .upstream_names
+            .iter()
+            .enumerate()
+            .map(|(u, n)| ColumnCatalog::new(n.clone(), column_type(u)))
+            .collect(),
+        upstream_types: cdc.upstream_types.clone(),
+        pk: cdc.upstream_pk.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::TableId;
+    use crate::connector::pg_copy::Wire;
+
+    #[test]
+    fn upstream_columns_are_read_as_the_types_the_table_holds() {
+        // Upstream `(id bigint, a integer, note text, extra integer)`; the table holds `id`,
+        // `a` as varchar and `note`, and leaves `extra` out.
+        let columns = vec![
+            ColumnCatalog::new("id", DataType::Int64),
+            ColumnCatalog::new("a", DataType::Varchar),
+            ColumnCatalog::new("note", DataType::Varchar),
+        ];
+        let table =
+            TableCatalog::new_table(TableId(7), "t".into(), columns, vec![0], String::new());
+        let cdc = CdcTableInfo {
+            source: TableId(1),
+            schema: "public".into(),
+            table: "t".into(),
+            upstream_columns: vec![0, 1, 2],
+            upstream_names: ["id", "a", "note", "extra"].map(String::from).to_vec(),
+            upstream_types: ["bigint", "integer", "text", "integer"].map(String::from).to_vec(),
+            upstream_pk: vec![0],
+            batch_size: 1000,
+            snapshot: true,
+            parallelism: 1,
+            rows_per_split: None,
+            private_source: false,
+        };
+        let upstream = upstream_table(&cdc, &table);
+        let wires: Vec<Wire> = upstream
+            .columns
+            .iter()
+            .zip(&upstream.upstream_types)
+            .map(|(c, ty)| Wire::of(ty, c.data_type))
+            .collect();
+        assert_eq!(wires, [Wire::Int8, Wire::Text, Wire::Text, Wire::Text]);
+        let text_cast: Vec<bool> = wires
+            .iter()
+            .zip(&upstream.upstream_types)
+            .map(|(w, ty)| w.needs_text_cast(ty))
+            .collect();
+        assert_eq!(text_cast, [false, true, false, true]);
     }
 }
