@@ -25,6 +25,10 @@ struct Args {
     /// Milliseconds between checkpoints (statements ask for earlier ones when they need them).
     #[arg(long, default_value_t = 250)]
     barrier_interval_ms: u64,
+    /// Least milliseconds between timed checkpoints while a backfill runs (a backfill pays for
+    /// each checkpoint; backfills whose epochs fill up still ask for earlier ones).
+    #[arg(long, default_value_t = 1000)]
+    backfill_barrier_interval_ms: u64,
 }
 
 /// Where the HTTP server listens: an address, or `off` for none.
@@ -67,6 +71,7 @@ async fn serve() -> anyhow::Result<()> {
     let config = Config {
         data_dir: args.data_dir.clone(),
         barrier_interval: Duration::from_millis(args.barrier_interval_ms.max(1)),
+        backfill_barrier_interval: Duration::from_millis(args.backfill_barrier_interval_ms),
     };
     let (engine, barrier_manager) = Engine::start(config)
         .await

@@ -58,6 +58,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Time between checkpoints when nothing asks for one sooner.
     pub barrier_interval: Duration,
+    /// The least time between timed checkpoints while a backfill runs.
+    pub backfill_barrier_interval: Duration,
 }
 
 /// What a statement produced.
@@ -137,7 +139,10 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         let (manager, barrier, recovery_requests) =
             BarrierManager::new(store.clone(), config.barrier_interval);
-        let manager = tokio::spawn(manager.with_metrics(metrics.clone()).run());
+        let manager = manager
+            .with_metrics(metrics.clone())
+            .with_backfill_interval(config.backfill_barrier_interval);
+        let manager = tokio::spawn(manager.run());
         let graph = Arc::new(StreamGraph::new(
             store.clone(),
             catalog.clone(),

@@ -55,8 +55,11 @@ const VIEWS: &[(&str, &str)] = &[
 
 async fn random_history(seed: u64) -> Result<()> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config =
-        Config { data_dir: dir.path().to_path_buf(), barrier_interval: Duration::from_secs(3600) };
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        barrier_interval: Duration::from_secs(3600),
+        backfill_barrier_interval: Duration::from_secs(3600),
+    };
     let (engine, _manager) = Engine::start(config).await?;
     run(&engine, "CREATE TABLE p_t (id int PRIMARY KEY, a int, b int); CREATE TABLE p_u (a int PRIMARY KEY, label varchar)").await?;
     let mut rng = Lcg(seed);
@@ -101,8 +104,11 @@ async fn views_equal_recomputation_over_random_histories() {
 #[tokio::test]
 async fn nested_float_to_int_casts_plan_at_once() -> Result<()> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config =
-        Config { data_dir: dir.path().to_path_buf(), barrier_interval: Duration::from_secs(3600) };
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        barrier_interval: Duration::from_secs(3600),
+        backfill_barrier_interval: Duration::from_secs(3600),
+    };
     let (engine, _manager) = Engine::start(config).await?;
     let mut expr = "2.5::float8".to_owned();
     for _ in 0..16 {

@@ -13,6 +13,13 @@
 //! that epoch is committed. Membership changes and recoveries wait for the commit in flight, so
 //! they start from a committed epoch right before the current one, as without the overlap.
 //!
+//! While a backfill runs (an executor holds a [`BackfillTicket`]), timed checkpoints come at most
+//! once per backfill interval (1 s unless configured): every checkpoint of a backfill commits its
+//! state, and an aggregate that holds its groups rewrites all of them at each one, so four
+//! checkpoints a second cost a backfill a third of its time where one a second does not. Asked
+//! checkpoints still come at once: a backfill whose epoch fills up, and a source whose changes pile
+//! up, end their epochs as before, so memory stays bounded and busy change streams stay fresh.
+//!
 //! An actor that fails (an error or a panic) does not stop the server: the checkpoint in
 //! flight is given up, everything staged after the committed epoch is discarded (those epochs
 //! are *lost*: never committed, and statements waiting for them fail with 40001), and the
@@ -21,6 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
@@ -95,6 +103,19 @@ pub struct Replacement {
 pub struct BarrierHandle {
     commands: mpsc::UnboundedSender<Command>,
     collect: mpsc::UnboundedSender<Collect>,
+    /// The backfills running now (see [`BackfillTicket`]).
+    backfills: Arc<AtomicUsize>,
+}
+
+/// Held by an executor while it backfills: timed checkpoints then come at most once per backfill
+/// interval. Dropping it ends the backfill's claim.
+#[derive(Debug)]
+pub struct BackfillTicket(Arc<AtomicUsize>);
+
+impl Drop for BackfillTicket {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl BarrierHandle {
@@ -149,6 +170,12 @@ impl BarrierHandle {
         wait.await.map_err(|_| Error::Shutdown)?
     }
 
+    /// Says a backfill runs until the ticket is dropped.
+    pub fn backfilling(&self) -> BackfillTicket {
+        self.backfills.fetch_add(1, Ordering::Relaxed);
+        BackfillTicket(self.backfills.clone())
+    }
+
     /// Asks for a checkpoint as soon as possible, without waiting for it.
     pub fn request_checkpoint(&self) {
         let _ = self.commands.send(Command::Checkpoint { done: None });
@@ -193,10 +220,19 @@ struct Committing {
     waiters: Vec<Waiter>,
 }
 
+/// The least time between timed checkpoints while a backfill runs, unless configured.
+pub const DEFAULT_BACKFILL_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Injects barriers and commits checkpoints.
 pub struct BarrierManager {
     store: Arc<Store>,
     interval: Duration,
+    /// The least time between timed checkpoints while a backfill runs.
+    backfill_interval: Duration,
+    /// The backfills running now (see [`BackfillTicket`]).
+    backfills: Arc<AtomicUsize>,
+    /// When the last checkpoint barrier was injected.
+    last_injected: Instant,
     /// The epoch currently open: chunks emitted now belong to it.
     curr: Epoch,
     /// Source actors, which barriers are injected into.
@@ -228,9 +264,13 @@ impl BarrierManager {
         let (collect_tx, collect) = mpsc::unbounded_channel();
         let (recoveries, recovery_rx) = mpsc::unbounded_channel();
         let curr = store.committed_epoch().next();
+        let backfills = Arc::new(AtomicUsize::new(0));
         let manager = Self {
             store,
             interval,
+            backfill_interval: DEFAULT_BACKFILL_INTERVAL,
+            backfills: backfills.clone(),
+            last_injected: Instant::now(),
             curr,
             sources: HashMap::new(),
             actors: HashSet::new(),
@@ -242,7 +282,14 @@ impl BarrierManager {
             metrics: Arc::default(),
             committing: None,
         };
-        (manager, BarrierHandle { commands: commands_tx, collect: collect_tx }, recovery_rx)
+        let handle = BarrierHandle { commands: commands_tx, collect: collect_tx, backfills };
+        (manager, handle, recovery_rx)
+    }
+
+    /// Spaces timed checkpoints at least `interval` apart while a backfill runs.
+    pub fn with_backfill_interval(mut self, interval: Duration) -> Self {
+        self.backfill_interval = interval;
+        self
     }
 
     /// Counts checkpoints in `metrics`.
@@ -263,7 +310,14 @@ impl BarrierManager {
         loop {
             let mut waiters = Vec::new();
             tokio::select! {
-                _ = ticker.tick() => {}
+                _ = ticker.tick() => {
+                    let backfilling = self.backfills.load(Ordering::Relaxed) > 0;
+                    // Half a tick of slack: ticks come `interval` apart, not exactly on time.
+                    let since = self.last_injected.elapsed() + self.interval / 2;
+                    if backfilling && since < self.backfill_interval {
+                        continue;
+                    }
+                }
                 committed = async { (&mut self.committing.as_mut().expect("checked").task).await },
                     if self.committing.is_some() =>
                 {
@@ -454,6 +508,7 @@ impl BarrierManager {
     /// when it was injected and the barrier.
     async fn inject_and_collect(&mut self) -> Result<(Instant, Barrier), Failure> {
         let injected = Instant::now();
+        self.last_injected = injected;
         let mut barrier = Barrier::checkpoint(self.curr);
         if !self.pending.is_empty() {
             barrier = barrier.with_mutation(std::mem::take(&mut self.pending));
@@ -562,6 +617,64 @@ mod tests {
         for epoch in [first, second] {
             assert_eq!(store.get(&key(epoch)).unwrap(), Some(b"v".to_vec()), "epoch {epoch}");
         }
+        drop(handle);
+        manager.await.unwrap().unwrap();
+    }
+
+    /// An actor that collects every checkpoint barrier and says so on `seen`.
+    fn collecting_actor(
+        mut barriers: mpsc::UnboundedReceiver<Barrier>,
+        handle: BarrierHandle,
+        seen: mpsc::UnboundedSender<Epoch>,
+    ) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(barrier) = barriers.recv().await {
+                if barrier.kind == BarrierKind::Checkpoint {
+                    let epoch = barrier.epoch.prev;
+                    let _ = handle.collector().send(Collect::Done { actor: ACTOR, epoch });
+                    let _ = seen.send(epoch);
+                }
+            }
+        })
+    }
+
+    /// The time the next `n` checkpoint barriers take to arrive.
+    async fn time_of(seen: &mut mpsc::UnboundedReceiver<Epoch>, n: usize) -> Duration {
+        while seen.try_recv().is_ok() {}
+        let start = Instant::now();
+        for _ in 0..n {
+            seen.recv().await.expect("the actor runs");
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test]
+    async fn timed_checkpoints_thin_out_while_a_backfill_runs_and_asked_ones_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (manager, handle, _recoveries) =
+            BarrierManager::new(store.clone(), Duration::from_millis(10));
+        let manager = tokio::spawn(manager.with_backfill_interval(Duration::from_secs(1)).run());
+        let (tx, rx) = mpsc::unbounded_channel();
+        handle.register(vec![(ACTOR, tx)], vec![ACTOR], HashMap::new()).await.unwrap();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let actor = collecting_actor(rx, handle.clone(), seen_tx);
+        // No backfill: a checkpoint every 10 ms.
+        let alone = time_of(&mut seen, 10).await;
+        assert!(alone < Duration::from_millis(900), "10 checkpoints took {alone:?}");
+        // A backfill: a second apart.
+        let ticket = handle.backfilling();
+        let backfilling = time_of(&mut seen, 3).await;
+        assert!(backfilling > Duration::from_millis(2500), "3 checkpoints took {backfilling:?}");
+        // A checkpoint asked for comes at once all the same.
+        let asked = tokio::time::timeout(Duration::from_millis(500), handle.flush()).await;
+        asked.expect("an asked checkpoint comes at once").unwrap();
+        // The backfill ends: checkpoints come every 10 ms again.
+        drop(ticket);
+        let after = time_of(&mut seen, 10).await;
+        assert!(after < Duration::from_millis(1900), "10 checkpoints took {after:?}");
+        actor.abort();
+        let _ = actor.await;
         drop(handle);
         manager.await.unwrap().unwrap();
     }

@@ -118,6 +118,7 @@ impl Executor for ArrangementBackfillExecutor {
             store.wait_committed(prev).await?;
             let mut backfill = Backfill::load(store, config, status)?;
             if !backfill.is_finished() {
+                let _ticket = backfill.config.barrier.backfilling();
                 backfill.start_epoch(prev, false).await?;
                 while let Some(msg) = backfill.next_message(&mut upstream).await? {
                     let barrier = match msg {

@@ -64,7 +64,7 @@ use crate::error::{Error, Result};
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
-use crate::stream::barrier::BarrierHandle;
+use crate::stream::barrier::{BackfillTicket, BarrierHandle};
 use crate::stream::executor::backfill::state::{CdcProgress, SplitRange, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
@@ -342,6 +342,8 @@ struct CdcBackfill {
     /// How many upstream truncates this run has applied: a page whose read started before the
     /// last one is dropped when it arrives.
     generation: u64,
+    /// Held until the snapshot is done: checkpoints come less often meanwhile.
+    ticket: Option<BackfillTicket>,
 }
 
 impl CdcBackfill {
@@ -367,6 +369,7 @@ impl CdcBackfill {
             store,
             config,
             generation: 0,
+            ticket: None,
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
         if persisted.num_rows() > 0 {
@@ -377,6 +380,9 @@ impl CdcBackfill {
             let mut split = Split::new(backfill.upstream_name.clone(), SplitRange::default(), None);
             split.finished = !backfill.config.snapshot;
             backfill.splits.push(split);
+        }
+        if !matches!(backfill.phase, Phase::Done { .. }) {
+            backfill.ticket = Some(backfill.config.barrier.backfilling());
         }
         backfill.report(Epoch(0));
         Ok(backfill)
@@ -1063,6 +1069,7 @@ impl CdcBackfill {
         self.state.commit(epoch);
         if self.phase == Phase::Finishing {
             self.phase = Phase::Done { epoch };
+            self.ticket = None;
         }
         self.report(epoch);
         Ok(())
