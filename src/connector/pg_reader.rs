@@ -33,6 +33,15 @@ pub struct UpstreamTable {
 }
 
 impl UpstreamTable {
+    /// How a snapshot page carries each column (typed binary, or text).
+    pub fn wires(&self) -> Vec<Wire> {
+        self.columns
+            .iter()
+            .zip(&self.upstream_types)
+            .map(|(c, ty)| Wire::of(ty, c.data_type))
+            .collect()
+    }
+
     /// Sets the primary key from its column names, in key order; a table without one cannot
     /// be followed.
     pub fn set_key(&mut self, names: &[String]) -> Result<()> {
@@ -228,12 +237,7 @@ pub async fn snapshot_page(
     range: &SplitRange,
     limit: usize,
 ) -> Result<SnapshotPage> {
-    let wires: Vec<Wire> = table
-        .columns
-        .iter()
-        .zip(&table.upstream_types)
-        .map(|(c, ty)| Wire::of(ty, c.data_type))
-        .collect();
+    let wires = table.wires();
     // Columns are qualified: an unqualified ORDER BY name would sort by an output column.
     let columns: Vec<String> = table
         .columns

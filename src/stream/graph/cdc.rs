@@ -163,12 +163,7 @@ mod tests {
             private_source: false,
         };
         let upstream = upstream_table(&cdc, &table);
-        let wires: Vec<Wire> = upstream
-            .columns
-            .iter()
-            .zip(&upstream.upstream_types)
-            .map(|(c, ty)| Wire::of(ty, c.data_type))
-            .collect();
+        let wires = upstream.wires();
         assert_eq!(wires, [Wire::Int8, Wire::Text, Wire::Text, Wire::Text]);
         let text_cast: Vec<bool> = wires
             .iter()
