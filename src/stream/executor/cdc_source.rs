@@ -47,6 +47,11 @@ use crate::stream::{index_list_type, indices_at};
 /// one, so the slot releases them.
 const CHECKPOINT_WAL_BYTES: u64 = 1 << 20;
 
+/// Changes per emitted chunk, at most. A large upstream transaction goes down as several
+/// chunks of one epoch (no barrier comes between them), so what each executor below holds for
+/// a chunk stays bounded whatever the transaction's size.
+const CHUNK_CHANGES: usize = 4096;
+
 /// How often the upstream's WAL position is read, for the lag.
 const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long reading it may take before the connection is given up.
@@ -202,7 +207,7 @@ impl Executor for CdcSourceExecutor {
                         yield Message::Barrier(barrier);
                     }
                     Event::Read(read) => {
-                        if let Some(chunk) = reader.accept(read)? {
+                        for chunk in reader.accept(read)? {
                             yield Message::Chunk(chunk);
                         }
                     }
@@ -315,21 +320,22 @@ impl Reader {
         self.stream.as_mut().expect("started above").next().await
     }
 
-    /// Takes an item of the change stream: the chunk of its new changes, if any. A failure is
-    /// logged and shown, and the stream started again after a backoff.
-    fn accept(&mut self, read: Option<Result<Batch>>) -> Result<Option<StreamChunk>> {
+    /// Takes an item of the change stream: the chunks of its new changes (at most
+    /// [`CHUNK_CHANGES`] each), if any. A failure is logged and shown, and the stream started
+    /// again after a backoff.
+    fn accept(&mut self, read: Option<Result<Batch>>) -> Result<Vec<StreamChunk>> {
         let batch = match read {
             Some(Ok(batch)) => batch,
             Some(Err(e)) => {
                 self.fail(e);
-                return Ok(None);
+                return Ok(vec![]);
             }
             None => {
                 self.fail(Error::Upstream {
                     code: "08006",
                     message: "the replication stream ended".into(),
                 });
-                return Ok(None);
+                return Ok(vec![]);
             }
         };
         if std::mem::take(&mut self.failing) {
@@ -349,11 +355,11 @@ impl Reader {
             self.barrier.request_checkpoint();
         }
         if changes.is_empty() {
-            return Ok(None);
+            return Ok(vec![]);
         }
         self.count(&changes);
         tracing::debug!(slot = %self.config.slot, changes = changes.len(), upto = self.emitted, "read changes");
-        Ok(Some(changes_chunk(&changes)?))
+        changes.chunks(CHUNK_CHANGES).map(changes_chunk).collect()
     }
 
     fn fail(&mut self, e: Error) {
@@ -746,7 +752,7 @@ mod tests {
         let before = Instant::now();
         let read = reader.next().await;
         assert!(matches!(read, Some(Err(_))), "{read:?}");
-        assert!(reader.accept(read).unwrap().is_none());
+        assert!(reader.accept(read).unwrap().is_empty());
         assert!(reader.stream.is_none() && reader.failing);
         assert!(reader.retry_at.unwrap() >= before + Duration::from_millis(100));
         assert_eq!(reader.backoff, Duration::from_millis(200));
@@ -779,7 +785,8 @@ mod tests {
             insert("public.t", 130, &[Some("2")]),
             insert("public.u", 130, &[Some("3")]),
         ];
-        let chunk = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap().unwrap();
+        let chunks = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap();
+        let [chunk] = &chunks[..] else { panic!("{chunks:?}") };
         let expected = "T B I [T] [u] B B
                         + public.t false 130 [2] . false false
                         + public.u false 130 [3] . false false";
@@ -787,12 +794,27 @@ mod tests {
         assert_eq!(reader.emitted, 150, "nothing commits at or below 150 unsent");
         // A keepalive's position alone moves the offset, with nothing to emit.
         assert!(
-            reader.accept(Some(Ok(Batch { changes: vec![], position: 400 }))).unwrap().is_none()
+            reader.accept(Some(Ok(Batch { changes: vec![], position: 400 }))).unwrap().is_empty()
         );
         assert_eq!(reader.emitted, 400);
         // An older position does not move it back.
         reader.accept(Some(Ok(Batch { changes: vec![], position: 90 }))).unwrap();
         assert_eq!(reader.emitted, 400);
+    }
+
+    #[test]
+    fn a_large_transaction_goes_down_as_bounded_chunks_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        let values: Vec<String> = (0..CHUNK_CHANGES + 1).map(|i| i.to_string()).collect();
+        let changes = values.iter().map(|v| insert("public.t", 200, &[Some(v.as_str())])).collect();
+        let chunks = reader.accept(Some(Ok(Batch { changes, position: 200 }))).unwrap();
+        let sizes: Vec<usize> = chunks.iter().map(StreamChunk::len).collect();
+        assert_eq!(sizes, [CHUNK_CHANGES, 1]);
+        let last = "T B I [T] [u] B B\n+ public.t false 200 [4096] . false false";
+        assert_eq!(chunks[1].to_pretty(), last);
+        assert_eq!(reader.emitted, 200);
     }
 
     #[test]
