@@ -27,6 +27,6 @@ async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
         ensure!(report.contains(&format!("| {scenario} |")), "no {scenario} in\n{report}");
     }
     let views = report.matches("| 3 view backfill |").count();
-    ensure!(views == 4, "three views and q_b with eager aggregation in\n{report}");
+    ensure!(views == 4, "three views and q_b without eager aggregation in\n{report}");
     Ok(())
 }

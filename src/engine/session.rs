@@ -36,7 +36,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("max_identifier_length", "63"),
     ("statement_timeout", "0"),
     ("background_ddl", "false"),
-    ("eager_aggregation", "off"),
+    ("eager_aggregation", "on"),
     ("backfill_rate_limit", "-1"),
     ("client_min_messages", "notice"),
     ("progress_notice_interval", "5"),
@@ -183,7 +183,7 @@ impl Session {
     }
 
     /// `eager_aggregation`: whether new views may pre-aggregate a join side
-    /// ([`crate::sql::eager`]); off unless set on (docs/backfill.md says when it pays).
+    /// ([`crate::sql::eager`]); on unless set off (docs/backfill.md says when it pays).
     pub fn eager_aggregation(&self) -> Result<bool> {
         self.flag("eager_aggregation", "on or off")
     }
