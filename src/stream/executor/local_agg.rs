@@ -50,8 +50,11 @@ use crate::stream::executor::hash_agg::{AggCall, AggKind, cast};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
-/// Groups one actor adds up before it sends them (see the module docs).
-pub const LOCAL_GROUPS: usize = 65_536;
+/// Groups one actor adds up before it sends them (see the module docs). Above the group
+/// count of a join key with a hundred thousand values (an eager aggregation's partial groups):
+/// at 65 536, such an input filled the table after fewer than two rows per group and went
+/// through unaggregated.
+pub const LOCAL_GROUPS: usize = 1 << 18;
 
 /// Pre-aggregates its input per group (see the module docs).
 pub struct LocalAggExecutor {
