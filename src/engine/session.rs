@@ -189,13 +189,15 @@ impl Session {
     }
 
     /// A boolean variable, false unless set on; `values` names the accepted words in errors.
+    /// A boolean variable: its value if set, else (also after `SET .. = DEFAULT`) its default.
     fn flag(&self, name: &str, values: &str) -> Result<bool> {
-        let Some(value) = self.vars.lock().get(name).cloned() else {
-            return Ok(false);
+        let value = match self.vars.lock().get(name) {
+            Some(value) if !value.eq_ignore_ascii_case("default") => value.clone(),
+            _ => default_of(name).unwrap_or("off").to_owned(),
         };
         match value.to_lowercase().as_str() {
             "true" | "on" | "1" | "yes" => Ok(true),
-            "false" | "off" | "0" | "no" | "default" => Ok(false),
+            "false" | "off" | "0" | "no" => Ok(false),
             _ => Err(Error::InvalidStatement(format!("{name} must be {values}, not {value}"))),
         }
     }
@@ -336,5 +338,20 @@ mod tests {
         set(&session, "SET search_path TO public, other");
         assert_eq!(session.get("search_path").as_deref(), Some("public, other"));
         assert_eq!(session.get("no_such_thing"), None);
+    }
+
+    #[test]
+    fn a_flag_not_set_or_set_to_default_has_its_default_value() {
+        let session = Session::default();
+        assert!(session.eager_aggregation().unwrap(), "eager aggregation is on by default");
+        assert!(!session.background_ddl().unwrap(), "background DDL is off by default");
+        set(&session, "SET eager_aggregation = off");
+        set(&session, "SET background_ddl = true");
+        assert!(!session.eager_aggregation().unwrap());
+        assert!(session.background_ddl().unwrap());
+        set(&session, "SET eager_aggregation = DEFAULT");
+        set(&session, "SET background_ddl = DEFAULT");
+        assert!(session.eager_aggregation().unwrap());
+        assert!(!session.background_ddl().unwrap());
     }
 }
