@@ -188,8 +188,8 @@ impl Session {
         self.flag("eager_aggregation", "on or off")
     }
 
-    /// A boolean variable, false unless set on; `values` names the accepted words in errors.
-    /// A boolean variable: its value if set, else (also after `SET .. = DEFAULT`) its default.
+    /// A boolean variable: its value if set, else (also after `SET .. = DEFAULT`) its default;
+    /// `values` names the accepted words in errors.
     fn flag(&self, name: &str, values: &str) -> Result<bool> {
         let value = match self.vars.lock().get(name) {
             Some(value) if !value.eq_ignore_ascii_case("default") => value.clone(),
