@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use sluice::engine::{Config, Engine};
+use sluice::stream::barrier::DEFAULT_BACKFILL_INTERVAL;
 use tracing_subscriber::EnvFilter;
 
 /// A streaming database that speaks the Postgres wire protocol.
@@ -27,7 +28,7 @@ struct Args {
     barrier_interval_ms: u64,
     /// Least milliseconds between timed checkpoints while a backfill runs (a backfill pays for
     /// each checkpoint; backfills whose epochs fill up still ask for earlier ones).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = DEFAULT_BACKFILL_INTERVAL.as_millis() as u64)]
     backfill_barrier_interval_ms: u64,
 }
 

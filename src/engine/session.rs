@@ -191,8 +191,8 @@ impl Session {
     /// A boolean variable: its value if set, else (also after `SET .. = DEFAULT`) its default;
     /// `values` names the accepted words in errors.
     fn flag(&self, name: &str, values: &str) -> Result<bool> {
-        let value = match self.vars.lock().get(name) {
-            Some(value) if !value.eq_ignore_ascii_case("default") => value.clone(),
+        let value = match self.get(name) {
+            Some(value) if !value.eq_ignore_ascii_case("default") => value,
             _ => default_of(name).unwrap_or("off").to_owned(),
         };
         match value.to_lowercase().as_str() {
