@@ -676,6 +676,8 @@ mod tests {
         actor.abort();
         let _ = actor.await;
         drop(handle);
-        manager.await.unwrap().unwrap();
+        // A barrier may be in flight to the aborted actor: the manager then stops with it.
+        let end = manager.await.unwrap();
+        assert!(matches!(end, Ok(()) | Err(Error::Shutdown)), "{end:?}");
     }
 }
