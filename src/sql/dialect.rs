@@ -236,10 +236,15 @@ mod tests {
     }
 
     /// Parses on another thread, failing the test if no answer comes within a minute (without
-    /// the budget, each of these takes from minutes to years).
+    /// the budget, each of these takes from minutes to years). The thread has the stack of the
+    /// server's runtime threads (32 MiB): an unoptimised build recurses deeper than the default
+    /// 2 MiB allows.
     fn parse_within_a_minute(sql: String) -> crate::error::Result<()> {
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || tx.send(parse(&sql).map(|_| ())));
+        std::thread::Builder::new()
+            .stack_size(32 << 20)
+            .spawn(move || tx.send(parse(&sql).map(|_| ())))
+            .expect("a thread starts");
         rx.recv_timeout(Duration::from_secs(60)).expect("the parse did not end")
     }
 
