@@ -176,6 +176,7 @@ impl Store {
     pub fn stage(&self, epoch: Epoch, writes: Arc<WriteBuffer>) {
         let lost = self.lost.lock();
         if lost.last().is_some_and(|&(_, to)| epoch <= to) {
+            self.note_buffered(-(writes.bytes() as i64));
             return;
         }
         self.pending.lock().entry(epoch).or_default().push(writes);

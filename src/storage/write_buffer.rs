@@ -74,24 +74,12 @@ impl WriteBuffer {
         Self::default()
     }
 
-    /// An empty buffer with room for about as many writes as `like` holds (the epoch before),
-    /// so that a buffer filled at a steady rate does not grow its index and arena step by step.
-    pub fn sized_like(like: &WriteBuffer) -> Self {
-        let mut buffer = Self::new();
-        buffer.arena.reserve(like.arena.len());
-        buffer.entries.reserve(like.entries.len());
-        buffer.index.reserve(like.live, |&i| buffer.entries[i as usize].hash);
-        buffer
-    }
-
-    /// The memory its writes take, about: keys, values and their entries.
+    /// The memory it holds, about: the room reserved for keys, values, their entries and the
+    /// index, written or not (a `Vec` grown by doubling may hold twice what it was given).
     pub fn bytes(&self) -> usize {
-        self.arena.len() + self.entries.len() * std::mem::size_of::<Entry>()
-    }
-
-    /// The number of writes there is room for without growing.
-    pub fn room(&self) -> usize {
-        self.entries.capacity()
+        self.arena.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
     }
 
     /// The number of keys written.
