@@ -12,6 +12,7 @@
 //! learns that its writes are gone.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -25,18 +26,27 @@ use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::ids::{Epoch, TableId};
-use crate::storage::keycodec::{prefix_successor, release_marker_prefix, table_prefix};
+use crate::storage::keycodec::{
+    KEY_PREFIX_LEN, prefix_successor, release_marker_prefix, table_prefix,
+};
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
-/// version 1 (the committed epoch in `meta`), which is upgraded in place.
-pub const FORMAT_VERSION: u32 = 2;
+/// versions 1 and 2, which are upgraded in place (they kept the committed epoch in one of the
+/// two places format 3 reads it from).
+pub const FORMAT_VERSION: u32 = 3;
 
 const META_CF: &str = "meta";
 const STATE_CF: &str = "state";
 const FORMAT_KEY: &[u8] = b"format_version";
+/// The committed epoch of the last commit written as a batch, in `meta`.
 const EPOCH_KEY: &[u8] = b"committed_epoch";
-/// Where the committed epoch lives since format 2: in `state`, under table id 0 (no table has
-/// it), so an epoch's rows and its record can be ingested as one file.
+/// The committed epoch of the last commit ingested as files, in `state` under table id 0 (no
+/// table has it), as a file of its own in each ingestion. The committed epoch is the greater
+/// of the two records; each is written atomically with its commit's rows.
+///
+/// Kept apart from the rows so that no file and no flush spans from the record to a table's
+/// rows: an ingested file goes below level 0 only where no file's range in that level (nor
+/// any running compaction's) reaches over it (see [`file_pieces`]).
 const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
 /// An epoch writing at least this many rows is committed by ingesting them as one sorted file
 /// ([`Store::commit`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
@@ -103,17 +113,7 @@ impl Store {
                 db.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
                 0
             }
-            Some(v) if v.as_slice() == 1u32.to_be_bytes() => {
-                // Format 1 kept the committed epoch in `meta`: move it to `state`.
-                let committed = db.get_cf(meta, EPOCH_KEY)?.map(parse_epoch).transpose()?;
-                let mut batch = WriteBatch::default();
-                batch.put_cf(state, STATE_EPOCH_KEY, committed.unwrap_or(0).to_be_bytes());
-                batch.delete_cf(meta, EPOCH_KEY);
-                batch.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes());
-                db.write_opt(batch, &write_options())?;
-                committed.unwrap_or(0)
-            }
-            Some(v) if v.as_slice() != FORMAT_VERSION.to_be_bytes() => {
+            Some(v) if v.as_slice() != FORMAT_VERSION.to_be_bytes() && !upgradable(&v) => {
                 return Err(Error::Storage(format!(
                     "data dir {} was written with format {:?}, this Sluice reads format {FORMAT_VERSION}; \
                      use the matching Sluice version or another --data-dir",
@@ -121,8 +121,14 @@ impl Store {
                     v
                 )));
             }
-            Some(_) => {
-                db.get_cf(state, STATE_EPOCH_KEY)?.map(parse_epoch).transpose()?.unwrap_or(0)
+            Some(v) => {
+                // Format 1 kept the committed epoch in `meta` only, format 2 in `state` only.
+                let in_meta = db.get_cf(meta, EPOCH_KEY)?.map(parse_epoch).transpose()?;
+                let in_state = db.get_cf(state, STATE_EPOCH_KEY)?.map(parse_epoch).transpose()?;
+                if upgradable(&v) {
+                    db.put_cf(meta, FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
+                }
+                in_meta.max(in_state).unwrap_or(0)
             }
         };
         let ingest_dir = dir.join("ingest");
@@ -210,8 +216,8 @@ impl Store {
     /// committed.
     ///
     /// A small commit is one `WriteBatch` (through the memtable and the WAL). A large one (a
-    /// backfill's epoch: at least [`INGEST_MIN_ROWS`] rows) is written as one sorted SST file,
-    /// the epoch record included, and ingested: RocksDB adds the file to the tree in one
+    /// backfill's epoch: at least [`INGEST_MIN_ROWS`] rows) is written as sorted SST files,
+    /// one of them the epoch record, and ingested: RocksDB adds the files to the tree in one
     /// manifest write, so the commit is as atomic as a batch, and the rows skip the memtable,
     /// the WAL and the flush. Range clears (a truncate) always take the batch, and so do epochs
     /// that mostly rewrite rows of recent epochs (an aggregate's groups, see
@@ -261,42 +267,34 @@ impl Store {
                 }
             }
         }
-        batch.put_cf(state, STATE_EPOCH_KEY, epoch.0.to_be_bytes());
+        batch.put_cf(self.meta_cf(), EPOCH_KEY, epoch.0.to_be_bytes());
         let bytes = batch.size_in_bytes() as u64;
         self.db.write_opt(batch, &write_options())?;
         Ok(bytes)
     }
 
-    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as one
-    /// ingested SST file.
+    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as SST
+    /// files ingested together (cut as [`file_pieces`] says).
     fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
         let rows = merged(buffers.iter().map(|b| b.iter()).collect());
-        let path = self.ingest_dir.join(format!("{}.sst", epoch.0));
-        let opts = state_options();
-        let mut writer = SstFileWriter::create(&opts);
-        writer.open(&path)?;
-        writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
-        for (at, &(key, value)) in rows.iter().enumerate() {
-            // The rows lie in the write buffers' arenas in the order they were written, not in
-            // key order: fetching the ones a few rows ahead hides the cache misses the writer's
-            // order check and copy would otherwise wait for.
-            if let Some(&(ahead, ahead_value)) = rows.get(at + PREFETCH_ROWS) {
-                prefetch(ahead);
-                prefetch(ahead_value.unwrap_or_default());
-            }
-            match value {
-                Some(v) => writer.put(key, v)?,
-                None => writer.delete(key)?,
-            }
+        let mut pieces = file_pieces(&rows);
+        // The record, in a file of its own: with rows of a table, it would stretch their file
+        // over every table stored before.
+        pieces.insert(0, Piece { rows: 0..0, ordered: false });
+        let paths: Vec<PathBuf> = (0..pieces.len())
+            .map(|i| self.ingest_dir.join(format!("{}.{i}.sst", epoch.0)))
+            .collect();
+        let written = write_files(epoch, &rows, &pieces, &paths);
+        let ingested = written.and_then(|bytes| {
+            let mut io = IngestExternalFileOptions::default();
+            io.set_move_files(true);
+            self.db.ingest_external_file_cf_opts(self.state_cf(), &io, paths.iter().collect())?;
+            Ok(bytes)
+        });
+        for path in &paths {
+            let _ = std::fs::remove_file(path);
         }
-        writer.finish()?;
-        let bytes = writer.file_size();
-        let mut io = IngestExternalFileOptions::default();
-        io.set_move_files(true);
-        let ingested = self.db.ingest_external_file_cf_opts(self.state_cf(), &io, vec![&path]);
-        let _ = std::fs::remove_file(&path);
-        ingested?;
-        Ok(bytes)
+        ingested
     }
 
     /// Deletes every stored row of `table`, durably.
@@ -432,6 +430,135 @@ fn prefetch(bytes: &[u8]) {
 /// A key and its newest value (`None`: deleted).
 type Write<'a> = (&'a [u8], Option<&'a [u8]>);
 
+/// Writes the rows of `pieces[i]` as the SST file `paths[i]`, the epoch record first in the
+/// first one; returns the files' bytes.
+fn write_files(
+    epoch: Epoch,
+    rows: &[Write<'_>],
+    pieces: &[Piece],
+    paths: &[PathBuf],
+) -> Result<u64> {
+    let opts = state_options();
+    let mut bytes = 0;
+    for (i, (piece, path)) in pieces.iter().zip(paths).enumerate() {
+        let mut writer = SstFileWriter::create(&opts);
+        writer.open(path)?;
+        if i == 0 {
+            writer.put(STATE_EPOCH_KEY, epoch.0.to_be_bytes())?;
+        }
+        for at in piece.rows.clone() {
+            // The rows lie in the write buffers' arenas in the order they were written, not in
+            // key order: fetching the ones a few rows ahead hides the cache misses the writer's
+            // order check and copy would otherwise wait for.
+            if let Some(&(ahead, ahead_value)) = rows.get(at + PREFETCH_ROWS) {
+                prefetch(ahead);
+                prefetch(ahead_value.unwrap_or_default());
+            }
+            match rows[at] {
+                (key, Some(v)) => writer.put(key, v)?,
+                (key, None) => writer.delete(key)?,
+            }
+        }
+        writer.finish()?;
+        bytes += writer.file_size();
+    }
+    Ok(bytes)
+}
+
+/// A stretch of a table's rows over at most this many consecutive vnodes is a backfill's
+/// vnode-ordered output (see [`file_pieces`]); an epoch of writes spread over the whole table
+/// (a CDC snapshot's pages) touches every vnode.
+const ORDERED_MAX_VNODES: usize = 64;
+
+/// A stretch of fewer rows is not worth files of its own (see [`file_pieces`]).
+const ORDERED_MIN_ROWS: usize = 4096;
+
+/// One file of an ingested epoch: a range of its sorted rows.
+#[derive(Debug, Clone, PartialEq)]
+struct Piece {
+    rows: Range<usize>,
+    /// Whether the rows are (part of) a vnode-ordered stretch (see [`file_pieces`]).
+    ordered: bool,
+}
+
+/// How an ingested epoch's sorted `rows` are cut into files, in key order.
+///
+/// RocksDB puts an ingested file in the lowest level where it overlaps no file (and no running
+/// compaction's output), and a file in level 0 costs a compaction later. A view's backfill
+/// reads its upstream vnode by vnode, so each actor writes, per epoch, a stretch of consecutive
+/// vnodes of the view's table: the first and the last may be partial (the previous epoch read
+/// the first one's start, the next epoch reads the last one's rest), those between are whole.
+/// Each such stretch becomes three *ordered* files: the first vnode, the whole ones, the last
+/// vnode. The whole ones overlap nothing stored, and the partial ones nothing either when the
+/// view's key follows the upstream's order within a vnode (a filter and projection keeping the
+/// key): they go below level 0 and are never compacted. The rows between stretches (a CDC
+/// snapshot's pages spread over every vnode, progress rows rewritten at each epoch) overlap
+/// earlier epochs' and go to level 0 anyway. They go in one file per table, so that a file (and
+/// the compaction that merges it) never spans another table's rows; but tables with
+/// consecutive ids (a CDC table and its progress) share one, so that an epoch adds as few files
+/// to level 0 as it can (each file there counts towards the compaction trigger).
+///
+/// For example, rows of table 7 in vnodes 10 (partial), 11, 12 and 13 (partial), then the
+/// progress rows of table 8: files `[7/10] [7/11..7/12] [7/13]` ordered, `[8/*]` not.
+fn file_pieces(rows: &[Write<'_>]) -> Vec<Piece> {
+    // Runs of rows sharing table and vnode; a key shorter than that prefix is a run of its own.
+    let prefix = |i: usize| rows[i].0.get(..KEY_PREFIX_LEN);
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for i in 0..rows.len() {
+        match runs.last_mut() {
+            Some(run) if prefix(i).is_some() && prefix(run.start) == prefix(i) => run.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    // Stretches: runs of one table over consecutive vnodes.
+    let follows = |a: &Range<usize>, b: &Range<usize>| match (prefix(a.start), prefix(b.start)) {
+        (Some(a), Some(b)) => {
+            let vnode = |k: &[u8]| u16::from_be_bytes([k[4], k[5]]);
+            a[..4] == b[..4] && vnode(a).checked_add(1) == Some(vnode(b))
+        }
+        _ => false,
+    };
+    // Rows between stretches: one file per table, or per run of tables with consecutive ids
+    // (a CDC table and its progress), between which no other table's rows can lie.
+    let table_id = |i: usize| rows[i].0.get(..4).map(|t| u32::from_be_bytes(t.try_into().unwrap()));
+    let unordered = |gap: Range<usize>, pieces: &mut Vec<Piece>| {
+        let mut from = gap.start;
+        for i in gap.clone().skip(1) {
+            let (before, at) = (table_id(i - 1), table_id(i));
+            if before != at && before.and_then(|t| t.checked_add(1)) != at {
+                pieces.push(Piece { rows: from..i, ordered: false });
+                from = i;
+            }
+        }
+        if from < gap.end {
+            pieces.push(Piece { rows: from..gap.end, ordered: false });
+        }
+    };
+    let mut pieces = Vec::new();
+    let mut unordered_from = 0;
+    let mut first = 0;
+    for i in 1..=runs.len() {
+        if i < runs.len() && follows(&runs[i - 1], &runs[i]) {
+            continue;
+        }
+        let stretch = &runs[first..i];
+        first = i;
+        let (head, tail) = (&stretch[0], &stretch[stretch.len() - 1]);
+        if stretch.len() > ORDERED_MAX_VNODES || tail.end - head.start < ORDERED_MIN_ROWS {
+            continue;
+        }
+        unordered(unordered_from..head.start, &mut pieces);
+        let mut cuts = [head.start, head.end, tail.start, tail.end];
+        cuts.sort_unstable();
+        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+            pieces.push(Piece { rows: w[0]..w[1], ordered: true });
+        }
+        unordered_from = tail.end;
+    }
+    unordered(unordered_from..rows.len(), &mut pieces);
+    pieces
+}
+
 /// The rows of `runs` (each in key order, oldest run first) in key order, the newest write of a
 /// key winning. Runs whose key ranges do not overlap (buffers of different tables, the usual
 /// case) are laid end to end without comparing their rows.
@@ -456,13 +583,19 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
     rows
 }
 
+/// Whether `format` (the stored version) is one [`Store::open`] upgrades in place.
+fn upgradable(format: &[u8]) -> bool {
+    format == 1u32.to_be_bytes() || format == 2u32.to_be_bytes()
+}
+
 /// Options of the `state` column family.
 ///
 /// Uncompressed: on the bulk of a backfill's writes (sequential keys, hex and short text),
 /// LZ4 saved little space and cost about a fifth of the CPU of a CDC snapshot, in flushes and
-/// compactions. Level 0 compacts at 8 files rather than 4: a backfill adds a file per large
-/// epoch, and each compaction out of level 0 rewrites the overlapping data below it, so fewer,
-/// larger ones rewrite less (docs/benchmarks.md, "Ingested epochs"). Data blocks are 16 KiB
+/// compactions. Level 0 compacts at 16 files rather than 4: a backfill adds a file of rows and
+/// one of the epoch record per large epoch (see [`file_pieces`]), and each compaction out of
+/// level 0 rewrites the overlapping data below it, so fewer, larger ones rewrite less
+/// (docs/benchmarks.md, "Ingested epochs" and "Files per vnode stretch"). Data blocks are 16 KiB
 /// rather than 4: backfills and batch queries scan tables end to end, and every block read
 /// costs a read call, a cache lookup and an allocation whatever its size (docs/benchmarks.md,
 /// "Scans that pass once").
@@ -472,10 +605,16 @@ fn state_options() -> Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_size(16 * 1024);
     opts.set_block_based_table_factory(&table);
-    opts.set_level_zero_file_num_compaction_trigger(8);
-    opts.set_level_zero_slowdown_writes_trigger(40);
-    opts.set_level_zero_stop_writes_trigger(60);
-    opts
+    opts.set_level_zero_file_num_compaction_trigger(16);
+    opts.set_level_zero_slowdown_writes_trigger(64);
+    opts.set_level_zero_stop_writes_trigger(96);
+    // Compactions cut their output files where the table id changes, so a file never spans
+    // from one table into another, where a later ingestion of that table could otherwise not
+    // go below it (see [`file_pieces`]).
+    opts.get_options_from_string(
+        "sst_partitioner_factory={id=SstPartitionerFixedPrefixFactory;length=4}",
+    )
+    .expect("RocksDB knows its fixed-prefix SST partitioner")
 }
 
 fn write_options() -> WriteOptions {
@@ -849,9 +988,12 @@ mod tests {
             // What a crash after writing epoch 2's file and before ingesting it leaves.
             let opts = Options::default();
             let mut writer = SstFileWriter::create(&opts);
-            writer.open(dir.path().join("ingest").join("2.sst")).unwrap();
-            writer.put(STATE_EPOCH_KEY, 2u64.to_be_bytes()).unwrap();
+            writer.open(dir.path().join("ingest").join("2.0.sst")).unwrap();
             writer.put(key(20), b"x").unwrap();
+            writer.finish().unwrap();
+            let mut writer = SstFileWriter::create(&opts);
+            writer.open(dir.path().join("ingest").join("2.1.sst")).unwrap();
+            writer.put(STATE_EPOCH_KEY, 2u64.to_be_bytes()).unwrap();
             writer.finish().unwrap();
         }
         let store = Store::open(dir.path()).unwrap();
@@ -865,25 +1007,251 @@ mod tests {
     }
 
     #[test]
-    fn a_format_1_data_dir_is_upgraded_with_its_committed_epoch() {
-        let dir = tempfile::tempdir().unwrap();
+    fn format_1_and_2_data_dirs_are_upgraded_with_their_committed_epoch() {
+        // Format 1 kept the epoch in `meta` only, format 2 in `state` only.
+        for (format, in_meta, in_state, committed) in
+            [(1u32, Some(9), None, 9), (2, None, Some(7), 7)]
         {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let store = Store::open(dir.path()).unwrap();
+                store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
+                store.commit(Epoch(1)).unwrap();
+                let mut batch = WriteBatch::default();
+                match in_meta {
+                    Some(e) => batch.put_cf(store.meta_cf(), EPOCH_KEY, u64::to_be_bytes(e)),
+                    None => batch.delete_cf(store.meta_cf(), EPOCH_KEY),
+                }
+                match in_state {
+                    Some(e) => batch.put_cf(store.state_cf(), STATE_EPOCH_KEY, u64::to_be_bytes(e)),
+                    None => batch.delete_cf(store.state_cf(), STATE_EPOCH_KEY),
+                }
+                batch.put_cf(store.meta_cf(), FORMAT_KEY, format.to_be_bytes());
+                store.db.write(batch).unwrap();
+            }
             let store = Store::open(dir.path()).unwrap();
-            store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
-            store.commit(Epoch(1)).unwrap();
-            // Rewrite it as format 1 left it: the epoch in `meta`.
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(store.state_cf(), STATE_EPOCH_KEY);
-            batch.put_cf(store.meta_cf(), EPOCH_KEY, 9u64.to_be_bytes());
-            batch.put_cf(store.meta_cf(), FORMAT_KEY, 1u32.to_be_bytes());
-            store.db.write(batch).unwrap();
+            assert_eq!(store.committed_epoch(), Epoch(committed), "format {format}");
+            drop(store);
+            let store = Store::open(dir.path()).unwrap();
+            assert_eq!(store.committed_epoch(), Epoch(committed), "upgraded once, kept after");
+            let format_now = store.db.get_cf(store.meta_cf(), FORMAT_KEY).unwrap();
+            assert_eq!(format_now, Some(FORMAT_VERSION.to_be_bytes().to_vec()));
+            assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"a"].concat()));
         }
+    }
+
+    #[test]
+    fn the_committed_epoch_is_the_later_of_a_batch_and_an_ingestion() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopened = |store: Arc<Store>| {
+            drop(store);
+            Store::open(dir.path()).unwrap()
+        };
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.committed_epoch(), Epoch(9));
-        drop(store);
+        store.stage(Epoch(1), Arc::new(rows(0..10, b"a")));
+        assert!(!store.commit(Epoch(1)).unwrap().ingested);
+        let store = reopened(store);
+        assert_eq!(store.committed_epoch(), Epoch(1));
+        store.stage(Epoch(2), Arc::new(rows(10..INGEST_MIN_ROWS as u32 + 10, b"b")));
+        assert!(store.commit(Epoch(2)).unwrap().ingested);
+        let store = reopened(store);
+        assert_eq!(store.committed_epoch(), Epoch(2), "the ingested record is the later");
+        store.stage(Epoch(3), Arc::new(rows(0..10, b"c")));
+        assert!(!store.commit(Epoch(3)).unwrap().ingested);
+        let store = reopened(store);
+        assert_eq!(store.committed_epoch(), Epoch(3), "the batch's record is the later");
+        assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"c"].concat()));
+        assert_eq!(store.get(&key(11)).unwrap(), Some([&11u32.to_be_bytes()[..], b"b"].concat()));
+    }
+
+    /// The live files of the `state` column family holding rows of `table`.
+    fn files_of(store: &Store, table: u32) -> Vec<rocksdb::LiveFile> {
+        let files = store.db.live_files().unwrap();
+        files
+            .into_iter()
+            .filter(|f| {
+                f.column_family_name == STATE_CF
+                    && f.start_key.as_ref().unwrap()[..4] == table.to_be_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_files_of_a_newer_table_do_not_reach_over_older_tables() {
+        let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.committed_epoch(), Epoch(9), "upgraded once, kept after");
-        assert_eq!(store.get(&key(3)).unwrap(), Some([&3u32.to_be_bytes()[..], b"a"].concat()));
+        let n = INGEST_MIN_ROWS as u32;
+        let table = |id: u32, keys: std::ops::Range<u32>| {
+            let mut buf = WriteBuffer::new();
+            for i in keys {
+                buf.insert(&[&id.to_be_bytes()[..], &i.to_be_bytes()].concat(), Some(b"v"));
+            }
+            Arc::new(buf)
+        };
+        // Table 1 is ingested; table 2 is ingested, then written by a batch and flushed.
+        store.stage(Epoch(1), table(1, 0..n));
+        assert!(store.commit(Epoch(1)).unwrap().ingested);
+        store.stage(Epoch(2), table(2, 0..n));
+        assert!(store.commit(Epoch(2)).unwrap().ingested);
+        store.stage(Epoch(3), table(2, n..n + 10));
+        assert!(!store.commit(Epoch(3)).unwrap().ingested);
+        store.db.flush_cf(store.state_cf()).unwrap();
+        assert_eq!(files_of(&store, 1).len(), 1);
+        let table_2 = files_of(&store, 2);
+        assert_eq!(table_2.len(), 2, "{table_2:?}");
+        for file in files_of(&store, 1).iter().chain(&table_2) {
+            let end = file.end_key.as_ref().unwrap();
+            assert_eq!(end[..4], file.start_key.as_ref().unwrap()[..4], "{file:?}");
+        }
+        assert_eq!(files_of(&store, 0).len(), 2, "the records of the two ingestions");
+        assert_eq!(store.committed_epoch(), Epoch(3));
+    }
+
+    #[test]
+    fn compactions_cut_their_files_where_the_table_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for epoch in 1..=4u32 {
+            // Every batch writes rows of tables 1 and 2: every flush spans both.
+            let mut buf = WriteBuffer::new();
+            for id in [1u32, 2] {
+                for i in 0..100u32 {
+                    let key = [&id.to_be_bytes()[..], &(i * 4 + epoch).to_be_bytes()].concat();
+                    buf.insert(&key, Some(b"v"));
+                }
+            }
+            store.stage(Epoch(epoch.into()), Arc::new(buf));
+            store.commit(Epoch(epoch.into())).unwrap();
+            store.db.flush_cf(store.state_cf()).unwrap();
+        }
+        store.db.compact_range_cf(store.state_cf(), None::<&[u8]>, None::<&[u8]>);
+        let files = store.db.live_files().unwrap();
+        let state: Vec<_> = files.iter().filter(|f| f.column_family_name == STATE_CF).collect();
+        assert_eq!(state.len(), 2, "one file per table: {state:?}");
+        for file in state {
+            assert_eq!(file.num_entries, 400);
+            let (start, end) = (file.start_key.as_ref().unwrap(), file.end_key.as_ref().unwrap());
+            assert_eq!(start[..4], end[..4], "{file:?}");
+        }
+    }
+
+    /// Keys `table/vnode/i` for `i` in `0..n`, for each `(vnode, n)`.
+    fn vnode_keys(table: u32, vnodes: &[(u16, u32)]) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for &(vnode, n) in vnodes {
+            for i in 0..n {
+                let parts = [&table.to_be_bytes()[..], &vnode.to_be_bytes(), &i.to_be_bytes()];
+                keys.push(parts.concat());
+            }
+        }
+        keys
+    }
+
+    /// The files `file_pieces` cuts `keys` into, each as `first-last xrows` (`table/vnode`),
+    /// ordered ones marked `*`.
+    fn pieces_of(keys: &[Vec<u8>]) -> Vec<String> {
+        let rows: Vec<Write<'_>> = keys.iter().map(|k| (k.as_slice(), Some(&b"v"[..]))).collect();
+        let at = |k: &[u8]| format!("{}/{}", k[3], u16::from_be_bytes([k[4], k[5]]));
+        file_pieces(&rows)
+            .into_iter()
+            .map(|Piece { rows: p, ordered }| {
+                let mark = if ordered { "*" } else { "" };
+                format!("{mark}{}-{} x{}", at(&keys[p.start]), at(&keys[p.end - 1]), p.len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_epoch_is_cut_into_files_at_the_ends_of_vnode_ordered_stretches() {
+        // A view's backfill: table 7, vnodes 10 (partial) to 13 (partial); then the progress
+        // rows of table 8 over vnodes 0-3.
+        let mut keys = vnode_keys(7, &[(10, 1000), (11, 2000), (12, 2000), (13, 500)]);
+        keys.extend(vnode_keys(8, &[(0, 1), (1, 1), (2, 1), (3, 1)]));
+        assert_eq!(
+            pieces_of(&keys),
+            ["*7/10-7/10 x1000", "*7/11-7/12 x4000", "*7/13-7/13 x500", "8/0-8/3 x4"]
+        );
+        // Rows of older tables first, and a stretch of one vnode and of two.
+        let mut keys = vnode_keys(3, &[(0, 1)]);
+        keys.extend(vnode_keys(5, &[(0, 1), (9, 1)]));
+        keys.extend(vnode_keys(7, &[(10, 5000)]));
+        keys.extend(vnode_keys(7, &[(20, 3000), (21, 3000)]));
+        assert_eq!(
+            pieces_of(&keys),
+            [
+                "3/0-3/0 x1",
+                "5/0-5/9 x2",
+                "*7/10-7/10 x5000",
+                "*7/20-7/20 x3000",
+                "*7/21-7/21 x3000"
+            ]
+        );
+        // Two actors' stretches (vnodes 10-12 and 138-140).
+        let mut keys = vnode_keys(7, &[(10, 2000), (11, 2000), (12, 2000)]);
+        keys.extend(vnode_keys(7, &[(138, 2000), (139, 2000), (140, 2000)]));
+        assert_eq!(
+            pieces_of(&keys),
+            [
+                "*7/10-7/10 x2000",
+                "*7/11-7/11 x2000",
+                "*7/12-7/12 x2000",
+                "*7/138-7/138 x2000",
+                "*7/139-7/139 x2000",
+                "*7/140-7/140 x2000",
+            ]
+        );
+        // A CDC snapshot's epoch touches every vnode, and its progress rows (the next table
+        // id) follow: one file; a small stretch is not worth files of its own either.
+        let every: Vec<(u16, u32)> = (0..256).map(|v| (v, 20)).collect();
+        let mut keys = vnode_keys(7, &every);
+        keys.extend(vnode_keys(8, &[(0, 1), (200, 1)]));
+        assert_eq!(pieces_of(&keys), ["7/0-8/200 x5122"]);
+        assert_eq!(pieces_of(&vnode_keys(7, &[(3, 100), (4, 100)])), ["7/3-7/4 x200"]);
+        assert!(pieces_of(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_backfills_vnode_ordered_epochs_are_ingested_below_level_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let write = |buf: &mut WriteBuffer, vnode: u16, keys: std::ops::Range<u32>, tag: &[u8]| {
+            for i in keys {
+                let key = [&7u32.to_be_bytes()[..], &vnode.to_be_bytes(), &i.to_be_bytes()];
+                buf.insert(&key.concat(), Some(tag));
+            }
+        };
+        // Vnode 11 is read across the two epochs: 0..20000 and then 20000..40000 of its rows;
+        // each epoch also rewrites its progress (table 8), and a small batch of table 7 rows
+        // and progress goes through the memtable between the two.
+        let mut first = WriteBuffer::new();
+        write(&mut first, 10, 0..20_000, b"v");
+        write(&mut first, 11, 0..20_000, b"v");
+        first.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p1"));
+        store.stage(Epoch(1), Arc::new(first));
+        assert!(store.commit(Epoch(1)).unwrap().ingested);
+        let mut small = WriteBuffer::new();
+        write(&mut small, 200, 0..10, b"s");
+        small.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p2"));
+        store.stage(Epoch(2), Arc::new(small));
+        assert!(!store.commit(Epoch(2)).unwrap().ingested);
+        let mut second = WriteBuffer::new();
+        write(&mut second, 11, 20_000..40_000, b"w");
+        write(&mut second, 12, 0..20_000, b"w");
+        second.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p3"));
+        store.stage(Epoch(3), Arc::new(second));
+        assert!(store.commit(Epoch(3)).unwrap().ingested);
+        // The backfill's four files (the flush of the small batch, vnode 200 and the progress,
+        // is in level 0).
+        let files = files_of(&store, 7);
+        let rows: Vec<_> = files.iter().filter(|f| f.num_entries == 20_000).collect();
+        assert_eq!(rows.len(), 4, "{files:?}");
+        assert!(rows.iter().all(|f| f.level > 0), "{files:?}");
+        assert_eq!(store.committed_epoch(), Epoch(3));
+        let last =
+            [&7u32.to_be_bytes()[..], &11u16.to_be_bytes(), &39_999u32.to_be_bytes()].concat();
+        assert_eq!(store.get(&last).unwrap(), Some(b"w".to_vec()));
+        let progress = store.get(&[&8u32.to_be_bytes()[..], &[0, 1]].concat()).unwrap();
+        assert_eq!(progress, Some(b"p3".to_vec()));
     }
 
     #[test]
