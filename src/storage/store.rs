@@ -3,7 +3,8 @@
 //! Two column families: `meta` (format version, committed epoch, catalog entries) and `state`
 //! (every state table's rows under `table id | vnode | pk`). State-table writes are staged per
 //! epoch in memory by [`Store::stage`]; [`Store::commit`] writes every staged buffer up to an
-//! epoch together with the new committed epoch in one atomic `WriteBatch`. Readers take a
+//! epoch together with the new committed epoch in one atomic write (a `WriteBatch`, or SST
+//! files ingested together). Readers take a
 //! [`ReadSnapshot`], which therefore always sees exactly one committed epoch.
 //!
 //! A recovery ([`Store::discard_uncommitted`]) throws away what is staged but not committed;
@@ -48,7 +49,7 @@ const EPOCH_KEY: &[u8] = b"committed_epoch";
 /// rows: an ingested file goes below level 0 only where no file's range in that level (nor
 /// any running compaction's) reaches over it (see [`file_pieces`]).
 const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
-/// An epoch writing at least this many rows is committed by ingesting them as one sorted file
+/// An epoch writing at least this many rows is committed by ingesting them as sorted files
 /// ([`Store::commit`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
 /// at 50 k changes/s writes about 25 k rows per epoch and keeps the batch, whose commit has no
 /// fixed cost (an ingestion syncs its file, and flushes a memtable overlapping it).
@@ -62,7 +63,7 @@ pub use crate::storage::write_buffer::WriteBuffer;
 pub struct Committed {
     /// The size of the write in bytes.
     pub bytes: u64,
-    /// Whether it was ingested as a sorted file rather than written as a batch.
+    /// Whether it was ingested as sorted files rather than written as a batch.
     pub ingested: bool,
 }
 
@@ -431,7 +432,7 @@ fn prefetch(bytes: &[u8]) {
 type Write<'a> = (&'a [u8], Option<&'a [u8]>);
 
 /// Writes the rows of `pieces[i]` as the SST file `paths[i]`, the epoch record first in the
-/// first one; returns the files' bytes.
+/// first one (it sorts before every row); returns the files' bytes.
 fn write_files(
     epoch: Epoch,
     rows: &[Write<'_>],
