@@ -146,10 +146,16 @@ impl Engine {
             }
         }
         let columns = view_columns(&plan.root)?;
+        // The internal tables take ids below the view's: the view's rows, which a backfill
+        // writes in vnode order straight to the bottom level, then lie above every table
+        // written before or beside them, so no memtable flush of other tables' rows (the
+        // backfill's own progress included) spans them (see `Store::commit`).
+        let internal_ids = (0..plan.slots.len())
+            .map(|_| self.catalog.next_table_id())
+            .collect::<Result<Vec<_>>>()?;
         let id = self.catalog.next_table_id()?;
         let mut internal_tables = Vec::with_capacity(plan.slots.len());
-        for slot in &plan.slots {
-            let internal_id = self.catalog.next_table_id()?;
+        for (slot, internal_id) in plan.slots.iter().zip(internal_ids) {
             let table = TableCatalog {
                 id: internal_id,
                 name: format!("__internal_{id}_1_{}_{internal_id}", slot.purpose.name()),

@@ -50,7 +50,8 @@ const EPOCH_KEY: &[u8] = b"committed_epoch";
 /// any running compaction's) reaches over it (see [`file_pieces`]).
 const STATE_EPOCH_KEY: &[u8] = b"\0\0\0\0committed_epoch";
 /// An epoch writing at least this many rows is committed by ingesting them as sorted files
-/// ([`Store::commit`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
+/// ([`Store::commit`]); so is a smaller one holding a vnode-ordered stretch (see
+/// [`file_pieces`]). A backfill's epochs hold 64 k rows or more per actor; a change stream
 /// at 50 k changes/s writes about 25 k rows per epoch and keeps the batch, whose commit has no
 /// fixed cost (an ingestion syncs its file, and flushes a memtable overlapping it).
 const INGEST_MIN_ROWS: usize = 32 * 1024;
@@ -237,12 +238,21 @@ impl Store {
         for buffer in &buffers {
             *if buffer.rewrites { &mut rewritten } else { &mut new_rows } += buffer.len();
         }
-        let ingested = new_rows >= INGEST_MIN_ROWS
-            && rewritten <= new_rows
-            && buffers.iter().all(|b| b.cleared().is_empty());
-        let bytes = match ingested {
-            true => self.ingest(epoch, &buffers)?,
-            false => self.write_batch(epoch, &buffers)?,
+        let ingestible = rewritten <= new_rows && buffers.iter().all(|b| b.cleared().is_empty());
+        // A smaller epoch holding a vnode-ordered stretch (a view's backfill starting or
+        // ending) is ingested too: through the memtable its rows would be flushed in a file
+        // spanning the rest of the stretch, ahead of the backfill (see [`file_pieces`]).
+        let rows = (ingestible && new_rows >= ORDERED_MIN_ROWS)
+            .then(|| merged(buffers.iter().map(|b| b.iter()).collect()))
+            .map(|rows| {
+                let pieces = file_pieces(&rows);
+                (rows, pieces)
+            })
+            .filter(|(_, pieces)| new_rows >= INGEST_MIN_ROWS || pieces.iter().any(|p| p.ordered));
+        let ingested = rows.is_some();
+        let bytes = match rows {
+            Some((rows, pieces)) => self.ingest(epoch, &rows, pieces)?,
+            None => self.write_batch(epoch, &buffers)?,
         };
         self.committed.store(epoch.0, Ordering::Release);
         self.committed_tx.send_replace(epoch);
@@ -274,18 +284,16 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Commits `buffers` (oldest epoch first, none with clears) and the epoch record as SST
-    /// files ingested together (cut as [`file_pieces`] says).
-    fn ingest(&self, epoch: Epoch, buffers: &[&WriteBuffer]) -> Result<u64> {
-        let rows = merged(buffers.iter().map(|b| b.iter()).collect());
-        let mut pieces = file_pieces(&rows);
+    /// Commits the `rows` of an epoch's buffers (merged, none with clears), cut into `pieces`
+    /// by [`file_pieces`], and the epoch record as SST files ingested together.
+    fn ingest(&self, epoch: Epoch, rows: &[Write<'_>], mut pieces: Vec<Piece>) -> Result<u64> {
         // The record, in a file of its own: with rows of a table, it would stretch their file
         // over every table stored before.
         pieces.insert(0, Piece { rows: 0..0, ordered: false });
         let paths: Vec<PathBuf> = (0..pieces.len())
             .map(|i| self.ingest_dir.join(format!("{}.{i}.sst", epoch.0)))
             .collect();
-        let written = write_files(epoch, &rows, &pieces, &paths);
+        let written = write_files(epoch, rows, &pieces, &paths);
         let ingested = written.and_then(|bytes| {
             let mut io = IngestExternalFileOptions::default();
             io.set_move_files(true);
@@ -963,9 +971,9 @@ mod tests {
         // Table 1: 200 000 rows in files (an ingested epoch).
         store.stage(Epoch(1), Arc::new(rows(0..200_000, b"a")));
         assert!(store.commit(Epoch(1)).unwrap().ingested);
-        // Table 2: 5 000 rows in the memtable.
+        // Table 2: 3 000 rows in the memtable.
         let mut small = WriteBuffer::new();
-        for i in 0..5_000u32 {
+        for i in 0..3_000u32 {
             small.insert(&[&[0, 0, 0, 2][..], &i.to_be_bytes()].concat(), Some(b"v"));
         }
         store.stage(Epoch(2), Arc::new(small));
@@ -975,7 +983,7 @@ mod tests {
         assert_eq!(store.estimate_rows(&one, &two, 300_000).unwrap(), 200_000, "exact");
         let estimate = store.estimate_rows(&one, &two, 10_000).unwrap();
         assert!((180_000..=220_000).contains(&estimate), "estimated {estimate} for 200 000");
-        assert_eq!(store.estimate_rows(&two, &three, 1_000).unwrap(), 5_000, "memtable rows");
+        assert_eq!(store.estimate_rows(&two, &three, 1_000).unwrap(), 3_000, "memtable rows");
         assert_eq!(store.estimate_rows(&three, &[0, 0, 0, 4], 1_000).unwrap(), 0);
     }
 
@@ -1209,6 +1217,29 @@ mod tests {
         assert_eq!(pieces_of(&keys), ["7/0-8/200 x5122"]);
         assert_eq!(pieces_of(&vnode_keys(7, &[(3, 100), (4, 100)])), ["7/3-7/4 x200"]);
         assert!(pieces_of(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_small_epoch_is_ingested_when_it_holds_a_vnode_ordered_stretch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let epoch = |vnodes: &[(u16, u32)]| {
+            let mut buf = WriteBuffer::new();
+            for key in vnode_keys(7, vnodes) {
+                buf.insert(&key, Some(b"v"));
+            }
+            Arc::new(buf)
+        };
+        // 6 000 rows over two vnodes: a view's backfill starting, ingested.
+        store.stage(Epoch(1), epoch(&[(0, 3000), (1, 3000)]));
+        assert!(store.commit(Epoch(1)).unwrap().ingested);
+        // 6 000 rows spread over 200 vnodes (changes): the batch.
+        let spread: Vec<(u16, u32)> = (0..200).map(|v| (v, 30)).collect();
+        store.stage(Epoch(2), epoch(&spread));
+        assert!(!store.commit(Epoch(2)).unwrap().ingested);
+        // Fewer rows than a stretch takes: the batch.
+        store.stage(Epoch(3), epoch(&[(2, 4000)]));
+        assert!(!store.commit(Epoch(3)).unwrap().ingested);
     }
 
     #[test]
