@@ -171,6 +171,15 @@ impl MySqlUpstream {
         self.dir.path().join("data")
     }
 
+    /// A temporary directory of this server's own: in the shared `/tmp`, a bootstrap once
+    /// failed to delete its own temporary table there ("Error on delete of
+    /// '/tmp/#sql-temptable-..'") while other tests ran servers beside it.
+    fn tmp_dir(&self) -> anyhow::Result<PathBuf> {
+        let tmp = self.dir.path().join("tmp");
+        fs::create_dir_all(&tmp).context("create the server's tmpdir")?;
+        Ok(tmp)
+    }
+
     fn open_log(&self, header: &str) -> anyhow::Result<fs::File> {
         let mut log = OpenOptions::new().create(true).append(true).open(self.log_path())?;
         writeln!(log, "=== {header} ===")?;
@@ -182,6 +191,7 @@ impl MySqlUpstream {
         let status = Command::new(which("mariadb-install-db").context("no mariadb-install-db")?)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
+            .arg(format!("--tmpdir={}", self.tmp_dir()?.display()))
             .args(["--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"])
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -199,6 +209,7 @@ impl MySqlUpstream {
         let mut child = Command::new(which("mariadbd").context("no mariadbd")?)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
+            .arg(format!("--tmpdir={}", self.tmp_dir()?.display()))
             .arg(format!("--socket={}", dir.join("mariadb.sock").display()))
             .arg(format!("--pid-file={}", dir.join("mariadb.pid").display()))
             .arg(format!("--port={}", self.port))
