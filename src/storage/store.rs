@@ -242,18 +242,19 @@ impl Store {
         // A smaller epoch holding a vnode-ordered stretch (a view's backfill starting or
         // ending) is ingested too: through the memtable its rows would be flushed in a file
         // spanning the rest of the stretch, ahead of the backfill (see [`file_pieces`]).
-        let rows = (ingestible && new_rows >= ORDERED_MIN_ROWS)
-            .then(|| merged(buffers.iter().map(|b| b.iter()).collect()))
-            .map(|rows| {
-                let pieces = file_pieces(&rows);
-                (rows, pieces)
-            })
-            .filter(|(_, pieces)| new_rows >= INGEST_MIN_ROWS || pieces.iter().any(|p| p.ordered));
-        let ingested = rows.is_some();
-        let bytes = match rows {
-            Some((rows, pieces)) => self.ingest(epoch, &rows, pieces)?,
-            None => self.write_batch(epoch, &buffers)?,
-        };
+        let mut ingested = false;
+        let mut bytes = 0;
+        if ingestible && new_rows >= ORDERED_MIN_ROWS {
+            let rows = merged(buffers.iter().map(|b| b.iter()).collect());
+            let pieces = file_pieces(&rows);
+            if new_rows >= INGEST_MIN_ROWS || pieces.iter().any(|p| p.ordered) {
+                bytes = self.ingest(epoch, &rows, pieces)?;
+                ingested = true;
+            }
+        }
+        if !ingested {
+            bytes = self.write_batch(epoch, &buffers)?;
+        }
         self.committed.store(epoch.0, Ordering::Release);
         self.committed_tx.send_replace(epoch);
         Ok(Committed { bytes, ingested })
@@ -1252,24 +1253,25 @@ mod tests {
                 buf.insert(&key.concat(), Some(tag));
             }
         };
+        let progress = [&8u32.to_be_bytes()[..], &[0, 1]].concat();
         // Vnode 11 is read across the two epochs: 0..20000 and then 20000..40000 of its rows;
         // each epoch also rewrites its progress (table 8), and a small batch of table 7 rows
         // and progress goes through the memtable between the two.
         let mut first = WriteBuffer::new();
         write(&mut first, 10, 0..20_000, b"v");
         write(&mut first, 11, 0..20_000, b"v");
-        first.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p1"));
+        first.insert(&progress, Some(b"p1"));
         store.stage(Epoch(1), Arc::new(first));
         assert!(store.commit(Epoch(1)).unwrap().ingested);
         let mut small = WriteBuffer::new();
         write(&mut small, 200, 0..10, b"s");
-        small.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p2"));
+        small.insert(&progress, Some(b"p2"));
         store.stage(Epoch(2), Arc::new(small));
         assert!(!store.commit(Epoch(2)).unwrap().ingested);
         let mut second = WriteBuffer::new();
         write(&mut second, 11, 20_000..40_000, b"w");
         write(&mut second, 12, 0..20_000, b"w");
-        second.insert(&[&8u32.to_be_bytes()[..], &[0, 1]].concat(), Some(b"p3"));
+        second.insert(&progress, Some(b"p3"));
         store.stage(Epoch(3), Arc::new(second));
         assert!(store.commit(Epoch(3)).unwrap().ingested);
         // The backfill's four files (the flush of the small batch, vnode 200 and the progress,
@@ -1282,8 +1284,7 @@ mod tests {
         let last =
             [&7u32.to_be_bytes()[..], &11u16.to_be_bytes(), &39_999u32.to_be_bytes()].concat();
         assert_eq!(store.get(&last).unwrap(), Some(b"w".to_vec()));
-        let progress = store.get(&[&8u32.to_be_bytes()[..], &[0, 1]].concat()).unwrap();
-        assert_eq!(progress, Some(b"p3".to_vec()));
+        assert_eq!(store.get(&progress).unwrap(), Some(b"p3".to_vec()));
     }
 
     #[test]
