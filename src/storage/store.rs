@@ -239,15 +239,24 @@ impl Store {
             *if buffer.rewrites { &mut rewritten } else { &mut new_rows } += buffer.len();
         }
         let ingestible = rewritten <= new_rows && buffers.iter().all(|b| b.cleared().is_empty());
-        // A smaller epoch holding a vnode-ordered stretch (a view's backfill starting or
-        // ending) is ingested too: through the memtable its rows would be flushed in a file
-        // spanning the rest of the stretch, ahead of the backfill (see [`file_pieces`]).
+        // A smaller epoch holding a vnode-ordered stretch of new rows (a view's backfill
+        // starting or ending) is ingested too: through the memtable its rows would be flushed
+        // in a file spanning the rest of the stretch, ahead of the backfill (see
+        // [`file_pieces`]). A stretch an aggregate rewrites (the values of a `max` without
+        // groups, all in one vnode) is not one: its table's rows are absorbed by the memtable.
         let mut ingested = false;
         let mut bytes = 0;
         if ingestible && new_rows >= ORDERED_MIN_ROWS {
             let rows = merged(buffers.iter().map(|b| b.iter()).collect());
             let pieces = file_pieces(&rows);
-            if new_rows >= INGEST_MIN_ROWS || pieces.iter().any(|p| p.ordered) {
+            let rewritten_tables: Vec<&[u8]> = buffers
+                .iter()
+                .filter(|b| b.rewrites)
+                .filter_map(|b| b.writes().next().and_then(|(key, _)| key.get(..4)))
+                .collect();
+            let new_stretch =
+                |p: &Piece| p.ordered && !rewritten_tables.contains(&&rows[p.rows.start].0[..4]);
+            if new_rows >= INGEST_MIN_ROWS || pieces.iter().any(new_stretch) {
                 bytes = self.ingest(epoch, &rows, pieces)?;
                 ingested = true;
             }
@@ -1241,6 +1250,16 @@ mod tests {
         // Fewer rows than a stretch takes: the batch.
         store.stage(Epoch(3), epoch(&[(2, 4000)]));
         assert!(!store.commit(Epoch(3)).unwrap().ingested);
+        // 6 000 new rows spread over 200 vnodes beside 5 000 rows in one vnode that an
+        // aggregate rewrites (the values of a `max` without groups): the batch.
+        let mut values = WriteBuffer::new();
+        for key in vnode_keys(9, &[(0, 5000)]) {
+            values.insert(&key, Some(b"v"));
+        }
+        values.rewrites = true;
+        store.stage(Epoch(4), epoch(&spread));
+        store.stage(Epoch(4), Arc::new(values));
+        assert!(!store.commit(Epoch(4)).unwrap().ingested);
     }
 
     #[test]
