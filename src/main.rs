@@ -10,6 +10,19 @@ use sluice::engine::{Config, Engine};
 use sluice::stream::barrier::DEFAULT_BACKFILL_INTERVAL;
 use tracing_subscriber::EnvFilter;
 
+/// The options of jemalloc, the allocator RocksDB links in for the whole process; it reads them
+/// when it starts, and `MALLOC_CONF` in the environment overrides them.
+///
+/// `oversize_threshold:0`: by default jemalloc serves allocations of 8 MiB and more from an
+/// arena that hands their pages back to the kernel as soon as they are freed. A backfill's
+/// write buffer grows to that size every epoch, so its pages were faulted in anew each time:
+/// 900 k page faults and an eighth of Sluice's CPU in a 10 M-row CDC snapshot
+/// (docs/benchmarks.md, "Large allocations from jemalloc's ordinary arenas"). The ordinary arenas
+/// keep freed pages for reuse for ten seconds before they hand them back.
+#[unsafe(no_mangle)]
+#[allow(non_upper_case_globals)]
+pub static malloc_conf: &[u8; 21] = b"oversize_threshold:0\0";
+
 /// A streaming database that speaks the Postgres wire protocol.
 #[derive(Debug, Parser)]
 #[command(version, about)]
