@@ -587,7 +587,11 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
     by_start.sort_by_key(|run| run[0].0);
     let disjoint = by_start.windows(2).all(|w| w[0].last().expect("not empty").0 < w[1][0].0);
     if disjoint {
-        return by_start.into_iter().flatten().copied().collect();
+        let mut rows = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        for run in by_start {
+            rows.extend_from_slice(run);
+        }
+        return rows;
     }
     let mut rows: Vec<_> = runs.into_iter().flatten().collect();
     // A stable sort merges the runs and keeps a key's writes in epoch order; the newest is kept.

@@ -175,16 +175,21 @@ impl WriteBuffer {
         let mut order = self.order.lock();
         self.sort(&mut order);
         let from = order.sorted.partition_point(|&i| self.key(i) < start);
-        order.sorted[from..]
-            .iter()
-            .filter(|&&i| !self.entries[i as usize].superseded)
-            .map(|&i| (self.key(i), self.value(i)))
-            .take_while(|(key, _)| match end {
-                Bound::Included(end) => *key <= end,
-                Bound::Excluded(end) => *key < end,
-                Bound::Unbounded => true,
-            })
-            .collect()
+        // Sized up front: grown by doubling, a commit's whole-buffer read copied itself over
+        // and over into memory it had not touched yet.
+        let mut rows = Vec::with_capacity(order.sorted.len() - from);
+        rows.extend(
+            order.sorted[from..]
+                .iter()
+                .filter(|&&i| !self.entries[i as usize].superseded)
+                .map(|&i| (self.key(i), self.value(i)))
+                .take_while(|(key, _)| match end {
+                    Bound::Included(end) => *key <= end,
+                    Bound::Excluded(end) => *key < end,
+                    Bound::Unbounded => true,
+                }),
+        );
+        rows
     }
 
     /// The newest write of every key, in the order written (no sort).
@@ -216,9 +221,18 @@ impl WriteBuffer {
                 .find(|&at| key[at] != first[at])
                 .unwrap_or(common.min(key.len()))
         });
-        let mut fresh: Vec<(u128, u32)> = live.map(|i| (window(self.key(i), common), i)).collect();
+        let mut fresh: Vec<(u128, u32)> =
+            Vec::with_capacity(self.entries.len() - order.sorted_upto);
+        fresh.extend(live.map(|i| (window(self.key(i), common), i)));
         fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
         let fresh = fresh.into_iter().map(|(_, i)| i);
+        order.sorted_upto = self.entries.len();
+        if order.sorted.is_empty() {
+            // The first sort (a backfill's buffer is sorted once, at its commit): nothing to
+            // merge with.
+            order.sorted = fresh.collect();
+            return;
+        }
         let old = std::mem::take(&mut order.sorted);
         let mut merged = Vec::with_capacity(old.len() + fresh.len());
         let mut old = old.into_iter().filter(|&i| !self.entries[i as usize].superseded).peekable();
@@ -233,7 +247,6 @@ impl WriteBuffer {
             merged.extend(next);
         }
         order.sorted = merged;
-        order.sorted_upto = self.entries.len();
     }
 
     fn key(&self, i: u32) -> &[u8] {
