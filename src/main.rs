@@ -16,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 /// `oversize_threshold:0`: by default jemalloc serves allocations of 8 MiB and more from an
 /// arena that hands their pages back to the kernel as soon as they are freed. A backfill's
 /// write buffer grows to that size every epoch, so its pages were faulted in anew each time:
-/// 900 k page faults and an eighth of Sluice's CPU in a 10 M-row CDC snapshot
+/// 900 k page faults and 8% of Sluice's CPU in a 10 M-row CDC snapshot
 /// (docs/benchmarks.md, "Large allocations from jemalloc's ordinary arenas"). The ordinary arenas
 /// keep freed pages for reuse for ten seconds before they hand them back.
 #[unsafe(no_mangle)]
