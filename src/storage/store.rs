@@ -1280,23 +1280,20 @@ mod tests {
         // Vnode 11 is read across the two epochs: 0..20000 and then 20000..40000 of its rows;
         // each epoch also rewrites its progress (table 8), and a small batch of table 7 rows
         // and progress goes through the memtable between the two.
-        let mut first = WriteBuffer::new();
-        write(&mut first, 10, 0..20_000, b"v");
-        write(&mut first, 11, 0..20_000, b"v");
-        first.insert(&progress, Some(b"p1"));
-        store.stage(Epoch(1), Arc::new(first));
-        assert!(store.commit(Epoch(1)).unwrap().ingested);
-        let mut small = WriteBuffer::new();
-        write(&mut small, 200, 0..10, b"s");
-        small.insert(&progress, Some(b"p2"));
-        store.stage(Epoch(2), Arc::new(small));
-        assert!(!store.commit(Epoch(2)).unwrap().ingested);
-        let mut second = WriteBuffer::new();
-        write(&mut second, 11, 20_000..40_000, b"w");
-        write(&mut second, 12, 0..20_000, b"w");
-        second.insert(&progress, Some(b"p3"));
-        store.stage(Epoch(3), Arc::new(second));
-        assert!(store.commit(Epoch(3)).unwrap().ingested);
+        // Commits one epoch of table 7 rows (vnode, keys) tagged `tag` and progress `p`;
+        // whether it was ingested.
+        let commit = |epoch: u64, rows: &[(u16, std::ops::Range<u32>)], tag: &[u8], p: &[u8]| {
+            let mut buf = WriteBuffer::new();
+            for (vnode, keys) in rows {
+                write(&mut buf, *vnode, keys.clone(), tag);
+            }
+            buf.insert(&progress, Some(p));
+            store.stage(Epoch(epoch), Arc::new(buf));
+            store.commit(Epoch(epoch)).unwrap().ingested
+        };
+        assert!(commit(1, &[(10, 0..20_000), (11, 0..20_000)], b"v", b"p1"));
+        assert!(!commit(2, &[(200, 0..10)], b"s", b"p2"));
+        assert!(commit(3, &[(11, 20_000..40_000), (12, 0..20_000)], b"w", b"p3"));
         // The backfill's four files (the flush of the small batch, vnode 200 and the progress,
         // is in level 0).
         let files = files_of(&store, 7);
