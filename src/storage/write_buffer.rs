@@ -1,7 +1,7 @@
 //! `WriteBuffer`: one epoch's writes to one state table, without an allocation per row.
 //!
-//! Keys and values are appended to one arena, and each write is an entry saying where its key
-//! and value are. A hash index maps every key to its newest entry, so a read of an uncommitted
+//! Keys and values are appended to an arena of blocks that never move, and each write is an
+//! entry saying where its key and value are. A hash index maps every key to its newest entry, so a read of an uncommitted
 //! row is one hash lookup, and a second write to a key supersedes the first. Key order is needed
 //! only by range reads and by the commit, so it is built lazily: the first range read sorts the
 //! live entries, and entries written after it are sorted on their own and merged in by the next
@@ -25,14 +25,90 @@ const DELETE: u32 = u32::MAX;
 /// One write: where its key and its value (right after the key) are in the arena.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    key_at: usize,
-    /// The key's hash, kept so that growing the index does not read and hash the keys again.
-    hash: u64,
+    /// See [`Arena::push`].
+    key_at: u64,
     key_len: u32,
     /// [`DELETE`] for a delete.
     value_len: u32,
     /// A later write of the same key replaced this one.
     superseded: bool,
+}
+
+/// The first arena block's size; each next block is twice the last, up to [`BLOCK_MAX`].
+const BLOCK_MIN: usize = 4 << 10;
+
+/// See [`BLOCK_MIN`]; a write larger than this gets a block of its own size.
+const BLOCK_MAX: usize = 1 << 20;
+
+/// Keys and values, appended to blocks that never move: a buffer that grows copies nothing
+/// (a `Vec` grown by doubling copied a backfill epoch's rows again at every doubling, into
+/// memory the process had to fault in anew), and a small buffer stays small.
+#[derive(Debug, Default)]
+struct Arena {
+    blocks: Vec<Vec<u8>>,
+    /// The blocks' capacities, summed.
+    bytes: usize,
+}
+
+impl Arena {
+    /// Appends `key` and `value`; returns where the key starts: the block's index in the high
+    /// 32 bits, the offset in it in the low ones.
+    fn push(&mut self, key: &[u8], value: &[u8]) -> u64 {
+        let need = key.len() + value.len();
+        let room = self.blocks.last().map_or(0, |b| b.capacity() - b.len());
+        if room < need {
+            let last = self.blocks.last().map_or(0, Vec::capacity);
+            let size = (last * 2).clamp(BLOCK_MIN, BLOCK_MAX).max(need);
+            self.blocks.push(Vec::with_capacity(size));
+            self.bytes += self.blocks.last().map_or(0, Vec::capacity);
+        }
+        let block = self.blocks.len() - 1;
+        let bytes = &mut self.blocks[block];
+        let at = bytes.len();
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value);
+        ((block as u64) << 32) | at as u64
+    }
+
+    fn get(&self, at: u64, len: usize) -> &[u8] {
+        let offset = at as u32 as usize;
+        &self.blocks[(at >> 32) as usize][offset..offset + len]
+    }
+}
+
+/// Entries per chunk of [`Entries`], as a power of two.
+const CHUNK_BITS: u32 = 16;
+
+/// The writes in the order they came, in chunks of `1 << CHUNK_BITS` that never move (the
+/// first grows up to that size), for the reason of [`Arena`].
+#[derive(Debug, Default)]
+struct Entries {
+    chunks: Vec<Vec<Entry>>,
+    len: usize,
+    /// The chunks' capacities, summed, in entries.
+    capacity: usize,
+}
+
+impl Entries {
+    fn push(&mut self, entry: Entry) {
+        if self.chunks.last().is_none_or(|c| c.len() == 1 << CHUNK_BITS) {
+            let size = if self.chunks.is_empty() { 0 } else { 1 << CHUNK_BITS };
+            self.chunks.push(Vec::with_capacity(size));
+        }
+        let last = self.chunks.last_mut().expect("a chunk with room");
+        let before = last.capacity();
+        last.push(entry);
+        self.capacity += last.capacity() - before;
+        self.len += 1;
+    }
+
+    fn get(&self, i: u32) -> &Entry {
+        &self.chunks[(i >> CHUNK_BITS) as usize][(i & ((1 << CHUNK_BITS) - 1)) as usize]
+    }
+
+    fn get_mut(&mut self, i: u32) -> &mut Entry {
+        &mut self.chunks[(i >> CHUNK_BITS) as usize][(i & ((1 << CHUNK_BITS) - 1)) as usize]
+    }
 }
 
 /// The live entries in key order, as far as they have been sorted.
@@ -48,10 +124,11 @@ struct Order {
 /// One epoch's writes to a state table: puts and deletes by encoded key, newest winning.
 #[derive(Default)]
 pub struct WriteBuffer {
-    arena: Vec<u8>,
-    entries: Vec<Entry>,
-    /// The newest entry of each key.
-    index: HashTable<u32>,
+    arena: Arena,
+    entries: Entries,
+    /// The newest entry of each key, beside the key's 32-bit hash: growing the index rehashes
+    /// from the hashes it holds, without reading the entries in random order.
+    index: HashTable<(u32, u32)>,
     hasher: DefaultHashBuilder,
     order: Mutex<Order>,
     live: usize,
@@ -64,8 +141,14 @@ pub struct WriteBuffer {
 
 impl std::fmt::Debug for WriteBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "WriteBuffer({} keys, {} bytes)", self.live, self.arena.len())
+        write!(f, "WriteBuffer({} keys, {} bytes)", self.live, self.arena.bytes)
     }
+}
+
+/// The 64-bit hash the index files a 32-bit key hash under: its bits twice, so that both the
+/// low bits (the bucket) and the top ones (the tag) come from the key.
+fn widen(hash: u32) -> u64 {
+    ((hash as u64) << 32) | hash as u64
 }
 
 impl WriteBuffer {
@@ -75,11 +158,11 @@ impl WriteBuffer {
     }
 
     /// The memory it holds, about: the room reserved for keys, values, their entries and the
-    /// index, written or not (a `Vec` grown by doubling may hold twice what it was given).
+    /// index, written or not.
     pub fn bytes(&self) -> usize {
-        self.arena.capacity()
-            + self.entries.capacity() * std::mem::size_of::<Entry>()
-            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+        self.arena.bytes
+            + self.entries.capacity * std::mem::size_of::<Entry>()
+            + self.index.capacity() * (std::mem::size_of::<(u32, u32)>() + 1)
     }
 
     /// The number of keys written.
@@ -129,32 +212,26 @@ impl WriteBuffer {
 
     /// Puts `value` under `key` (`None`: deletes it), replacing an earlier write of `key`.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let at = self.entries.len() as u32;
-        let hash = self.hasher.hash_one(key);
+        let at = self.entries.len as u32;
+        let hash = self.hash(key);
         let entry = Entry {
-            key_at: self.arena.len(),
-            hash,
+            key_at: self.arena.push(key, value.unwrap_or_default()),
             key_len: key.len() as u32,
             value_len: value.map_or(DELETE, |v| v.len() as u32),
             superseded: false,
         };
-        self.arena.extend_from_slice(key);
-        if let Some(value) = value {
-            self.arena.extend_from_slice(value);
-        }
         self.entries.push(entry);
         let (arena, entries) = (&self.arena, &mut self.entries);
-        let found = self.index.find_mut(hash, |&i| {
-            let other = &entries[i as usize];
-            other.hash == hash && key_of(arena, other) == key
-        });
+        let found = self
+            .index
+            .find_mut(widen(hash), |&(i, h)| h == hash && key_of(arena, entries.get(i)) == key);
         match found {
-            Some(newest) => {
-                entries[*newest as usize].superseded = true;
+            Some((newest, _)) => {
+                entries.get_mut(*newest).superseded = true;
                 *newest = at;
             }
             None => {
-                self.index.insert_unique(hash, at, |&i| entries[i as usize].hash);
+                self.index.insert_unique(widen(hash), (at, hash), |&(_, h)| widen(h));
                 self.live += 1;
             }
         }
@@ -163,11 +240,15 @@ impl WriteBuffer {
     /// The newest write of `key`: `Some(Some(value))` for a put, `Some(None)` for a delete,
     /// `None` if the key was not written.
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        let hash = self.hasher.hash_one(key);
-        let &i = self
-            .index
-            .find(hash, |&i| self.entries[i as usize].hash == hash && self.key(i) == key)?;
+        let hash = self.hash(key);
+        let &(i, _) = self.index.find(widen(hash), |&(i, h)| h == hash && self.key(i) == key)?;
         Some(self.value(i))
+    }
+
+    /// The key's hash, folded to 32 bits.
+    fn hash(&self, key: &[u8]) -> u32 {
+        let hash = self.hasher.hash_one(key);
+        (hash ^ (hash >> 32)) as u32
     }
 
     /// The newest write of every key with `start <= key` and `key` below `end`, in key order.
@@ -181,7 +262,7 @@ impl WriteBuffer {
         rows.extend(
             order.sorted[from..]
                 .iter()
-                .filter(|&&i| !self.entries[i as usize].superseded)
+                .filter(|&&i| !self.entries.get(i).superseded)
                 .map(|&i| (self.key(i), self.value(i)))
                 .take_while(|(key, _)| match end {
                     Bound::Included(end) => *key <= end,
@@ -194,8 +275,8 @@ impl WriteBuffer {
 
     /// The newest write of every key, in the order written (no sort).
     pub fn writes(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        (0..self.entries.len() as u32)
-            .filter(|&i| !self.entries[i as usize].superseded)
+        (0..self.entries.len as u32)
+            .filter(|&i| !self.entries.get(i).superseded)
             .map(|i| (self.key(i), self.value(i)))
     }
 
@@ -206,11 +287,11 @@ impl WriteBuffer {
 
     /// Brings `order` up to date: sorts the entries written since, and merges them in.
     fn sort(&self, order: &mut Order) {
-        if order.sorted_upto == self.entries.len() {
+        if order.sorted_upto == self.entries.len {
             return;
         }
-        let live = (order.sorted_upto as u32..self.entries.len() as u32)
-            .filter(|&i| !self.entries[i as usize].superseded);
+        let live = (order.sorted_upto as u32..self.entries.len as u32)
+            .filter(|&i| !self.entries.get(i).superseded);
         // Sorted by the 16 bytes after the keys' common prefix first, compared as one integer
         // in the sort's own array, and by the whole key only where those tie: comparing
         // through the arena cost a cache miss and a `memcmp` per comparison.
@@ -221,12 +302,11 @@ impl WriteBuffer {
                 .find(|&at| key[at] != first[at])
                 .unwrap_or(common.min(key.len()))
         });
-        let mut fresh: Vec<(u128, u32)> =
-            Vec::with_capacity(self.entries.len() - order.sorted_upto);
+        let mut fresh: Vec<(u128, u32)> = Vec::with_capacity(self.entries.len - order.sorted_upto);
         fresh.extend(live.map(|i| (window(self.key(i), common), i)));
         fresh.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
         let fresh = fresh.into_iter().map(|(_, i)| i);
-        order.sorted_upto = self.entries.len();
+        order.sorted_upto = self.entries.len;
         if order.sorted.is_empty() {
             // The first sort (a backfill's buffer is sorted once, at its commit): nothing to
             // merge with.
@@ -235,7 +315,7 @@ impl WriteBuffer {
         }
         let old = std::mem::take(&mut order.sorted);
         let mut merged = Vec::with_capacity(old.len() + fresh.len());
-        let mut old = old.into_iter().filter(|&i| !self.entries[i as usize].superseded).peekable();
+        let mut old = old.into_iter().filter(|&i| !self.entries.get(i).superseded).peekable();
         let mut fresh = fresh.peekable();
         loop {
             let next = match (old.peek(), fresh.peek()) {
@@ -250,14 +330,13 @@ impl WriteBuffer {
     }
 
     fn key(&self, i: u32) -> &[u8] {
-        key_of(&self.arena, &self.entries[i as usize])
+        key_of(&self.arena, self.entries.get(i))
     }
 
     fn value(&self, i: u32) -> Option<&[u8]> {
-        let entry = &self.entries[i as usize];
-        let value_at = entry.key_at + entry.key_len as usize;
-        (entry.value_len != DELETE)
-            .then(|| &self.arena[value_at..value_at + entry.value_len as usize])
+        let entry = self.entries.get(i);
+        let value_at = entry.key_at + entry.key_len as u64;
+        (entry.value_len != DELETE).then(|| self.arena.get(value_at, entry.value_len as usize))
     }
 }
 
@@ -273,8 +352,8 @@ fn window(key: &[u8], skip: usize) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-fn key_of<'a>(arena: &'a [u8], entry: &Entry) -> &'a [u8] {
-    &arena[entry.key_at..entry.key_at + entry.key_len as usize]
+fn key_of<'a>(arena: &'a Arena, entry: &Entry) -> &'a [u8] {
+    arena.get(entry.key_at, entry.key_len as usize)
 }
 
 #[cfg(test)]
@@ -362,6 +441,42 @@ mod tests {
             let keys: Vec<Vec<u8>> = buffer.iter().into_iter().map(|(k, _)| k.to_vec()).collect();
             assert_eq!(keys, model.into_keys().collect::<Vec<_>>(), "round {round}");
         }
+    }
+
+    /// A buffer past its first arena blocks and entry chunks (and with a value larger than a
+    /// block) still reads back every newest write, in key order.
+    #[test]
+    fn grows_past_its_first_blocks_and_chunks() {
+        let mut buffer = WriteBuffer::new();
+        let mut model = BTreeMap::new();
+        let rows: usize = (1 << CHUNK_BITS) + 5000;
+        for n in 0..rows {
+            // Keys in a scattered order; every 7th row is written again, every 11th deleted.
+            let key = ((n * 7919) % rows).to_be_bytes().to_vec();
+            let value = vec![n as u8; 100 + n % 50];
+            buffer.insert(&key, Some(&value));
+            model.insert(key.clone(), Some(value));
+            if n % 7 == 0 {
+                let again = vec![1u8; n % 30];
+                buffer.insert(&key, Some(&again));
+                model.insert(key.clone(), Some(again));
+            }
+            if n % 11 == 0 {
+                buffer.insert(&key, None);
+                model.insert(key, None);
+            }
+        }
+        let big = vec![9u8; 3 * BLOCK_MAX];
+        buffer.insert(b"big", Some(&big));
+        model.insert(b"big".to_vec(), Some(big.clone()));
+        assert!(buffer.arena.blocks.len() > 2 && buffer.entries.chunks.len() == 2);
+        assert_eq!(buffer.get(b"big"), Some(Some(&big[..])));
+        assert_eq!(buffer.len(), model.len());
+        let got: Vec<(&[u8], Option<&[u8]>)> = buffer.iter();
+        let want: Vec<(&[u8], Option<&[u8]>)> =
+            model.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+        assert!(got == want, "every newest write, in key order");
+        assert!(buffer.bytes() >= buffer.arena.blocks.iter().map(Vec::len).sum::<usize>());
     }
 
     /// Random writes and range reads agree with an ordered map of the same writes.
