@@ -1,11 +1,12 @@
 //! `WriteBuffer`: one epoch's writes to one state table, without an allocation per row.
 //!
 //! Keys and values are appended to an arena of blocks that never move, and each write is an
-//! entry saying where its key and value are. A hash index maps every key to its newest entry, so a read of an uncommitted
-//! row is one hash lookup, and a second write to a key supersedes the first. Key order is needed
-//! only by range reads and by the commit, so it is built lazily: the first range read sorts the
-//! live entries, and entries written after it are sorted on their own and merged in by the next
-//! range read. A buffer written once and committed (a backfill's epoch) is sorted exactly once.
+//! entry saying where its key and value are. A hash index maps every key to its newest entry, so
+//! a read of an uncommitted row is one hash lookup, and a second write to a key supersedes the
+//! first. Key order is needed only by range reads and by the commit, so it is built lazily: the
+//! first range read sorts the live entries, and entries written after it are sorted on their own
+//! and merged in by the next range read. A buffer written once and committed (a backfill's
+//! epoch) is sorted exactly once.
 //!
 //! Reads see the newest write of each key: `Some(value)` for a put, `None` for a delete.
 //!
