@@ -30,6 +30,7 @@ use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::{
     KEY_PREFIX_LEN, prefix_successor, release_marker_prefix, table_prefix,
 };
+use crate::storage::write_buffer::prefetch;
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
 /// versions 1 and 2, which are upgraded in place (they kept the committed epoch in one of the
@@ -432,19 +433,6 @@ impl Store {
 
 /// How many rows ahead an ingestion fetches into the cache (see [`Store::commit`]).
 const PREFETCH_ROWS: usize = 16;
-
-/// Asks the CPU to bring `bytes` into its cache; a hint with no effect on what runs.
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address; this one is of a live slice.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            bytes.as_ptr().cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 /// A key and its newest value (`None`: deleted).
 type Write<'a> = (&'a [u8], Option<&'a [u8]>);
