@@ -47,7 +47,8 @@ const BLOCK_MAX: usize = 1 << 20;
 #[derive(Debug, Default)]
 struct Arena {
     blocks: Vec<Vec<u8>>,
-    /// The blocks' capacities, summed.
+    /// The blocks' capacities, summed: kept rather than summed when asked, since
+    /// [`WriteBuffer::bytes`] is asked at every write (an aggregate writes a row at a time).
     bytes: usize,
 }
 
@@ -86,7 +87,7 @@ const CHUNK_BITS: u32 = 16;
 struct Entries {
     chunks: Vec<Vec<Entry>>,
     len: usize,
-    /// The chunks' capacities, summed, in entries.
+    /// The chunks' capacities, summed, in entries (kept, as [`Arena::bytes`] is).
     capacity: usize,
 }
 
