@@ -91,32 +91,34 @@ fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) {
 /// output order (each index at most once, ascending order not required).
 pub struct RowDecoder {
     types: Vec<DataType>,
-    /// For each stored column, the output slot it fills, if projected.
+    /// For each stored column up to the last projected one, the output slot it fills, if
+    /// projected: the columns after the last projected one are not even walked over.
     slots: Vec<Option<usize>>,
-    builders: Vec<Box<dyn ArrayBuilder>>,
+    builders: Vec<Builder>,
 }
 
 impl RowDecoder {
     /// A decoder for rows of `types` that keeps the columns in `projection`.
     pub fn new(types: &[DataType], projection: &[usize], capacity: usize) -> Self {
-        let mut slots = vec![None; types.len()];
+        let walked = projection.iter().max().map_or(0, |&c| c + 1);
+        let mut slots = vec![None; walked];
         for (slot, &col) in projection.iter().enumerate() {
             slots[col] = Some(slot);
         }
-        let builders = projection.iter().map(|&c| builder_for(types[c], capacity)).collect();
-        Self { types: types.to_vec(), slots, builders }
+        let builders = projection.iter().map(|&c| Builder::new(types[c], capacity)).collect();
+        Self { types: types[..walked].to_vec(), slots, builders }
     }
 
     /// Decodes one stored row, appending its projected values.
     pub fn push(&mut self, mut value: &[u8]) -> Result<()> {
-        for (col, ty) in self.types.iter().enumerate() {
+        for (ty, slot) in self.types.iter().zip(&self.slots) {
             let (&tag, rest) = value.split_first().ok_or_else(corrupt)?;
             value = rest;
             let len = if tag == 0 { 0 } else { payload_len(*ty, value)? };
             let (payload, rest) = value.split_at_checked(len).ok_or_else(corrupt)?;
             value = rest;
-            if let Some(slot) = self.slots[col] {
-                append(self.builders[slot].as_mut(), *ty, (tag != 0).then_some(payload));
+            if let Some(slot) = *slot {
+                self.builders[slot].append((tag != 0).then_some(payload));
             }
         }
         Ok(())
@@ -157,70 +159,112 @@ fn payload_len(ty: DataType, rest: &[u8]) -> Result<usize> {
     })
 }
 
-fn builder_for(ty: DataType, capacity: usize) -> Box<dyn ArrayBuilder> {
-    match ty {
-        DataType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
-        DataType::Int16 => Box::new(Int16Builder::with_capacity(capacity)),
-        DataType::Int32 => Box::new(Int32Builder::with_capacity(capacity)),
-        DataType::Int64 => Box::new(Int64Builder::with_capacity(capacity)),
-        DataType::Float32 => Box::new(Float32Builder::with_capacity(capacity)),
-        DataType::Float64 => Box::new(Float64Builder::with_capacity(capacity)),
-        DataType::Decimal { precision, scale } => Box::new(
-            Decimal128Builder::with_capacity(capacity)
-                .with_precision_and_scale(precision, scale)
-                .expect("catalog validated precision and scale"),
-        ),
-        DataType::Varchar | DataType::Jsonb => {
-            Box::new(StringBuilder::with_capacity(capacity, capacity * 16))
+/// The Arrow builder of one decoded column, by type: a match per value rather than a call
+/// through `dyn ArrayBuilder` and a downcast.
+enum Builder {
+    Boolean(BooleanBuilder),
+    Int16(Int16Builder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    Float32(Float32Builder),
+    Float64(Float64Builder),
+    Decimal(Decimal128Builder),
+    Text(StringBuilder),
+    Date(Date32Builder),
+    Timestamp(TimestampMicrosecondBuilder),
+    Bytea(BinaryBuilder),
+}
+
+impl Builder {
+    fn new(ty: DataType, capacity: usize) -> Self {
+        match ty {
+            DataType::Boolean => Builder::Boolean(BooleanBuilder::with_capacity(capacity)),
+            DataType::Int16 => Builder::Int16(Int16Builder::with_capacity(capacity)),
+            DataType::Int32 => Builder::Int32(Int32Builder::with_capacity(capacity)),
+            DataType::Int64 => Builder::Int64(Int64Builder::with_capacity(capacity)),
+            DataType::Float32 => Builder::Float32(Float32Builder::with_capacity(capacity)),
+            DataType::Float64 => Builder::Float64(Float64Builder::with_capacity(capacity)),
+            DataType::Decimal { precision, scale } => Builder::Decimal(
+                Decimal128Builder::with_capacity(capacity)
+                    .with_precision_and_scale(precision, scale)
+                    .expect("catalog validated precision and scale"),
+            ),
+            DataType::Varchar | DataType::Jsonb => {
+                Builder::Text(StringBuilder::with_capacity(capacity, capacity * 16))
+            }
+            DataType::Date => Builder::Date(Date32Builder::with_capacity(capacity)),
+            DataType::Timestamp => {
+                Builder::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity))
+            }
+            DataType::Timestamptz => Builder::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone(Arc::from(UTC)),
+            ),
+            DataType::Bytea => {
+                Builder::Bytea(BinaryBuilder::with_capacity(capacity, capacity * 16))
+            }
         }
-        DataType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-        DataType::Timestamp => Box::new(TimestampMicrosecondBuilder::with_capacity(capacity)),
-        DataType::Timestamptz => Box::new(
-            TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone(Arc::from(UTC)),
-        ),
-        DataType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+    }
+
+    /// Appends a value whose payload length [`payload_len`] checked (`None`: NULL).
+    fn append(&mut self, payload: Option<&[u8]>) {
+        match self {
+            Builder::Boolean(b) => b.append_option(payload.map(|p| p[0] != 0)),
+            Builder::Int16(b) => b.append_option(payload.map(|p| i16::from_le_bytes(le(p)))),
+            Builder::Int32(b) => b.append_option(payload.map(|p| i32::from_le_bytes(le(p)))),
+            Builder::Int64(b) => b.append_option(payload.map(|p| i64::from_le_bytes(le(p)))),
+            Builder::Float32(b) => b.append_option(payload.map(|p| f32::from_le_bytes(le(p)))),
+            Builder::Float64(b) => b.append_option(payload.map(|p| f64::from_le_bytes(le(p)))),
+            Builder::Decimal(b) => b.append_option(payload.map(|p| i128::from_le_bytes(le(p)))),
+            Builder::Date(b) => b.append_option(payload.map(|p| i32::from_le_bytes(le(p)))),
+            Builder::Timestamp(b) => b.append_option(payload.map(|p| i64::from_le_bytes(le(p)))),
+            Builder::Text(b) => {
+                b.append_option(payload.map(|p| {
+                    std::str::from_utf8(&p[4..]).expect("text was valid UTF-8 when stored")
+                }))
+            }
+            Builder::Bytea(b) => b.append_option(payload.map(|p| &p[4..])),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_dyn().len()
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Builder::Boolean(b) => Arc::new(b.finish()),
+            Builder::Int16(b) => Arc::new(b.finish()),
+            Builder::Int32(b) => Arc::new(b.finish()),
+            Builder::Int64(b) => Arc::new(b.finish()),
+            Builder::Float32(b) => Arc::new(b.finish()),
+            Builder::Float64(b) => Arc::new(b.finish()),
+            Builder::Decimal(b) => Arc::new(b.finish()),
+            Builder::Text(b) => Arc::new(b.finish()),
+            Builder::Date(b) => Arc::new(b.finish()),
+            Builder::Timestamp(b) => Arc::new(b.finish()),
+            Builder::Bytea(b) => Arc::new(b.finish()),
+        }
+    }
+
+    fn as_dyn(&self) -> &dyn ArrayBuilder {
+        match self {
+            Builder::Boolean(b) => b,
+            Builder::Int16(b) => b,
+            Builder::Int32(b) => b,
+            Builder::Int64(b) => b,
+            Builder::Float32(b) => b,
+            Builder::Float64(b) => b,
+            Builder::Decimal(b) => b,
+            Builder::Text(b) => b,
+            Builder::Date(b) => b,
+            Builder::Timestamp(b) => b,
+            Builder::Bytea(b) => b,
+        }
     }
 }
 
 fn le<const N: usize>(p: &[u8]) -> [u8; N] {
     p[..N].try_into().expect("payload length checked by payload_len")
-}
-
-fn append(b: &mut dyn ArrayBuilder, ty: DataType, payload: Option<&[u8]>) {
-    fn typed<T: 'static>(b: &mut dyn ArrayBuilder) -> &mut T {
-        b.as_any_mut().downcast_mut::<T>().expect("builder made by builder_for")
-    }
-    match ty {
-        DataType::Boolean => typed::<BooleanBuilder>(b).append_option(payload.map(|p| p[0] != 0)),
-        DataType::Int16 => {
-            typed::<Int16Builder>(b).append_option(payload.map(|p| i16::from_le_bytes(le(p))))
-        }
-        DataType::Int32 => {
-            typed::<Int32Builder>(b).append_option(payload.map(|p| i32::from_le_bytes(le(p))))
-        }
-        DataType::Int64 => {
-            typed::<Int64Builder>(b).append_option(payload.map(|p| i64::from_le_bytes(le(p))))
-        }
-        DataType::Float32 => {
-            typed::<Float32Builder>(b).append_option(payload.map(|p| f32::from_le_bytes(le(p))))
-        }
-        DataType::Float64 => {
-            typed::<Float64Builder>(b).append_option(payload.map(|p| f64::from_le_bytes(le(p))))
-        }
-        DataType::Decimal { .. } => {
-            typed::<Decimal128Builder>(b).append_option(payload.map(|p| i128::from_le_bytes(le(p))))
-        }
-        DataType::Date => {
-            typed::<Date32Builder>(b).append_option(payload.map(|p| i32::from_le_bytes(le(p))))
-        }
-        DataType::Timestamp | DataType::Timestamptz => typed::<TimestampMicrosecondBuilder>(b)
-            .append_option(payload.map(|p| i64::from_le_bytes(le(p)))),
-        DataType::Varchar | DataType::Jsonb => typed::<StringBuilder>(b).append_option(
-            payload
-                .map(|p| std::str::from_utf8(&p[4..]).expect("text was valid UTF-8 when stored")),
-        ),
-        DataType::Bytea => typed::<BinaryBuilder>(b).append_option(payload.map(|p| &p[4..])),
-    }
 }
 
 #[cfg(test)]
@@ -255,6 +299,22 @@ mod tests {
         let out = some.finish();
         assert_eq!(&out[0], &dec);
         assert_eq!(&out[1], &ints);
+    }
+
+    #[test]
+    fn columns_after_the_last_projected_one_are_not_walked() {
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![Some(7), None]));
+        let text: ArrayRef = Arc::new(StringArray::from(vec![Some("abc"), Some("de")]));
+        let types = [DataType::Int32, DataType::Varchar];
+        let mut rows = vec![Vec::new(); 2];
+        encode_rows(&[ints.clone(), text], &mut rows);
+        // The text column of each row is cut short: only a decoder that walks it notices.
+        let cut: Vec<Vec<u8>> = rows.iter().map(|r| r[..r.len() - 1].to_vec()).collect();
+        let mut first = RowDecoder::new(&types, &[0], 2);
+        cut.iter().for_each(|r| first.push(r).unwrap());
+        assert_eq!(&first.finish()[0], &ints);
+        let mut both = RowDecoder::new(&types, &[1, 0], 2);
+        assert!(both.push(&cut[0]).is_err(), "a projected column cut short is corrupt");
     }
 
     #[test]
