@@ -72,6 +72,7 @@ fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(THREAD_STACK_BYTES)
+        .on_thread_start(sluice::storage::store::disable_perf_counters)
         .build()
         .context("cannot start the async runtime")?
         .block_on(serve())
