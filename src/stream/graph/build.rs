@@ -20,7 +20,9 @@ use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::dispatch::{Output, owned_vnodes};
 use crate::stream::executor::BoxedExecutor;
-use crate::stream::executor::backfill::arrangement::{ArrangementBackfillExecutor, BackfillConfig};
+use crate::stream::executor::backfill::arrangement::{
+    ArrangementBackfillExecutor, BackfillConfig, PAGE_ROWS,
+};
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::gate::GateExecutor;
@@ -186,6 +188,7 @@ fn build_fragment(
                     output_schema: node.schema.clone(),
                     progress_table: ctx.tables[*progress].clone(),
                     rate_limit: ctx.rate_limit,
+                    page_rows: PAGE_ROWS,
                     vnodes: owned_vnodes(i, n),
                     barrier: ctx.barrier.clone(),
                 };

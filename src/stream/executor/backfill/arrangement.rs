@@ -44,8 +44,10 @@ use crate::stream::executor::filter::mask_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Barrier, Message, StreamChunk, unexpected_truncate};
 
-/// Rows read from the snapshot per page.
-const PAGE_ROWS: usize = 1024;
+/// Rows read from the snapshot per page, unless the config says otherwise
+/// ([`BackfillConfig::page_rows`]). Each page opens a RocksDB iterator and seeks it, and goes
+/// downstream as one chunk: fewer, larger pages cost less per row.
+pub const PAGE_ROWS: usize = 8192;
 
 /// Where the backfill of one vnode stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +81,8 @@ pub struct BackfillConfig {
     pub progress_table: Arc<TableCatalog>,
     /// Snapshot rows per second; `None` for no limit, `Some(0)` pauses the backfill.
     pub rate_limit: Option<u64>,
+    /// The most rows a snapshot page reads (and a chunk of them holds): [`PAGE_ROWS`].
+    pub page_rows: usize,
     /// The vnodes this actor backfills (and whose upstream changes it receives).
     pub vnodes: Vec<VirtualNode>,
     /// Asks for an early checkpoint once the snapshot is read, so completion is recorded
@@ -290,7 +294,7 @@ impl Backfill {
         if self.cursor == self.owned.len() || self.epoch_full() {
             return 0;
         }
-        self.limiter.budget(PAGE_ROWS)
+        self.limiter.budget(self.config.page_rows)
     }
 
     /// The next message to emit downstream; upstream chunks are buffered, snapshot pages
@@ -574,6 +578,7 @@ mod tests {
             output_schema: schema("i I"),
             progress_table: progress_table(),
             rate_limit,
+            page_rows: 1024,
             vnodes: vec![the_vnode()],
             barrier: handle,
         };
