@@ -150,11 +150,9 @@ struct Partial {
     calls: Vec<AggCall>,
     schema: SchemaRef,
     max_groups: usize,
-    converter: RowConverter,
-    /// The groups' values, in the row format, in the order first seen.
-    groups: Rows,
-    /// Where each group of `groups` is, by its row bytes.
-    index: hashbrown::HashMap<Box<[u8]>, usize>,
+    groups: Groups,
+    /// The group of each row of the chunk being folded (kept to reuse its allocation).
+    slots: Vec<usize>,
     row_counts: Vec<i64>,
     accs: Vec<Acc>,
     /// Input rows folded since the last send.
@@ -170,12 +168,8 @@ impl Partial {
         schema: SchemaRef,
         max_groups: usize,
     ) -> Result<Self> {
-        let fields = schema.fields()[..group_exprs.len()]
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
-        let converter = RowConverter::new(fields)?;
-        let groups = converter.empty_rows(0, 0);
+        let types: Vec<ArrowType> =
+            schema.fields()[..group_exprs.len()].iter().map(|f| f.data_type().clone()).collect();
         let accs = calls
             .iter()
             .map(|c| match c.kind {
@@ -188,9 +182,8 @@ impl Partial {
             calls,
             schema,
             max_groups,
-            converter,
-            groups,
-            index: hashbrown::HashMap::new(),
+            groups: Groups::new(&types)?,
+            slots: Vec::new(),
             row_counts: Vec::new(),
             accs,
             folded: 0,
@@ -225,30 +218,18 @@ impl Partial {
         }
         let n = chunk.len();
         let columns = self.group_columns(chunk)?;
-        let rows = self.converter.convert_columns(&columns)?;
-        let mut slots = Vec::with_capacity(n);
-        for row in rows.iter() {
-            let bytes = row.as_ref();
-            let slot = match self.index.get(bytes) {
-                Some(&slot) => slot,
-                None => {
-                    let slot = self.row_counts.len();
-                    self.groups.push(row);
-                    self.index.insert(bytes.into(), slot);
-                    self.row_counts.push(0);
-                    for acc in &mut self.accs {
-                        match acc {
-                            Acc::Count(counts) => counts.push(0),
-                            Acc::Sum { sums, nonnull } => {
-                                sums.push(0);
-                                nonnull.push(0);
-                            }
-                        }
-                    }
-                    slot
+        let mut slots = std::mem::take(&mut self.slots);
+        self.groups.slots(&columns, &mut slots)?;
+        let groups = self.groups.len();
+        self.row_counts.resize(groups, 0);
+        for acc in &mut self.accs {
+            match acc {
+                Acc::Count(counts) => counts.resize(groups, 0),
+                Acc::Sum { sums, nonnull } => {
+                    sums.resize(groups, 0);
+                    nonnull.resize(groups, 0);
                 }
-            };
-            slots.push(slot);
+            }
         }
         let signs = signs(chunk);
         for (&slot, &sign) in slots.iter().zip(&signs) {
@@ -277,6 +258,7 @@ impl Partial {
                 }
             }
         }
+        self.slots = slots;
         self.folded += n;
         if self.row_counts.len() < self.max_groups {
             return Ok(None);
@@ -292,7 +274,7 @@ impl Partial {
         if n == 0 {
             return Ok(None);
         }
-        let mut columns = self.converter.convert_rows(self.groups.iter())?;
+        let mut columns = self.groups.take_columns()?;
         let mut changed: Vec<bool> = self.row_counts.iter().map(|&c| c != 0).collect();
         columns.push(Arc::new(Int64Array::from(std::mem::take(&mut self.row_counts))));
         for (i, acc) in self.accs.iter_mut().enumerate() {
@@ -310,8 +292,6 @@ impl Partial {
                 }
             }
         }
-        self.groups.clear();
-        self.index.clear();
         self.folded = 0;
         let options = RecordBatchOptions::new().with_row_count(Some(n));
         let batch = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;
@@ -355,6 +335,113 @@ impl Partial {
         let options = RecordBatchOptions::new().with_row_count(Some(n));
         let batch = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;
         Ok(StreamChunk::new(vec![Op::Insert; n], batch))
+    }
+}
+
+/// The groups of a [`Partial`], each numbered by the order it was first seen (its slot in the
+/// running sums).
+enum Groups {
+    /// One integer group column, grouped by value: no row encoding, and a lookup hashes and
+    /// compares a number rather than bytes behind a pointer.
+    Int {
+        ty: ArrowType,
+        index: hashbrown::HashMap<i64, usize>,
+        /// The slot of the NULL group, if seen.
+        null: Option<usize>,
+        /// Each group's value (`None`: NULL), by slot.
+        values: Vec<Option<i64>>,
+    },
+    /// Any other group key, grouped by the row-format bytes of its values.
+    Rows {
+        converter: RowConverter,
+        /// The groups' values, by slot.
+        rows: Rows,
+        index: hashbrown::HashMap<Box<[u8]>, usize>,
+    },
+}
+
+impl Groups {
+    fn new(types: &[ArrowType]) -> Result<Self> {
+        if let [ty @ (ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64)] = types {
+            return Ok(Groups::Int {
+                ty: ty.clone(),
+                index: hashbrown::HashMap::new(),
+                null: None,
+                values: Vec::new(),
+            });
+        }
+        let converter =
+            RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?;
+        let rows = converter.empty_rows(0, 0);
+        Ok(Groups::Rows { converter, rows, index: hashbrown::HashMap::new() })
+    }
+
+    /// The number of groups.
+    fn len(&self) -> usize {
+        match self {
+            Groups::Int { values, .. } => values.len(),
+            Groups::Rows { rows, .. } => rows.num_rows(),
+        }
+    }
+
+    /// Sets `slots` to the slot of each row's group in `columns` (the group values), adding
+    /// the groups not seen yet.
+    fn slots(&mut self, columns: &[ArrayRef], slots: &mut Vec<usize>) -> Result<()> {
+        slots.clear();
+        match self {
+            Groups::Int { index, null, values, .. } => {
+                let column = arrow::compute::cast(&columns[0], &ArrowType::Int64)?;
+                let column = column.as_primitive::<Int64Type>();
+                for (row, &v) in column.values().iter().enumerate() {
+                    let slot = if column.is_null(row) {
+                        *null.get_or_insert_with(|| {
+                            values.push(None);
+                            values.len() - 1
+                        })
+                    } else {
+                        *index.entry(v).or_insert_with(|| {
+                            values.push(Some(v));
+                            values.len() - 1
+                        })
+                    };
+                    slots.push(slot);
+                }
+            }
+            Groups::Rows { converter, rows, index } => {
+                for row in converter.convert_columns(columns)?.iter() {
+                    let bytes = row.as_ref();
+                    let slot = match index.get(bytes) {
+                        Some(&slot) => slot,
+                        None => {
+                            let slot = rows.num_rows();
+                            rows.push(row);
+                            index.insert(bytes.into(), slot);
+                            slot
+                        }
+                    };
+                    slots.push(slot);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The group values as columns, by slot; forgets the groups.
+    fn take_columns(&mut self) -> Result<Vec<ArrayRef>> {
+        match self {
+            Groups::Int { ty, index, null, values } => {
+                index.clear();
+                *null = None;
+                let column: ArrayRef = Arc::new(Int64Array::from(std::mem::take(values)));
+                Ok(vec![arrow::compute::cast(&column, ty)?])
+            }
+            Groups::Rows { converter, rows, index } => {
+                let columns = converter.convert_rows(rows.iter())?;
+                rows.clear();
+                index.clear();
+                Ok(columns)
+            }
+        }
     }
 }
 
@@ -537,6 +624,25 @@ mod tests {
 
                         barrier 2";
         assert_eq!(local("i I", "sum(c1)", 2, input).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn null_is_a_group_of_its_own_whether_grouped_by_number_or_by_text() {
+        // One integer group column is grouped by value, any other key by its encoded bytes.
+        let numbers = [chunk("i I\n+ . 1\n+ 1 2\n+ . 3\n- 1 2"), barrier(1)];
+        let expected = "i I I I
+                        + . 2 4 2
+
+                        barrier 1";
+        assert_eq!(local("i I", "sum(c1)", 100, numbers).await, dedent(expected));
+        let texts = [chunk("T I\n+ a 1\n+ . 2\n+ a 3\n- b 4"), barrier(1)];
+        let expected = "T I I I
+                        + . 1 2 1
+                        + a 2 4 2
+                        + b -1 -4 -1
+
+                        barrier 1";
+        assert_eq!(local("T I", "sum(c1)", 100, texts).await, dedent(expected));
     }
 
     #[tokio::test]
