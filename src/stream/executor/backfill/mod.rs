@@ -27,8 +27,11 @@ pub const EPOCH_ROWS: usize = 64 * 1024;
 /// See [`EPOCH_ROWS`].
 pub const EPOCH_BYTES: usize = 32 << 20;
 
-/// See [`EPOCH_ROWS`].
-pub const EPOCH_ROWS_MAX: usize = 1 << 20;
+/// See [`EPOCH_ROWS`]. Rarely what ends an epoch: one second of reading at the backfill
+/// barrier interval is fewer rows. At 1 M, a view aggregating its input into many groups
+/// (eager aggregation's 100 k partial groups) ended its epochs here, and each epoch sent every
+/// group through the final phase again (docs/benchmarks.md, "Epochs of up to 4 M rows").
+pub const EPOCH_ROWS_MAX: usize = 4 << 20;
 
 /// True when an epoch that has read `rows` snapshot rows is full (see [`EPOCH_ROWS`]).
 pub fn epoch_full(rows: usize, store: &Store) -> bool {
