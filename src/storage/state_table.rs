@@ -14,7 +14,9 @@ use arrow::array::ArrayRef;
 use crate::chunk::StreamChunk;
 use crate::error::Result;
 use crate::ids::{Epoch, TableId, VirtualNode};
-use crate::storage::keycodec::{encode_keys, encode_keys_into, table_prefix, vnode_prefix};
+use crate::storage::keycodec::{
+    encode_keys, encode_keys_into, prefix_successor, table_prefix, vnode_prefix,
+};
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
 
@@ -223,6 +225,50 @@ impl StateTable {
         Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
     }
 
+    /// For each of `prefixes` (ascending, none a prefix of another), the values of the current
+    /// rows whose keys start with it, in key order, including writes not yet committed. The
+    /// committed rows of all of them are read with one iterator (see
+    /// [`ReadSnapshot::scan_prefixes`](crate::storage::store::ReadSnapshot::scan_prefixes)).
+    pub fn rows_by_prefix(&self, prefixes: &[&[u8]]) -> Result<Vec<Vec<Vec<u8>>>> {
+        let overlays = self.overlays();
+        if overlays.iter().any(|b| !b.cleared().is_empty()) {
+            // Rare (a truncate in an epoch not committed yet): each prefix on its own.
+            return prefixes
+                .iter()
+                .map(|p| {
+                    let end = prefix_end(p);
+                    Ok(self.iter_range(p, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect())
+                })
+                .collect();
+        }
+        let mut committed: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![Vec::new(); prefixes.len()];
+        self.store.snapshot().scan_prefixes(prefixes, |i, k, v| {
+            committed[i].push((k.to_vec(), v.to_vec()));
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(prefixes.len());
+        for (prefix, committed) in prefixes.iter().zip(committed) {
+            let end = prefix_end(prefix);
+            let written: Vec<_> = overlays
+                .iter()
+                .map(|b| b.range(prefix, Bound::Excluded(&end)))
+                .filter(|w| !w.is_empty())
+                .collect();
+            if written.is_empty() {
+                out.push(committed.into_iter().map(|(_, v)| v).collect());
+                continue;
+            }
+            // Oldest first: each newer write of a key replaces what came before it.
+            let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+                committed.into_iter().map(|(k, v)| (k, Some(v))).collect();
+            for writes in written {
+                rows.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
+            }
+            out.push(rows.into_values().flatten().collect());
+        }
+        Ok(out)
+    }
+
     /// The current row with the greatest (`last`) or smallest key in `start <= key < end`,
     /// including writes not yet committed. Reads the committed rows from that end of the range,
     /// so it costs one row plus the uncommitted writes of the range, whatever the range holds.
@@ -300,6 +346,11 @@ impl Drop for StateTable {
     fn drop(&mut self) {
         self.store.note_buffered(-(self.buffer.bytes() as i64));
     }
+}
+
+/// The first key after every key starting with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1])
 }
 
 /// The parts of `start..end` that no clear of `overlays` covers, in key order: where the

@@ -431,6 +431,9 @@ impl Store {
     }
 }
 
+/// Rows [`ReadSnapshot::scan_prefixes`] steps over before it seeks instead.
+const STEPS_BEFORE_SEEK: usize = 8;
+
 /// How many rows ahead an ingestion fetches into the cache (see [`Store::commit`]).
 const PREFETCH_ROWS: usize = 16;
 
@@ -734,6 +737,51 @@ impl ReadSnapshot {
         Ok(last)
     }
 
+    /// Visits the rows whose keys start with each of `prefixes` (ascending, none a prefix of
+    /// another), in key order, as `visit(index of the prefix, key, value)`, with one iterator:
+    /// probing a join side with a chunk's keys one iterator each cost an iterator's setup and
+    /// a seek per key. Between two prefixes the iterator steps on rather than seeks when the
+    /// next prefix's rows are at most a few rows ahead, so probes that cover most of a table
+    /// read it as one scan.
+    pub fn scan_prefixes(
+        &self,
+        prefixes: &[&[u8]],
+        mut visit: impl FnMut(usize, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let (Some(first), Some(last)) = (prefixes.first(), prefixes.last()) else {
+            return Ok(());
+        };
+        let cf = self.db.cf_handle(STATE_CF).expect("state column family exists");
+        let mut ro = ReadOptions::default();
+        match prefix_successor(last) {
+            Some(end) => ro.set_iterate_range(first.to_vec()..end),
+            None => ro.set_iterate_lower_bound(first.to_vec()),
+        }
+        let mut iter = self.snapshot.raw_iterator_cf_opt(cf, ro);
+        iter.seek(first);
+        for (i, prefix) in prefixes.iter().enumerate() {
+            let mut steps = 0;
+            while iter.valid() && iter.key().expect("valid") < *prefix {
+                if steps == STEPS_BEFORE_SEEK {
+                    iter.seek(prefix);
+                    break;
+                }
+                iter.next();
+                steps += 1;
+            }
+            while iter.valid() {
+                let (k, v) = (iter.key().expect("valid"), iter.value().expect("valid"));
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                visit(i, k, v)?;
+                iter.next();
+            }
+            iter.status()?;
+        }
+        Ok(())
+    }
+
     /// Visits rows with `start <= key < end` in ascending (or, if `reverse`, descending) key
     /// order until `visit` returns false.
     pub fn scan_until(
@@ -871,6 +919,43 @@ mod tests {
 
     fn key(i: u32) -> Vec<u8> {
         [&[0, 0, 0, 1][..], &i.to_be_bytes()].concat()
+    }
+
+    #[test]
+    fn prefixes_read_with_one_iterator_visit_exactly_their_rows_whether_it_steps_or_seeks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.stage(Epoch(1), Arc::new(rows(0..4096, b"a")));
+        store.commit(Epoch(1)).unwrap();
+        let snapshot = store.snapshot();
+        let visited = |prefixes: &[&[u8]]| {
+            let mut seen = Vec::new();
+            snapshot
+                .scan_prefixes(prefixes, |i, k, v| {
+                    assert!(k.starts_with(prefixes[i]), "row {k:?} under prefix {i}");
+                    assert_eq!(&v[..4], &k[4..], "the value of {k:?}");
+                    seen.push((i, u32::from_be_bytes(k[4..].try_into().unwrap())));
+                    Ok(())
+                })
+                .unwrap();
+            seen
+        };
+        // Whole keys: the next one a row or two ahead (steps), or far ahead (a seek); absent.
+        let keys: Vec<Vec<u8>> = [7, 8, 10, 3000, 5000].map(key).into();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        assert_eq!(visited(&keys), [(0, 7), (1, 8), (2, 10), (3, 3000)]);
+        // Prefixes of 256 rows each: adjacent, three groups apart, empty, and the last.
+        let groups: Vec<Vec<u8>> = [0, 1, 5, 100, 15].map(|g| key(g << 8)[..7].to_vec()).into();
+        let mut groups: Vec<&[u8]> = groups.iter().map(Vec::as_slice).collect();
+        groups.sort();
+        let seen = visited(&groups);
+        let expected: Vec<(usize, u32)> = [0u32, 1, 5, 15]
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &g)| (g << 8..(g + 1) << 8).map(move |k| (i, k)))
+            .collect();
+        assert_eq!(seen, expected);
+        assert!(visited(&[]).is_empty());
     }
 
     #[test]

@@ -139,6 +139,9 @@ pub(crate) struct Side {
 /// Join keys a side caches before it starts over; bounds the cache's memory.
 const CACHE_KEYS: usize = 1 << 18;
 
+/// A chunk probing fewer uncached keys than this reads each on its own (see [`Side::preload`]).
+const PRELOAD_MIN_KEYS: usize = 16;
+
 impl Side {
     fn new(side: &JoinSide, store: &Arc<Store>) -> Self {
         Self {
@@ -191,6 +194,36 @@ impl Side {
             Some(rows) => self.table.write_chunk(&rows),
             None => Ok(()),
         }
+    }
+
+    /// Reads the stored rows of the join keys `prefixes[i]` with `wanted[i]` that are not
+    /// cached into the cache, with one iterator: a chunk's probes then hit the cache. One seek
+    /// and iterator per probed key was most of what a join cost when a chunk probed thousands
+    /// of keys (an eager aggregation's partial groups, released at once).
+    fn preload(&self, prefixes: &[Vec<u8>], wanted: &[bool]) -> Result<()> {
+        let mut missing: Vec<&[u8]> = {
+            let cache = self.cache.borrow();
+            prefixes
+                .iter()
+                .zip(wanted)
+                .filter(|&(p, &w)| w && !cache.contains_key(p.as_slice()))
+                .map(|(p, _)| p.as_slice())
+                .collect()
+        };
+        if missing.len() < PRELOAD_MIN_KEYS {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let rows = self.table.rows_by_prefix(&missing)?;
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() + missing.len() > CACHE_KEYS {
+            cache.clear();
+        }
+        for (prefix, rows) in missing.into_iter().zip(rows) {
+            cache.insert(prefix.to_vec(), rows.into());
+        }
+        Ok(())
     }
 
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
@@ -281,6 +314,7 @@ fn join_chunk(
     let has_key: Vec<bool> = (0..chunk.len()).map(|i| keys.iter().all(|k| k.is_valid(i))).collect();
     let other_def = sides[other].def.clone();
     let prefixes = encode_keys(other_def.id, &keys, chunk.len(), keys.len())?;
+    sides[other].preload(&prefixes, &has_key)?;
     let mut ops = Vec::new();
     let mut this_rows = Vec::new();
     let mut other_rows = Vec::new();
@@ -544,6 +578,40 @@ pub(crate) mod tests {
         // Another key: each half matches its own rows.
         assert_eq!(j.left("i T\nU- 1 b\nU+ 2 b").await, "i T i T i\n- 1 b 1 x 1\n+ 2 b 2 y 2");
         assert_eq!(j.right("i T\nU- 2 y\nU+ 2 z").await, "i T i T i\n- 2 b 2 y 2\n+ 2 b 2 z 2");
+    }
+
+    #[tokio::test]
+    async fn a_chunk_probing_many_keys_sees_committed_sealed_and_current_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut j = Join::start(JoinKind::Inner, &store).await;
+        // Committed: keys 1..=400, one right row each, and key 2 twice.
+        let rows: String = (1..=400).map(|k| format!("\n+ {k} r{k}")).collect();
+        assert_eq!(j.right(&format!("i T{rows}\n+ 2 s2")).await, "");
+        assert_eq!(j.checkpoint(1).await, "barrier 1");
+        // Epoch 2, sealed but not committed: key 3 changes its row, key 5 loses it.
+        assert_eq!(j.right("i T\n- 3 r3\n+ 3 x3\n- 5 r5").await, "");
+        assert_eq!(j.send(true, barrier(2)).await, "");
+        assert_eq!(j.send(false, barrier(2)).await, "barrier 2");
+        // Epoch 3, not sealed: key 7 gains a row, key 401 its first.
+        assert_eq!(j.right("i T\n+ 7 y7\n+ 401 r401").await, "");
+        // One left chunk probing 30 keys, most far apart among the stored ones.
+        let probes: Vec<u32> = (1..=10).chain((0..20).map(|i| 20 * i + 13)).chain([401]).collect();
+        let left: String = probes.iter().map(|k| format!("\n+ {k} l{k}")).collect();
+        let out = j.left(&format!("i T{left}")).await;
+        let mut expected = vec!["i T i T i".to_owned()];
+        for &k in &probes {
+            let mut matches = match k {
+                2 => vec!["r2".to_owned(), "s2".to_owned()],
+                3 => vec!["x3".to_owned()],
+                5 => vec![],
+                7 => vec!["r7".to_owned(), "y7".to_owned()],
+                k => vec![format!("r{k}")],
+            };
+            matches.sort();
+            expected.extend(matches.iter().map(|m| format!("+ {k} l{k} {k} {m} {k}")));
+        }
+        assert_eq!(out, expected.join("\n"));
     }
 
     #[tokio::test]
