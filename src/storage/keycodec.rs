@@ -178,5 +178,12 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// An exclusive end for a scan of every key starting with `prefix`: its
+/// [`prefix_successor`], or, for a prefix of only `0xff` bytes, a key of `0xff` bytes longer
+/// than the prefix.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1])
+}
+
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use crate::chunk::StreamChunk;
 use crate::error::Result;
 use crate::ids::{Epoch, TableId, VirtualNode};
 use crate::storage::keycodec::{
-    encode_keys, encode_keys_into, prefix_successor, table_prefix, vnode_prefix,
+    encode_keys, encode_keys_into, prefix_end, table_prefix, vnode_prefix,
 };
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
@@ -346,11 +346,6 @@ impl Drop for StateTable {
     fn drop(&mut self) {
         self.store.note_buffered(-(self.buffer.bytes() as i64));
     }
-}
-
-/// The first key after every key starting with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1])
 }
 
 /// The parts of `start..end` that no clear of `overlays` covers, in key order: where the

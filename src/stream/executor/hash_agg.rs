@@ -36,7 +36,8 @@ use futures::StreamExt;
 use crate::catalog::{Epoch, TableCatalog, TableId, VirtualNode};
 use crate::error::{Error, Result};
 use crate::storage::keycodec::{
-    encode_keys, encode_keys_into, prefix_successor, release_marker, vnode_in_key, vnode_prefix,
+    encode_keys, encode_keys_into, prefix_end, prefix_successor, release_marker, vnode_in_key,
+    vnode_prefix,
 };
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
@@ -738,7 +739,7 @@ impl Aggregation {
                 .map(|v| v.to_array())
                 .collect::<datafusion::error::Result<_>>()?;
             let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
-            let end = prefix_successor(&prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
+            let end = prefix_end(&prefix);
             // The extreme is the first (min) or last (max) value of the group's multiset.
             let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
             group.states[i] = AggState::Extreme(match pick {

@@ -20,7 +20,7 @@ use futures::StreamExt;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::error::Result;
-use crate::storage::keycodec::{encode_keys, prefix_successor};
+use crate::storage::keycodec::{encode_keys, prefix_end};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
@@ -231,7 +231,7 @@ impl Side {
         if let Some(rows) = self.cache.borrow().get(prefix) {
             return Ok(rows.clone());
         }
-        let end = prefix_successor(prefix).unwrap_or_else(|| vec![u8::MAX; prefix.len() + 1]);
+        let end = prefix_end(prefix);
         let rows: Rows =
             self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect();
         let mut cache = self.cache.borrow_mut();
