@@ -515,6 +515,10 @@ fn file_pieces(rows: &[Write<'_>]) -> Vec<Piece> {
     let prefix = |i: usize| rows[i].0.get(..KEY_PREFIX_LEN);
     let mut runs: Vec<Range<usize>> = Vec::new();
     for i in 0..rows.len() {
+        // The keys lie in the write buffers' arenas in the order written (see [`write_files`]).
+        if let Some(&(ahead, _)) = rows.get(i + PREFETCH_ROWS) {
+            prefetch(ahead);
+        }
         match runs.last_mut() {
             Some(run) if prefix(i).is_some() && prefix(run.start) == prefix(i) => run.end = i + 1,
             _ => runs.push(i..i + 1),
