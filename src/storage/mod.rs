@@ -2,6 +2,9 @@
 
 /// Storage keys: `table id | vnode | memcomparable primary key`, ordered like the keys.
 pub mod keycodec;
+/// Files RocksDB writes stay in the page cache: its advice to drop them is not passed on.
+#[cfg(target_os = "linux")]
+pub mod page_cache;
 /// Row values: compact per-column encoding, Arrow columns in and out.
 pub mod row_codec;
 /// A relation's rows as a table: staged writes per epoch, reads of committed state.

@@ -962,6 +962,64 @@ mod tests {
         assert!(visited(&[]).is_empty());
     }
 
+    /// The pages of `path` in the page cache, and its pages (of 4 KiB).
+    #[cfg(target_os = "linux")]
+    fn cached_pages(path: &Path) -> (usize, usize) {
+        use std::ffi::{c_int, c_void};
+        use std::os::fd::AsRawFd;
+        unsafe extern "C" {
+            fn mmap(
+                at: *mut c_void,
+                len: usize,
+                prot: c_int,
+                flags: c_int,
+                fd: c_int,
+                offset: i64,
+            ) -> *mut c_void;
+            fn munmap(at: *mut c_void, len: usize) -> c_int;
+            fn mincore(at: *mut c_void, len: usize, pages: *mut u8) -> c_int;
+        }
+        const PROT_READ: c_int = 1;
+        const MAP_SHARED: c_int = 1;
+        let file = std::fs::File::open(path).unwrap();
+        let len = file.metadata().unwrap().len() as usize;
+        let mut pages = vec![0u8; len.div_ceil(4096)];
+        // SAFETY: a read-only shared mapping of a file this test holds open, unmapped before it
+        // returns; `mincore` writes one byte per page of it into a vector of that many bytes.
+        unsafe {
+            let at = mmap(std::ptr::null_mut(), len, PROT_READ, MAP_SHARED, file.as_raw_fd(), 0);
+            assert_ne!(at as isize, -1, "mmap of {}", path.display());
+            assert_eq!(mincore(at, len, pages.as_mut_ptr()), 0);
+            munmap(at, len);
+        }
+        (pages.iter().filter(|&&p| p & 1 == 1).count(), pages.len())
+    }
+
+    /// An ingested epoch's file stays in the page cache, though RocksDB's writer asks the kernel
+    /// to drop it (see [`crate::storage::page_cache`]).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_ingested_epoch_stays_in_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut buf = WriteBuffer::new();
+        for i in 0..4 * INGEST_MIN_ROWS as u32 {
+            buf.insert(&key(i), Some(&[i as u8; 100]));
+        }
+        store.stage(Epoch(1), Arc::new(buf));
+        assert!(store.commit(Epoch(1)).unwrap().ingested);
+        let (mut cached, mut pages) = (0, 0);
+        for file in std::fs::read_dir(dir.path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "sst") {
+                let (c, p) = cached_pages(&path);
+                (cached, pages) = (cached + c, pages + p);
+            }
+        }
+        assert!(pages > 3000, "the epoch's 14 MB are in files: {pages} pages");
+        assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
+    }
+
     #[test]
     fn a_large_epoch_is_ingested_atomically_and_later_epochs_win() {
         let dir = tempfile::tempdir().unwrap();

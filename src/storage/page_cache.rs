@@ -1,0 +1,65 @@
+//! Keeps the files RocksDB writes in the page cache.
+//!
+//! RocksDB's `SstFileWriter` tells the kernel to drop the file it writes from the page cache
+//! (`posix_fadvise(.., POSIX_FADV_DONTNEED)` after every megabyte and when it finishes), and
+//! RocksDB's C API has no switch for it. Sluice writes every large epoch with it (an ingested
+//! commit, see [`Store::commit`](crate::storage::store::Store::commit)) and reads those rows
+//! again soon: a view created over a CDC table just copied read the copy's last files back from
+//! the disk, and took twice as long as over the same files cached (docs/benchmarks.md, "Ingested
+//! files kept in the page cache").
+//!
+//! So this process answers that advice itself: it defines `posix_fadvise`, which the linker
+//! binds RocksDB's calls to instead of the C library's, ignores `POSIX_FADV_DONTNEED`, and passes
+//! any other advice to the kernel unchanged. What stays cached is the kernel's to reclaim when
+//! memory runs short, as for any file read or written, and it is not part of the process's
+//! resident memory.
+
+use std::ffi::{c_int, c_long};
+
+/// `off_t` on 64-bit Linux.
+#[allow(non_camel_case_types)]
+type off_t = i64;
+
+/// `POSIX_FADV_DONTNEED` on Linux.
+const POSIX_FADV_DONTNEED: c_int = 4;
+
+/// The number of the `fadvise64` system call.
+#[cfg(target_arch = "x86_64")]
+const SYS_FADVISE64: c_long = 221;
+#[cfg(target_arch = "aarch64")]
+const SYS_FADVISE64: c_long = 223;
+
+unsafe extern "C" {
+    /// The C library's generic system call.
+    fn syscall(number: c_long, ...) -> c_long;
+    /// Where the C library leaves a failed call's error number.
+    fn __errno_location() -> *mut c_int;
+}
+
+/// `posix_fadvise(3)`, but for `POSIX_FADV_DONTNEED`, which succeeds and does nothing.
+///
+/// # Safety
+///
+/// None beyond the system call's: it takes a file descriptor and numbers, and touches no memory.
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fadvise(
+    fd: c_int,
+    offset: off_t,
+    len: off_t,
+    advice: c_int,
+) -> c_int {
+    if advice == POSIX_FADV_DONTNEED {
+        return 0;
+    }
+    // SAFETY: the system call behind the C library's `posix_fadvise` on 64-bit Linux, with the
+    // same arguments in the same order.
+    let done = unsafe { syscall(SYS_FADVISE64, fd as c_long, offset, len, advice as c_long) };
+    if done < 0 {
+        // Like the C library's: the error number is returned, not left in `errno`.
+        // SAFETY: the calling thread's `errno`, which the failed call just set.
+        unsafe { *__errno_location() }
+    } else {
+        0
+    }
+}
