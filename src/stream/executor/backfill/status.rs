@@ -87,33 +87,31 @@ impl RateMeter {
 }
 
 /// The rows a backfill may show: a count becomes visible once the checkpoint recording it is
-/// committed, so what users see never goes back across a crash (the live count runs up to an
-/// epoch ahead of the persisted one). One barrier is in flight at a time, so at each barrier
-/// the count recorded at the previous one is committed.
+/// committed, so what users see never goes back across a crash (the live count runs ahead of
+/// the persisted one). A checkpoint commits beside the epochs after it, so several counts can
+/// wait at once: each shows at the first barrier that finds its checkpoint committed.
 #[derive(Debug, Default)]
 pub struct CommittedRows {
     shown: u64,
-    pending: Option<(Epoch, u64)>,
+    /// Counts recorded at checkpoints not committed yet, oldest first.
+    pending: VecDeque<(Epoch, u64)>,
 }
 
 impl CommittedRows {
     /// Starts from a count restored from committed state.
     pub fn restored(rows: u64) -> Self {
-        Self { shown: rows, pending: None }
+        Self { shown: rows, pending: VecDeque::new() }
     }
 
     /// Notes that the checkpoint of `epoch` records `rows`; returns the count to show now that
     /// `committed` is the committed epoch.
     pub fn record(&mut self, epoch: Epoch, rows: u64, committed: Epoch) -> u64 {
-        if let Some((e, r)) = self.pending.take()
+        self.pending.push_back((epoch, rows));
+        while let Some(&(e, r)) = self.pending.front()
             && e <= committed
         {
             self.shown = self.shown.max(r);
-        }
-        if epoch <= committed {
-            self.shown = self.shown.max(rows);
-        } else {
-            self.pending = Some((epoch, rows));
+            self.pending.pop_front();
         }
         self.shown
     }
@@ -198,6 +196,12 @@ mod tests {
         assert_eq!(rows.record(Epoch(6), 200, Epoch(5)), 150);
         // A count already committed shows at once; it never goes back.
         assert_eq!(rows.record(Epoch(6), 90, Epoch(6)), 200);
+        // Commits lagging two checkpoints behind (a large epoch being ingested beside the next
+        // ones): each count still shows once its own checkpoint commits.
+        assert_eq!(rows.record(Epoch(7), 300, Epoch(6)), 200);
+        assert_eq!(rows.record(Epoch(8), 400, Epoch(6)), 200);
+        assert_eq!(rows.record(Epoch(9), 500, Epoch(7)), 300);
+        assert_eq!(rows.record(Epoch(10), 600, Epoch(9)), 500);
     }
 
     #[test]
