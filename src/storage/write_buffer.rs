@@ -155,6 +155,21 @@ struct Index {
     keys: usize,
 }
 
+impl Index {
+    /// Files entry `at`, whose key hashes to `hash`, as its key's newest; returns the entry it
+    /// replaces, if the key was filed before. `same_key(i)`: whether entry `i` has the key.
+    fn file(&mut self, at: u32, hash: u32, same_key: impl Fn(u32) -> bool) -> Option<u32> {
+        match self.table.find_mut(widen(hash), |&(i, h)| h == hash && same_key(i)) {
+            Some((newest, _)) => Some(std::mem::replace(newest, at)),
+            None => {
+                self.table.insert_unique(widen(hash), (at, hash), |&(_, h)| widen(h));
+                self.keys += 1;
+                None
+            }
+        }
+    }
+}
+
 /// The live entries in key order, as far as they have been sorted.
 #[derive(Debug, Default)]
 struct Order {
@@ -259,32 +274,22 @@ impl WriteBuffer {
 
     /// Puts `value` under `key` (`None`: deletes it), replacing an earlier write of `key`.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+        assert!(key.len() < SUPERSEDED as usize, "a key of 2 GiB or more");
         let at = self.entries.len as u32;
         let entry = Entry {
             key_at: self.arena.push(key, value.unwrap_or_default()),
             key_len: key.len() as u32,
             value_len: value.map_or(DELETE, |v| v.len() as u32),
         };
-        assert!(key.len() < SUPERSEDED as usize, "a key of 2 GiB or more");
         self.entries.push(entry);
         let index = self.index.get_mut();
         if !index.kept {
             return;
         }
         let hash = hash_key(&self.hasher, key);
-        let (arena, entries) = (&self.arena, &mut self.entries);
-        let found = index
-            .table
-            .find_mut(widen(hash), |&(i, h)| h == hash && arena.key(entries.get(i)) == key);
-        match found {
-            Some((newest, _)) => {
-                entries.get_mut(*newest).key_len |= SUPERSEDED;
-                *newest = at;
-            }
-            None => {
-                index.table.insert_unique(widen(hash), (at, hash), |&(_, h)| widen(h));
-                index.keys += 1;
-            }
+        let (arena, entries) = (&self.arena, &self.entries);
+        if let Some(replaced) = index.file(at, hash, |i| arena.key(entries.get(i)) == key) {
+            self.entries.get_mut(replaced).key_len |= SUPERSEDED;
         }
     }
 
@@ -310,16 +315,7 @@ impl WriteBuffer {
         for (at, entry) in self.entries.iter_from(0).enumerate() {
             let key = arena.key(entry);
             let hash = hash_key(&self.hasher, key);
-            let found = index.table.find_mut(widen(hash), |&(i, h)| {
-                h == hash && arena.key(self.entries.get(i)) == key
-            });
-            match found {
-                Some((newest, _)) => *newest = at as u32,
-                None => {
-                    index.table.insert_unique(widen(hash), (at as u32, hash), |&(_, h)| widen(h));
-                    index.keys += 1;
-                }
-            }
+            index.file(at as u32, hash, |i| arena.key(self.entries.get(i)) == key);
         }
         index.kept = true;
     }
