@@ -60,6 +60,16 @@ pub fn filter_chunk(
 ) -> Result<Option<StreamChunk>> {
     let value = eval(predicate, chunk.data())?;
     let passed = value.as_boolean();
+    if chunk.ops().iter().all(|&op| op == Op::Insert) {
+        // Inserts only (a backfill's pages): the predicate's result is the mask as it is, a
+        // NULL dropping its row as `false` does.
+        let kept = passed.true_count();
+        if kept == 0 {
+            return Ok(None);
+        }
+        let data = filter_record_batch(chunk.data(), passed)?;
+        return Ok(Some(StreamChunk::new(vec![Op::Insert; kept], data)));
+    }
     mask_chunk(chunk, |i| passed.is_valid(i) && passed.value(i))
 }
 
@@ -144,6 +154,28 @@ mod tests {
              - .  40",
         );
         assert_eq!(filter(c0_above_2(), [input]).await, dedent("i i\n+ 3 30"));
+    }
+
+    #[tokio::test]
+    async fn a_chunk_of_inserts_only_is_filtered_by_the_predicate_as_a_whole() {
+        let pages = [
+            chunk(
+                "i  i
+                 + 1  10
+                 + .  20
+                 + 3  30
+                 + 4  .",
+            ),
+            chunk(
+                "i  i
+                 + 0  10
+                 + .  20",
+            ),
+        ];
+        let expected = "i i
+                        + 3 30
+                        + 4 .";
+        assert_eq!(filter(c0_above_2(), pages).await, dedent(expected));
     }
 
     #[tokio::test]
