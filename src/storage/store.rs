@@ -33,9 +33,11 @@ use crate::storage::keycodec::{
 use crate::storage::write_buffer::prefetch;
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
-/// versions 1 and 2, which are upgraded in place (they kept the committed epoch in one of the
-/// two places format 3 reads it from).
-pub const FORMAT_VERSION: u32 = 3;
+/// older versions, which are upgraded in place: 1 and 2 kept the committed epoch in one of the
+/// two places format 3 reads it from; format 4 writes rows in a shorter encoding and still reads
+/// the rows format 3 wrote (see [`row_codec`](crate::storage::row_codec)), and a Sluice of
+/// format 3 refuses a data dir that may hold rows it cannot read.
+pub const FORMAT_VERSION: u32 = 4;
 
 const META_CF: &str = "meta";
 const STATE_CF: &str = "state";
@@ -603,7 +605,7 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
 
 /// Whether `format` (the stored version) is one [`Store::open`] upgrades in place.
 fn upgradable(format: &[u8]) -> bool {
-    format == 1u32.to_be_bytes() || format == 2u32.to_be_bytes()
+    [1u32, 2, 3].iter().any(|v| format == v.to_be_bytes())
 }
 
 /// Options of the `state` column family.
@@ -1208,10 +1210,10 @@ mod tests {
     }
 
     #[test]
-    fn format_1_and_2_data_dirs_are_upgraded_with_their_committed_epoch() {
-        // Format 1 kept the epoch in `meta` only, format 2 in `state` only.
+    fn format_1_2_and_3_data_dirs_are_upgraded_with_their_committed_epoch() {
+        // Format 1 kept the epoch in `meta` only, format 2 in `state` only, format 3 in both.
         for (format, in_meta, in_state, committed) in
-            [(1u32, Some(9), None, 9), (2, None, Some(7), 7)]
+            [(1u32, Some(9), None, 9), (2, None, Some(7), 7), (3, Some(5), Some(6), 6)]
         {
             let dir = tempfile::tempdir().unwrap();
             {
