@@ -325,23 +325,23 @@ impl PartitionStream for RelationScan {
                 }
             };
             if let Some(key) = &point {
-                let mut decoder = RowDecoder::new(&types, &projection, 1);
+                let mut decoder = RowDecoder::new(&types, &table.pk, &projection, 1);
                 let row = snapshot.get(key).map_err(|e| DataFusionError::External(Box::new(e)))?;
                 if let Some(row) = row {
-                    decoder.push(&row).map_err(|e| DataFusionError::External(Box::new(e)))?;
+                    decoder.push(key, &row).map_err(|e| DataFusionError::External(Box::new(e)))?;
                     let _ = tx.blocking_send(Ok(to_batch(&schema, decoder.finish(), 1)?));
                 }
                 return Ok(());
             }
             let (mut start, end) = key_range(&table);
-            let mut decoder = RowDecoder::new(&types, &projection, PAGE_ROWS);
+            let mut decoder = RowDecoder::new(&types, &table.pk, &projection, PAGE_ROWS);
             while remaining > 0 {
                 let page = remaining.min(PAGE_ROWS);
                 let mut rows = 0;
                 let last = snapshot
-                    .scan_once(&start, &end, page, |_, v| {
+                    .scan_once(&start, &end, page, |k, v| {
                         rows += 1;
-                        decoder.push(v)
+                        decoder.push(k, v)
                     })
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 if rows > 0 {

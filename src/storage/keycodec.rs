@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::ids::{TableId, VirtualNode};
+use crate::types::DataType;
 
 /// Bytes before the primary key: 4 for the table id, 2 for the vnode.
 pub const KEY_PREFIX_LEN: usize = 6;
@@ -120,6 +121,111 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
         }),
         other => Err(Error::Storage(format!("cannot encode key column of type {other}"))),
     }
+}
+
+/// Whether a key column of type `ty` need not be stored in the row's value as well: its key
+/// encoding keeps every bit of the value. Floats do not (the encoding makes `-0` and `0`, and
+/// every NaN, one key), so a float key column stays in the value too.
+pub fn key_holds_value(ty: DataType) -> bool {
+    !matches!(ty, DataType::Float32 | DataType::Float64)
+}
+
+/// Reads the primary-key values of a stored key back, in key order: the inverse of
+/// [`encode_column`] for the types [`key_holds_value`] accepts.
+///
+/// Written here rather than with `memcomparable::Deserializer`, which panics on a key cut
+/// short and allocates a `String` per text value: a stored key read back is checked like a
+/// stored value, and each value goes straight into the caller's buffer.
+pub struct KeyValues<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> KeyValues<'a> {
+    /// The primary-key values of the full storage key `key`.
+    pub fn new(key: &'a [u8]) -> Result<Self> {
+        let rest = key.get(KEY_PREFIX_LEN..).ok_or_else(bad_key)?;
+        Ok(Self { rest })
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let (head, rest) = self.rest.split_at_checked(n).ok_or_else(bad_key)?;
+        self.rest = rest;
+        Ok(head)
+    }
+
+    /// Reads the next value, of type `ty`, into `out` as the row encoding's payload of a
+    /// present value (little-endian for numbers, the bytes of a text); `false` for NULL.
+    pub fn next_into(&mut self, ty: DataType, out: &mut Vec<u8>) -> Result<bool> {
+        out.clear();
+        match self.take(1)?[0] {
+            0 => return Ok(false),
+            1 => {}
+            _ => return Err(bad_key()),
+        }
+        let be = |bytes: &[u8]| -> u128 { bytes.iter().fold(0, |n, &b| n << 8 | u128::from(b)) };
+        match ty {
+            DataType::Boolean => out.push(self.take(1)?[0]),
+            DataType::Int16 => {
+                let u = be(self.take(2)?) as u16 ^ (1 << 15);
+                out.extend_from_slice(&u.to_le_bytes());
+            }
+            DataType::Int32 | DataType::Date => {
+                let u = be(self.take(4)?) as u32 ^ (1 << 31);
+                out.extend_from_slice(&u.to_le_bytes());
+            }
+            DataType::Int64 | DataType::Timestamp | DataType::Timestamptz => {
+                let u = be(self.take(8)?) as u64 ^ (1 << 63);
+                out.extend_from_slice(&u.to_le_bytes());
+            }
+            DataType::Decimal { .. } => {
+                let u = be(self.take(16)?) ^ (1 << 127);
+                out.extend_from_slice(&u.to_le_bytes());
+            }
+            DataType::Varchar | DataType::Jsonb | DataType::Bytea => self.bytes_into(out)?,
+            DataType::Float32 | DataType::Float64 => {
+                return Err(Error::Storage(format!("a {ty:?} key value is read from the row")));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Steps over the next value, of type `ty`.
+    pub fn skip(&mut self, ty: DataType) -> Result<()> {
+        let width = match ty {
+            DataType::Float32 => 4,
+            DataType::Float64 => 8,
+            _ => return self.next_into(ty, &mut Vec::new()).map(drop),
+        };
+        if self.take(1)?[0] == 1 {
+            self.take(width)?;
+        }
+        Ok(())
+    }
+
+    /// A byte string: empty (`0`), or `1` and groups of 8 bytes each followed by how many of
+    /// them count (9: all 8, and more follow).
+    fn bytes_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        match self.take(1)?[0] {
+            0 => return Ok(()),
+            1 => {}
+            _ => return Err(bad_key()),
+        }
+        loop {
+            let group = self.take(9)?;
+            match group[8] {
+                n @ 1..=8 => {
+                    out.extend_from_slice(&group[..n as usize]);
+                    return Ok(());
+                }
+                9 => out.extend_from_slice(&group[..8]),
+                _ => return Err(bad_key()),
+            }
+        }
+    }
+}
+
+fn bad_key() -> Error {
+    Error::Storage("stored key is truncated or corrupt".into())
 }
 
 /// Wraps a byte slice so serde serialises it as bytes, not as a sequence.

@@ -1,18 +1,24 @@
 //! Value encoding of stored rows.
 //!
-//! A stored row is every column of the relation in order, written as
+//! A stored row is the columns of the relation that its key does not already hold, in order,
+//! written as
 //!
 //! ```text
-//! 0x02 | column count (LEB128) | NULL bitmap (a bit per column, set = NULL) | payloads
+//! 0x03 | column count (LEB128) | NULL bitmap (a bit per column, set = NULL) | payloads
 //! ```
 //!
 //! where each present value's payload is fixed-width little-endian for numbers, dates and
 //! timestamps, one byte for booleans, and a LEB128 length and the bytes for text and binary.
-//! For `t(id bigint, a int, b int, c text, d text)` with 24- and 9-byte texts that is 54 bytes a
-//! row. Rows written before this encoding (still read) carry a tag byte per value (0 = NULL,
-//! 1 = present, so never `0x02` first) and a `u32` length per text: 62 bytes for the same row.
-//! Every byte a row saves is a byte less to sort, write, compact and read back. A row with fewer
-//! columns than its relation reads the missing ones as NULL.
+//! The primary-key columns are read back from the row's key (see
+//! [`keycodec::KeyValues`](crate::storage::keycodec::KeyValues)), except float ones, whose key
+//! encoding is not exact ([`key_holds_value`]). For `t(id bigint primary key, a int, b int, c
+//! text, d text)` with 24- and 9-byte texts that is 46 bytes a row.
+//!
+//! Rows written before are still read, each by its first byte: `0x02` rows hold every column,
+//! key columns too (54 bytes for the same row); older ones carry a tag byte per value (0 =
+//! NULL, 1 = present, so never `0x02` or `0x03` first) and a `u32` length per text (62 bytes).
+//! Every byte a row saves is a byte less to sort, write, compact and read back. A row with
+//! fewer columns than its relation reads the missing ones as NULL.
 //!
 //! Encoding goes column by column over Arrow arrays into per-row buffers; decoding appends
 //! straight into Arrow builders and skips the columns a scan does not need.
@@ -30,25 +36,35 @@ use arrow::datatypes::{
 };
 
 use crate::error::{Error, Result};
+use crate::storage::keycodec::{KeyValues, key_holds_value};
 use crate::types::{DataType, UTC};
 
 /// First byte of a row in the encoding of the module docs.
+const KEYED: u8 = 3;
+
+/// First byte of a row that holds every column, its key's too.
 const COMPACT: u8 = 2;
 
-/// Appends the encoding of every value of `columns` to the buffer of its row.
-pub fn encode_rows(columns: &[ArrayRef], out: &mut [Vec<u8>]) {
-    let bitmap_len = columns.len().div_ceil(8);
+/// Appends the encoding of every row of `columns` (all columns of the relation) to the buffer
+/// of its row; `key` lists the primary-key columns, which the row's key holds.
+pub fn encode_rows(columns: &[ArrayRef], key: &[usize], out: &mut [Vec<u8>]) {
+    let in_key = |i: usize, column: &ArrayRef| {
+        key.contains(&i) && DataType::from_arrow(column.data_type()).is_ok_and(key_holds_value)
+    };
+    let stored: Vec<&ArrayRef> =
+        columns.iter().enumerate().filter(|&(i, c)| !in_key(i, c)).map(|(_, c)| c).collect();
+    let bitmap_len = stored.len().div_ceil(8);
     let bitmaps: Vec<usize> = out
         .iter_mut()
         .map(|buf| {
-            buf.push(COMPACT);
-            put_varint(buf, columns.len());
+            buf.push(KEYED);
+            put_varint(buf, stored.len());
             let at = buf.len();
             buf.resize(at + bitmap_len, 0);
             at
         })
         .collect();
-    for (i, column) in columns.iter().enumerate() {
+    for (i, column) in stored.into_iter().enumerate() {
         encode_column(column, Column { out: &mut *out, bitmaps: &bitmaps, index: i });
     }
 }
@@ -141,39 +157,96 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
     }
 }
 
-/// Decodes stored rows into Arrow columns.
+/// Decodes stored rows (key and value) into Arrow columns.
 ///
-/// `types` lists every column of the stored row; `projection` the indices to materialize, in
-/// output order (each index at most once, ascending order not required).
+/// `types` lists every column of the relation, `key` its primary-key columns in key order, and
+/// `projection` the indices to materialize, in output order (each index at most once, ascending
+/// order not required).
 pub struct RowDecoder {
     types: Vec<DataType>,
-    /// For each stored column up to the last projected one, the output slot it fills, if
-    /// projected: the columns after the last projected one are not even walked over.
+    /// For each column up to the last projected one, the output slot it fills, if projected:
+    /// the columns after the last projected one are not even walked over (rows that hold
+    /// every column).
     slots: Vec<Option<usize>>,
+    /// The columns a [`KEYED`] row's value holds, up to the last projected one, with their
+    /// output slots.
+    values: Vec<(DataType, Option<usize>)>,
+    /// The key's columns up to the last projected one the key holds, with their output slots
+    /// (`None` also for a column read from the value).
+    keys: Vec<(DataType, Option<usize>)>,
+    /// A key value's payload, as it is appended.
+    scratch: Vec<u8>,
     builders: Vec<Builder>,
 }
 
 impl RowDecoder {
-    /// A decoder for rows of `types` that keeps the columns in `projection`.
-    pub fn new(types: &[DataType], projection: &[usize], capacity: usize) -> Self {
+    /// A decoder for rows of `types`, keyed by the columns `key`, that keeps the columns in
+    /// `projection`.
+    pub fn new(types: &[DataType], key: &[usize], projection: &[usize], capacity: usize) -> Self {
+        let slot_of = |col: usize| projection.iter().position(|&c| c == col);
         let walked = projection.iter().max().map_or(0, |&c| c + 1);
-        let mut slots = vec![None; walked];
-        for (slot, &col) in projection.iter().enumerate() {
-            slots[col] = Some(slot);
+        let slots = (0..walked).map(slot_of).collect();
+        let held = |col: usize| key.contains(&col) && key_holds_value(types[col]);
+        let mut values: Vec<_> =
+            (0..types.len()).filter(|&c| !held(c)).map(|c| (types[c], slot_of(c))).collect();
+        while values.last().is_some_and(|(_, slot)| slot.is_none()) {
+            values.pop();
+        }
+        let mut keys: Vec<_> =
+            key.iter().map(|&c| (types[c], slot_of(c).filter(|_| held(c)))).collect();
+        while keys.last().is_some_and(|(_, slot)| slot.is_none()) {
+            keys.pop();
         }
         let builders = projection.iter().map(|&c| Builder::new(types[c], capacity)).collect();
-        Self { types: types[..walked].to_vec(), slots, builders }
+        Self { types: types[..walked].to_vec(), slots, values, keys, scratch: Vec::new(), builders }
     }
 
-    /// Decodes one stored row, appending its projected values.
-    pub fn push(&mut self, value: &[u8]) -> Result<()> {
+    /// Decodes one stored row, its key and value, appending its projected values.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         match value.split_first() {
+            Some((&KEYED, rest)) => self.push_keyed(key, rest),
             Some((&COMPACT, rest)) => self.push_compact(rest),
             _ => self.push_tagged(value),
         }
     }
 
     /// A row in the encoding of the module docs, past its first byte.
+    fn push_keyed(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let (stored, rest) = read_varint(value)?;
+        let (bitmap, mut rest) = rest.split_at_checked(stored.div_ceil(8)).ok_or_else(corrupt)?;
+        for (i, &(ty, slot)) in self.values.iter().enumerate() {
+            let payload = if i >= stored || bitmap[i / 8] & (1 << (i % 8)) != 0 {
+                None
+            } else {
+                let (len, after) = match fixed_len(ty) {
+                    Some(len) => (len, rest),
+                    None => read_varint(rest)?,
+                };
+                let (payload, after) = after.split_at_checked(len).ok_or_else(corrupt)?;
+                rest = after;
+                Some(payload)
+            };
+            if let Some(slot) = slot {
+                self.builders[slot].append(payload);
+            }
+        }
+        if self.keys.is_empty() {
+            return Ok(());
+        }
+        let mut values = KeyValues::new(key)?;
+        for &(ty, slot) in &self.keys {
+            match slot {
+                Some(slot) => {
+                    let present = values.next_into(ty, &mut self.scratch)?;
+                    self.builders[slot].append(present.then_some(self.scratch.as_slice()));
+                }
+                None => values.skip(ty)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A row that holds every column, past its first byte.
     fn push_compact(&mut self, value: &[u8]) -> Result<()> {
         let (stored, rest) = read_varint(value)?;
         let (bitmap, mut rest) = rest.split_at_checked(stored.div_ceil(8)).ok_or_else(corrupt)?;
@@ -361,9 +434,14 @@ fn le<const N: usize>(p: &[u8]) -> [u8; N] {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Decimal128Array, Int32Array, Int64Array, StringArray};
+    use arrow::array::{
+        BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int16Array,
+        Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
 
     use super::*;
+    use crate::ids::TableId;
+    use crate::storage::keycodec::encode_keys;
 
     #[test]
     fn rows_round_trip_with_projection() {
@@ -377,17 +455,17 @@ mod tests {
         let types =
             [DataType::Int32, DataType::Varchar, DataType::Decimal { precision: 10, scale: 2 }];
         let mut rows = vec![Vec::new(); 3];
-        encode_rows(&[ints.clone(), text.clone(), dec.clone()], &mut rows);
+        encode_rows(&[ints.clone(), text.clone(), dec.clone()], &[], &mut rows);
 
-        let mut all = RowDecoder::new(&types, &[0, 1, 2], 3);
-        rows.iter().for_each(|r| all.push(r).unwrap());
+        let mut all = RowDecoder::new(&types, &[], &[0, 1, 2], 3);
+        rows.iter().for_each(|r| all.push(&[], r).unwrap());
         let out = all.finish();
         assert_eq!(&out[0], &ints);
         assert_eq!(&out[1], &text);
         assert_eq!(&out[2], &dec);
 
-        let mut some = RowDecoder::new(&types, &[2, 0], 3);
-        rows.iter().for_each(|r| some.push(r).unwrap());
+        let mut some = RowDecoder::new(&types, &[], &[2, 0], 3);
+        rows.iter().for_each(|r| some.push(&[], r).unwrap());
         let out = some.finish();
         assert_eq!(&out[0], &dec);
         assert_eq!(&out[1], &ints);
@@ -399,29 +477,154 @@ mod tests {
         let text: ArrayRef = Arc::new(StringArray::from(vec![Some("abc"), Some("de")]));
         let types = [DataType::Int32, DataType::Varchar];
         let mut rows = vec![Vec::new(); 2];
-        encode_rows(&[ints.clone(), text], &mut rows);
+        encode_rows(&[ints.clone(), text], &[], &mut rows);
         // The text column of each row is cut short: only a decoder that walks it notices.
         let cut: Vec<Vec<u8>> = rows.iter().map(|r| r[..r.len() - 1].to_vec()).collect();
-        let mut first = RowDecoder::new(&types, &[0], 2);
-        cut.iter().for_each(|r| first.push(r).unwrap());
+        let mut first = RowDecoder::new(&types, &[], &[0], 2);
+        cut.iter().for_each(|r| first.push(&[], r).unwrap());
         assert_eq!(&first.finish()[0], &ints);
-        let mut both = RowDecoder::new(&types, &[1, 0], 2);
-        assert!(both.push(&cut[0]).is_err(), "a projected column cut short is corrupt");
+        let mut both = RowDecoder::new(&types, &[], &[1, 0], 2);
+        assert!(both.push(&[], &cut[0]).is_err(), "a projected column cut short is corrupt");
     }
 
-    #[test]
-    fn a_row_of_the_bench_table_takes_54_bytes() {
-        // t(id bigint, a int, b int, c text, d text), texts of 24 and 9 bytes.
-        let columns: Vec<ArrayRef> = vec![
+    /// Rows of `columns` as a table keyed by `key` stores them: their keys and values.
+    fn stored(columns: &[ArrayRef], key: &[usize]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let n = columns[0].len();
+        let pk: Vec<ArrayRef> = key.iter().map(|&i| columns[i].clone()).collect();
+        let keys = encode_keys(TableId(9), &pk, n, key.len().min(1)).unwrap();
+        let mut values = vec![Vec::new(); n];
+        encode_rows(columns, key, &mut values);
+        keys.into_iter().zip(values).collect()
+    }
+
+    fn decode(
+        rows: &[(Vec<u8>, Vec<u8>)],
+        types: &[DataType],
+        key: &[usize],
+        projection: &[usize],
+    ) -> Vec<ArrayRef> {
+        let mut d = RowDecoder::new(types, key, projection, rows.len());
+        rows.iter().for_each(|(k, v)| d.push(k, v).unwrap());
+        d.finish()
+    }
+
+    fn bench_row() -> Vec<ArrayRef> {
+        // t(id bigint primary key, a int, b int, c text, d text), texts of 24 and 9 bytes.
+        vec![
             Arc::new(Int64Array::from(vec![7])),
             Arc::new(Int32Array::from(vec![7])),
             Arc::new(Int32Array::from(vec![7])),
             Arc::new(StringArray::from(vec!["8f14e45fceea167a5a36dedd"])),
             Arc::new(StringArray::from(vec!["c9f0f895f"])),
+        ]
+    }
+
+    #[test]
+    fn a_row_of_the_bench_table_takes_46_bytes_and_its_key_holds_the_id() {
+        let columns = bench_row();
+        let rows = stored(&columns, &[0]);
+        assert_eq!(rows[0].1.len(), 46);
+        let types = [
+            DataType::Int64,
+            DataType::Int32,
+            DataType::Int32,
+            DataType::Varchar,
+            DataType::Varchar,
         ];
-        let mut rows = vec![Vec::new(); 1];
-        encode_rows(&columns, &mut rows);
-        assert_eq!(rows[0].len(), 54);
+        assert_eq!(decode(&rows, &types, &[0], &[0, 1, 2, 3, 4]), columns);
+        assert_eq!(
+            decode(&rows, &types, &[0], &[3, 0]),
+            vec![columns[3].clone(), columns[0].clone()]
+        );
+        // Without the id projected the key is not read at all.
+        assert_eq!(
+            decode(&[(vec![], rows[0].1.clone())], &types, &[0], &[2]),
+            vec![columns[2].clone()]
+        );
+    }
+
+    #[test]
+    fn key_columns_of_every_type_are_read_back_from_the_key() {
+        // A key of text, bigint, timestamp, decimal, bytea, date, smallint and boolean, NULLs
+        // and texts of 0, 8 and 9 bytes (a whole group, and one more) among them, then a float
+        // key column (kept in the value) and a value column.
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![Some(""), Some("abcdefgh"), Some("abcdefghi"), None])),
+            Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(-1), Some(0), Some(i64::MAX)])),
+            Arc::new(TimestampMicrosecondArray::from(vec![Some(-5), None, Some(0), Some(1 << 50)])),
+            Arc::new(
+                Decimal128Array::from(vec![Some(-12345), Some(0), None, Some(99_999)])
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
+            Arc::new(BinaryArray::from(vec![
+                Some(&[0u8, 255][..]),
+                Some(&[]),
+                None,
+                Some(&[9; 17]),
+            ])),
+            Arc::new(Date32Array::from(vec![Some(-1), Some(0), Some(19000), None])),
+            Arc::new(Int16Array::from(vec![Some(i16::MIN), Some(3), None, Some(i16::MAX)])),
+            Arc::new(BooleanArray::from(vec![Some(true), Some(false), None, Some(true)])),
+            Arc::new(Float64Array::from(vec![Some(-0.0), Some(1.5), Some(f64::NAN), None])),
+            Arc::new(Int32Array::from(vec![Some(1), None, Some(3), Some(4)])),
+        ];
+        let types = [
+            DataType::Varchar,
+            DataType::Int64,
+            DataType::Timestamp,
+            DataType::Decimal { precision: 10, scale: 2 },
+            DataType::Bytea,
+            DataType::Date,
+            DataType::Int16,
+            DataType::Boolean,
+            DataType::Float64,
+            DataType::Int32,
+        ];
+        let key = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let rows = stored(&columns, &key);
+        let all: Vec<usize> = (0..columns.len()).collect();
+        let out = decode(&rows, &types, &key, &all);
+        for (i, (got, want)) in out.iter().zip(&columns).enumerate() {
+            if i == 8 {
+                // Bit for bit: -0 stays -0, which the key's encoding of a float does not keep.
+                let (got, want) =
+                    (got.as_primitive::<Float64Type>(), want.as_primitive::<Float64Type>());
+                let bits = |a: &arrow::array::Float64Array| -> Vec<Option<u64>> {
+                    a.iter().map(|v| v.map(f64::to_bits)).collect()
+                };
+                assert_eq!(bits(got), bits(want));
+            } else {
+                assert_eq!(got, want, "column {i}");
+            }
+        }
+        // A projection of some key columns in another order steps over the others.
+        let some = decode(&rows, &types, &key, &[6, 9, 0]);
+        assert_eq!(some, vec![columns[6].clone(), columns[9].clone(), columns[0].clone()]);
+        // A key cut short is an error, not a panic: row 0 ends in its boolean (2 bytes) and
+        // its float (9 bytes).
+        let (k, v) = &rows[0];
+        let mut d = RowDecoder::new(&types, &key, &[7], 1);
+        assert!(d.push(&k[..k.len() - 9], v).is_ok());
+        assert!(d.push(&k[..k.len() - 10], v).is_err());
+    }
+
+    #[test]
+    fn rows_that_hold_their_key_columns_too_still_decode() {
+        // 7, NULL, 'ab' as the rows before the key held the id: marker 2, 3 columns, the
+        // bitmap, then the values.
+        let row = [[2, 3, 0b010].as_slice(), &7i64.to_le_bytes(), &[2, b'a', b'b']].concat();
+        let types = [DataType::Int64, DataType::Int32, DataType::Varchar];
+        // The key says 8: the row's own id is what such a row reads.
+        let key = encode_keys(TableId(9), &[Arc::new(Int64Array::from(vec![8])) as ArrayRef], 1, 1)
+            .unwrap()
+            .remove(0);
+        let mut d = RowDecoder::new(&types, &[0], &[2, 0, 1], 1);
+        d.push(&key, &row).unwrap();
+        let out = d.finish();
+        assert_eq!(&out[0], &(Arc::new(StringArray::from(vec!["ab"])) as ArrayRef));
+        assert_eq!(&out[1], &(Arc::new(Int64Array::from(vec![7])) as ArrayRef));
+        assert_eq!(&out[2], &(Arc::new(Int32Array::from(vec![None])) as ArrayRef));
     }
 
     #[test]
@@ -429,22 +632,22 @@ mod tests {
         // 7, 'ab', NULL as a tag byte per value and a u32 text length.
         let row = [[1, 7, 0, 0, 0].as_slice(), &[1, 2, 0, 0, 0, b'a', b'b'], &[0]].concat();
         let types = [DataType::Int32, DataType::Varchar, DataType::Int64];
-        let mut d = RowDecoder::new(&types, &[2, 1, 0], 1);
-        d.push(&row).unwrap();
+        let mut d = RowDecoder::new(&types, &[], &[2, 1, 0], 1);
+        d.push(&[], &row).unwrap();
         let out = d.finish();
         assert_eq!(&out[0], &(Arc::new(Int64Array::from(vec![None])) as ArrayRef));
         assert_eq!(&out[1], &(Arc::new(StringArray::from(vec!["ab"])) as ArrayRef));
         assert_eq!(&out[2], &(Arc::new(Int32Array::from(vec![7])) as ArrayRef));
-        assert!(d.push(&row[..6]).is_err(), "a tagged row cut short is corrupt");
+        assert!(d.push(&[], &row[..6]).is_err(), "a tagged row cut short is corrupt");
     }
 
     #[test]
     fn columns_a_row_was_written_without_read_as_null() {
         let ints: ArrayRef = Arc::new(Int32Array::from(vec![Some(1), None]));
         let mut rows = vec![Vec::new(); 2];
-        encode_rows(std::slice::from_ref(&ints), &mut rows);
-        let mut d = RowDecoder::new(&[DataType::Int32, DataType::Varchar], &[0, 1], 2);
-        rows.iter().for_each(|r| d.push(r).unwrap());
+        encode_rows(std::slice::from_ref(&ints), &[], &mut rows);
+        let mut d = RowDecoder::new(&[DataType::Int32, DataType::Varchar], &[], &[0, 1], 2);
+        rows.iter().for_each(|r| d.push(&[], r).unwrap());
         let out = d.finish();
         assert_eq!(&out[0], &ints);
         assert_eq!(&out[1], &(Arc::new(StringArray::from(vec![None::<&str>; 2])) as ArrayRef));
@@ -459,18 +662,18 @@ mod tests {
             })
             .collect();
         let mut rows = vec![Vec::new(); 1];
-        encode_rows(&columns, &mut rows);
+        encode_rows(&columns, &[], &mut rows);
         let types = [DataType::Varchar; 10];
-        let mut d = RowDecoder::new(&types, &(0..10).collect::<Vec<_>>(), 1);
-        d.push(&rows[0]).unwrap();
+        let mut d = RowDecoder::new(&types, &[], &(0..10).collect::<Vec<_>>(), 1);
+        d.push(&[], &rows[0]).unwrap();
         assert_eq!(d.finish(), columns);
     }
 
     #[test]
     fn truncated_rows_are_an_error() {
         let mut rows = vec![Vec::new(); 1];
-        encode_rows(&[Arc::new(StringArray::from(vec!["hello"])) as ArrayRef], &mut rows);
-        let mut d = RowDecoder::new(&[DataType::Varchar], &[0], 1);
-        assert!(d.push(&rows[0][..4]).is_err());
+        encode_rows(&[Arc::new(StringArray::from(vec!["hello"])) as ArrayRef], &[], &mut rows);
+        let mut d = RowDecoder::new(&[DataType::Varchar], &[], &[0], 1);
+        assert!(d.push(&[], &rows[0][..4]).is_err());
     }
 }

@@ -20,6 +20,9 @@ use crate::storage::keycodec::{
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
 
+/// Stored rows as (key, value) pairs, in key order.
+pub type KeyedRows = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One relation's rows, keyed by `table id | vnode | pk`.
 pub struct StateTable {
     table_id: TableId,
@@ -68,6 +71,11 @@ impl StateTable {
         self.table_id
     }
 
+    /// The primary-key columns, in key order: what a stored row's key holds.
+    pub fn pk_indices(&self) -> &[usize] {
+        &self.pk_indices
+    }
+
     /// The storage keys of every row of `columns` (all columns of the relation).
     pub fn keys(&self, columns: &[ArrayRef], num_rows: usize) -> Result<Vec<Vec<u8>>> {
         let pk: Vec<ArrayRef> = self.pk_indices.iter().map(|&i| columns[i].clone()).collect();
@@ -83,7 +91,7 @@ impl StateTable {
         values.truncate(chunk.len());
         values.iter_mut().for_each(Vec::clear);
         values.resize_with(chunk.len(), Vec::new);
-        encode_rows(chunk.columns(), values);
+        encode_rows(chunk.columns(), &self.pk_indices, values);
         let before = self.buffer.bytes();
         for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
             self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
@@ -225,11 +233,11 @@ impl StateTable {
         Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
     }
 
-    /// For each of `prefixes` (ascending, none a prefix of another), the values of the current
-    /// rows whose keys start with it, in key order, including writes not yet committed. The
+    /// For each of `prefixes` (ascending, none a prefix of another), the current rows (key and
+    /// value) whose keys start with it, in key order, including writes not yet committed. The
     /// committed rows of all of them are read with one iterator (see
     /// [`ReadSnapshot::scan_prefixes`](crate::storage::store::ReadSnapshot::scan_prefixes)).
-    pub fn rows_by_prefix(&self, prefixes: &[&[u8]]) -> Result<Vec<Vec<Vec<u8>>>> {
+    pub fn rows_by_prefix(&self, prefixes: &[&[u8]]) -> Result<Vec<KeyedRows>> {
         let overlays = self.overlays();
         if overlays.iter().any(|b| !b.cleared().is_empty()) {
             // Rare (a truncate in an epoch not committed yet): each prefix on its own.
@@ -237,7 +245,7 @@ impl StateTable {
                 .iter()
                 .map(|p| {
                     let end = prefix_end(p);
-                    Ok(self.iter_range(p, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect())
+                    self.iter_range(p, &end, usize::MAX)
                 })
                 .collect();
         }
@@ -255,7 +263,7 @@ impl StateTable {
                 .filter(|w| !w.is_empty())
                 .collect();
             if written.is_empty() {
-                out.push(committed.into_iter().map(|(_, v)| v).collect());
+                out.push(committed);
                 continue;
             }
             // Oldest first: each newer write of a key replaces what came before it.
@@ -264,7 +272,7 @@ impl StateTable {
             for writes in written {
                 rows.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
             }
-            out.push(rows.into_values().flatten().collect());
+            out.push(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).collect());
         }
         Ok(out)
     }

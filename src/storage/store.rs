@@ -34,10 +34,11 @@ use crate::storage::write_buffer::prefetch;
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
 /// older versions, which are upgraded in place: 1 and 2 kept the committed epoch in one of the
-/// two places format 3 reads it from; format 4 writes rows in a shorter encoding and still reads
-/// the rows format 3 wrote (see [`row_codec`](crate::storage::row_codec)), and a Sluice of
-/// format 3 refuses a data dir that may hold rows it cannot read.
-pub const FORMAT_VERSION: u32 = 4;
+/// two places format 3 reads it from; format 4 writes rows in a shorter encoding, and format 5
+/// leaves a row's key columns to its key, each still reading the rows the formats before wrote
+/// (see [`row_codec`](crate::storage::row_codec)); a Sluice of an older format refuses a data
+/// dir that may hold rows it cannot read.
+pub const FORMAT_VERSION: u32 = 5;
 
 const META_CF: &str = "meta";
 const STATE_CF: &str = "state";
@@ -605,7 +606,7 @@ fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
 
 /// Whether `format` (the stored version) is one [`Store::open`] upgrades in place.
 fn upgradable(format: &[u8]) -> bool {
-    [1u32, 2, 3].iter().any(|v| format == v.to_be_bytes())
+    [1u32, 2, 3, 4].iter().any(|v| format == v.to_be_bytes())
 }
 
 /// Options of the `state` column family.
@@ -1210,11 +1211,15 @@ mod tests {
     }
 
     #[test]
-    fn format_1_2_and_3_data_dirs_are_upgraded_with_their_committed_epoch() {
-        // Format 1 kept the epoch in `meta` only, format 2 in `state` only, format 3 in both.
-        for (format, in_meta, in_state, committed) in
-            [(1u32, Some(9), None, 9), (2, None, Some(7), 7), (3, Some(5), Some(6), 6)]
-        {
+    fn format_1_to_4_data_dirs_are_upgraded_with_their_committed_epoch() {
+        // Format 1 kept the epoch in `meta` only, format 2 in `state` only, formats 3 and 4 in
+        // both.
+        for (format, in_meta, in_state, committed) in [
+            (1u32, Some(9), None, 9),
+            (2, None, Some(7), 7),
+            (3, Some(5), Some(6), 6),
+            (4, Some(8), Some(4), 8),
+        ] {
             let dir = tempfile::tempdir().unwrap();
             {
                 let store = Store::open(dir.path()).unwrap();

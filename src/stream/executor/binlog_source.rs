@@ -164,10 +164,10 @@ impl Source {
         let table = state.state_table(store);
         let (start, end) = table.full_range();
         let mut recorded = (0, None);
-        if let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() {
+        if let Some((key, row)) = table.iter_range(&start, &end, 1)?.pop() {
             let value_columns: Vec<usize> = (1..state.columns.len()).collect();
-            let mut decoder = RowDecoder::new(&state.types(), &value_columns, 1);
-            decoder.push(&row)?;
+            let mut decoder = RowDecoder::new(&state.types(), &state.pk, &value_columns, 1);
+            decoder.push(&key, &row)?;
             let columns = decoder.finish();
             if let ScalarValue::Int64(Some(position)) = ScalarValue::try_from_array(&columns[0], 0)?
             {
@@ -324,9 +324,9 @@ mod tests {
         let table = state.state_table(store.clone());
         let (start, end) = table.full_range();
         let rows = table.iter_range(&start, &end, 16).unwrap();
-        let mut decoder = RowDecoder::new(&state.types(), &[0, 1, 2], rows.len());
-        for (_, row) in &rows {
-            decoder.push(row).unwrap();
+        let mut decoder = RowDecoder::new(&state.types(), &state.pk, &[0, 1, 2], rows.len());
+        for (key, row) in &rows {
+            decoder.push(key, row).unwrap();
         }
         let batch = RecordBatch::try_new(state.full_schema(), decoder.finish()).unwrap();
         StreamChunk::inserts(batch).to_pretty()

@@ -266,9 +266,9 @@ struct Reader {
 pub fn recorded_position(store: &Arc<Store>, state: &TableCatalog) -> Result<u64> {
     let table = state.state_table(store.clone());
     let (start, end) = table.full_range();
-    let Some((_, row)) = table.iter_range(&start, &end, 1)?.pop() else { return Ok(0) };
-    let mut decoder = RowDecoder::new(&state.types(), &[1], 1);
-    decoder.push(&row)?;
+    let Some((key, row)) = table.iter_range(&start, &end, 1)?.pop() else { return Ok(0) };
+    let mut decoder = RowDecoder::new(&state.types(), &state.pk, &[1], 1);
+    decoder.push(&key, &row)?;
     match ScalarValue::try_from_array(&decoder.finish()[0], 0)? {
         ScalarValue::Int64(Some(position)) => Ok(position as u64),
         _ => Ok(0),
@@ -572,9 +572,9 @@ mod tests {
         let table = state.state_table(store.clone());
         let (start, end) = table.full_range();
         let rows = table.iter_range(&start, &end, 16).unwrap();
-        let mut decoder = RowDecoder::new(&state.types(), &[0, 1], rows.len());
-        for (_, row) in &rows {
-            decoder.push(row).unwrap();
+        let mut decoder = RowDecoder::new(&state.types(), &state.pk, &[0, 1], rows.len());
+        for (key, row) in &rows {
+            decoder.push(key, row).unwrap();
         }
         let batch = RecordBatch::try_new(state.full_schema(), decoder.finish()).unwrap();
         StreamChunk::inserts(batch).to_pretty()

@@ -329,7 +329,8 @@ impl Aggregation {
                 let Some((last, _)) = page.last() else { break };
                 from = last.clone();
                 from.push(0);
-                for stored in self.decode_stored(page.iter().map(|(_, row)| row.as_slice()))? {
+                let rows_of_page = page.iter().map(|(key, row)| (key.as_slice(), row.as_slice()));
+                for stored in self.decode_stored(rows_of_page)? {
                     rows.push(self.output_row(&self.stored_group(vnode, &stored)?)?);
                     if rows.len() == RELEASE_CHUNK {
                         chunks.push(self.inserts(std::mem::take(&mut rows))?);
@@ -354,17 +355,18 @@ impl Aggregation {
         Ok(StreamChunk::new(vec![Op::Insert; rows.len()], batch))
     }
 
-    /// Stored result rows, decoded: one vector of every column's value per row.
+    /// Stored result rows (key and value), decoded: one vector of every column's value per
+    /// row.
     fn decode_stored<'a>(
         &self,
-        rows: impl ExactSizeIterator<Item = &'a [u8]>,
+        rows: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<Vec<Vec<ScalarValue>>> {
         let types = self.result_def.types();
         let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, rows.len());
+        let mut decoder = RowDecoder::new(&types, &self.result_def.pk, &all, rows.len());
         let n = rows.len();
-        for row in rows {
-            decoder.push(row)?;
+        for (key, row) in rows {
+            decoder.push(key, row)?;
         }
         let columns = decoder.finish();
         (0..n)
@@ -592,7 +594,7 @@ impl Aggregation {
             let stored = false;
             return Ok(Group { vnode, values, row_count: 0, states, stored, previous: None });
         };
-        let stored = self.decode_stored(std::iter::once(row.as_slice()))?.remove(0);
+        let stored = self.decode_stored(std::iter::once((key, row.as_slice())))?.remove(0);
         let mut group = self.stored_group(vnode, &stored)?;
         // The group's values as emitted before, not as in this input row: values that are
         // one group (0 and -0) may print differently, and a retraction must be what was sent.
@@ -708,7 +710,7 @@ impl Aggregation {
             let mut rows = Vec::new();
             for (key, (group, value, delta)) in deltas.drain() {
                 let stored = match table.get(&key)? {
-                    Some(row) => last_i64(def, &row)?,
+                    Some(row) => last_i64(def, &key, &row)?,
                     None => 0,
                 };
                 let count = stored + delta;
@@ -743,8 +745,8 @@ impl Aggregation {
             // The extreme is the first (min) or last (max) value of the group's multiset.
             let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
             group.states[i] = AggState::Extreme(match pick {
-                Some((_, row)) => {
-                    column_of(def, &row, self.n_groups())?.cast_to(&call.output_type)?
+                Some((key, row)) => {
+                    column_of(def, &key, &row, self.n_groups())?.cast_to(&call.output_type)?
                 }
                 None => ScalarValue::try_from(&call.output_type)?,
             });
@@ -879,17 +881,17 @@ fn as_f64(v: &ScalarValue) -> Result<f64> {
     }
 }
 
-/// The value of column `index` of a stored row of `table`.
-fn column_of(table: &TableCatalog, row: &[u8], index: usize) -> Result<ScalarValue> {
+/// The value of column `index` of a stored row (key and value) of `table`.
+fn column_of(table: &TableCatalog, key: &[u8], row: &[u8], index: usize) -> Result<ScalarValue> {
     let types = table.types();
-    let mut decoder = RowDecoder::new(&types, &[index], 1);
-    decoder.push(row)?;
+    let mut decoder = RowDecoder::new(&types, &table.pk, &[index], 1);
+    decoder.push(key, row)?;
     Ok(ScalarValue::try_from_array(&decoder.finish()[0], 0)?)
 }
 
 /// The last column of a stored multiset row: the value's count.
-fn last_i64(table: &TableCatalog, row: &[u8]) -> Result<i64> {
-    Ok(as_i64(&column_of(table, row, table.columns.len() - 1)?))
+fn last_i64(table: &TableCatalog, key: &[u8], row: &[u8]) -> Result<i64> {
+    Ok(as_i64(&column_of(table, key, row, table.columns.len() - 1)?))
 }
 
 /// Builds a batch of `schema` from rows of scalars, casting where types differ.

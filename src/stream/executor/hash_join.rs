@@ -118,8 +118,8 @@ pub fn align(
     .boxed()
 }
 
-/// Stored rows of one join key (input columns only), shared by the cache and its probes.
-pub(crate) type Rows = Arc<[Vec<u8>]>;
+/// Stored rows (keys and values) of one join key, shared by the cache and its probes.
+pub(crate) type Rows = Arc<[(Vec<u8>, Vec<u8>)]>;
 
 /// One input's join state.
 pub(crate) struct Side {
@@ -232,8 +232,7 @@ impl Side {
             return Ok(rows.clone());
         }
         let end = prefix_end(prefix);
-        let rows: Rows =
-            self.table.iter_range(prefix, &end, usize::MAX)?.into_iter().map(|(_, v)| v).collect();
+        let rows: Rows = self.table.iter_range(prefix, &end, usize::MAX)?.into();
         let mut cache = self.cache.borrow_mut();
         if cache.len() >= CACHE_KEYS {
             cache.clear();
@@ -247,9 +246,10 @@ impl Side {
         let types = self.def.types();
         let n_keys = self.keys.len();
         let projection: Vec<usize> = (n_keys..n_keys + self.width).collect();
-        let mut decoder = RowDecoder::new(&types, &projection, rows.len());
+        let mut decoder = RowDecoder::new(&types, &self.def.pk, &projection, rows.len());
         for (matches, i) in rows {
-            decoder.push(&matches[*i])?;
+            let (key, value) = &matches[*i];
+            decoder.push(key, value)?;
         }
         Ok(decoder.finish())
     }

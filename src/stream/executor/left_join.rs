@@ -172,9 +172,9 @@ impl Side {
         let rows = self.matches(prefix)?;
         let types = self.def.types();
         let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, rows.len());
-        for row in rows.iter() {
-            decoder.push(row)?;
+        let mut decoder = RowDecoder::new(&types, &self.def.pk, &all, rows.len());
+        for (key, value) in rows.iter() {
+            decoder.push(key, value)?;
         }
         let columns = decoder.finish();
         (0..rows.len()).map(|r| scalars(&columns, r)).collect()

@@ -142,9 +142,9 @@ fn stored_page(
     let Some((last, _)) = rows.last() else { return Ok(None) };
     let next = (rows.len() == TRUNCATE_PAGE).then(|| [last.as_slice(), &[0]].concat());
     let all: Vec<usize> = (0..types.len()).collect();
-    let mut decoder = RowDecoder::new(types, &all, rows.len());
-    for (_, value) in &rows {
-        decoder.push(value)?;
+    let mut decoder = RowDecoder::new(types, table.pk_indices(), &all, rows.len());
+    for (key, value) in &rows {
+        decoder.push(key, value)?;
     }
     let data = RecordBatch::try_new(schema.clone(), decoder.finish())?;
     Ok(Some((StreamChunk::new(vec![Op::Delete; rows.len()], data), next)))
@@ -166,7 +166,7 @@ fn resolve_upserts(
     let mut current: HashMap<Vec<u8>, Option<Vec<(usize, usize)>>> = HashMap::new();
     let types = column_types(schema)?;
     let all: Vec<usize> = (0..width).collect();
-    let mut stored = RowDecoder::new(&types, &all, chunk.len());
+    let mut stored = RowDecoder::new(&types, table.pk_indices(), &all, chunk.len());
     let mut rows: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut ops = Vec::new();
     let mut stored_values = table.get_many(&keys)?;
@@ -175,7 +175,7 @@ fn resolve_upserts(
             Some(c) => c.clone(),
             None => match stored_values[row].take() {
                 Some(value) => {
-                    stored.push(&value)?;
+                    stored.push(key, &value)?;
                     Some(vec![(0, stored.len() - 1); width])
                 }
                 None => None,
@@ -331,9 +331,9 @@ mod tests {
             .map(|f| crate::types::DataType::from_arrow(f.data_type()).unwrap())
             .collect();
         let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &all, 16);
-        for (_, value) in table.iter_range(&start, &end, usize::MAX).unwrap() {
-            decoder.push(&value).unwrap();
+        let mut decoder = RowDecoder::new(&types, table.pk_indices(), &all, 16);
+        for (key, value) in table.iter_range(&start, &end, usize::MAX).unwrap() {
+            decoder.push(&key, &value).unwrap();
         }
         let data = RecordBatch::try_new(schema.clone(), decoder.finish()).unwrap();
         StreamChunk::inserts(data).to_pretty()

@@ -349,27 +349,35 @@ impl Backfill {
         };
         let end = vnode_end(table.id, vnode);
         let types = table.types();
-        // Only the columns the page is emitted with and the key are decoded.
-        let mut needed: Vec<usize> =
-            table.pk.iter().chain(&self.config.output_indices).copied().collect();
+        // Only the columns the page is emitted with are decoded, and the key of a full page's
+        // last row, where the vnode's next page starts (a short page completes the vnode).
+        let mut needed = self.config.output_indices.clone();
         needed.sort_unstable();
         needed.dedup();
-        let column = |i: usize| needed.binary_search(&i).expect("decoded");
-        let mut decoder = RowDecoder::new(&types, &needed, limit);
+        let mut decoder = RowDecoder::new(&types, &table.pk, &needed, limit);
+        let mut last_pk = RowDecoder::new(&types, &table.pk, &table.pk, 1);
         let snapshot = self.snapshot.as_ref().expect("an epoch has started");
-        let last = snapshot.scan_once(&start, &end, limit, |_, v| decoder.push(v))?;
-        let columns = decoder.finish();
-        let rows = columns.first().map_or(0, |c| c.len());
+        let mut rows = 0;
+        let last = snapshot.scan_once(&start, &end, limit, |k, v| {
+            rows += 1;
+            if rows == limit {
+                last_pk.push(k, v)?;
+            }
+            decoder.push(k, v)
+        })?;
+        let decoded = decoder.finish();
+        let column = |i: usize| decoded[needed.binary_search(&i).expect("decoded")].clone();
+        let output: Vec<ArrayRef> = self.config.output_indices.iter().map(|&i| column(i)).collect();
         self.read_this_epoch += rows.max(1);
         self.limiter.consume(rows);
         let progress = &mut self.vnodes[current];
         progress.dirty = true;
         progress.rows += rows as u64;
-        if let Some(key) = last {
-            let pk = table
-                .pk
+        if let Some(key) = last.filter(|_| rows == limit) {
+            let pk = last_pk
+                .finish()
                 .iter()
-                .map(|&i| ScalarValue::try_from_array(&columns[column(i)], rows - 1))
+                .map(|c| ScalarValue::try_from_array(c, 0))
                 .collect::<datafusion::error::Result<Vec<_>>>()?;
             progress.state = VnodeState::InProgress { key, pk };
         }
@@ -388,8 +396,6 @@ impl Backfill {
         if rows == 0 {
             return Ok(None);
         }
-        let output: Vec<ArrayRef> =
-            self.config.output_indices.iter().map(|&i| columns[column(i)].clone()).collect();
         let data = batch_with_rows(self.config.output_schema.clone(), output, rows)?;
         Ok(Some(StreamChunk::inserts(data)))
     }

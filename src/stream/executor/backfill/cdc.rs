@@ -806,7 +806,7 @@ impl CdcBackfill {
             };
             let to = split.end_key.clone();
             let mut found = Vec::new();
-            let mut decoder = RowDecoder::new(&types, &table.pk, 16);
+            let mut decoder = RowDecoder::new(&types, &table.pk, &table.pk, 16);
             for vnode in 0..VirtualNode::COUNT {
                 let prefix = vnode_prefix(table.id, VirtualNode(vnode as u16));
                 let start = [&prefix[..], &from].concat();
@@ -817,7 +817,7 @@ impl CdcBackfill {
                 };
                 snapshot.scan(&start, &end, usize::MAX, |k, v| {
                     found.push(k[KEY_PREFIX_LEN..].to_vec());
-                    decoder.push(v)
+                    decoder.push(k, v)
                 })?;
             }
             let pk = decoder.finish();

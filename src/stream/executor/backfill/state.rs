@@ -239,9 +239,9 @@ pub fn read_rows(table: &TableCatalog, state: &StateTable) -> Result<RecordBatch
     let rows = state.iter_range(&start, &end, usize::MAX)?;
     let types = table.types();
     let all: Vec<usize> = (0..types.len()).collect();
-    let mut decoder = RowDecoder::new(&types, &all, rows.len());
-    for (_, value) in &rows {
-        decoder.push(value)?;
+    let mut decoder = RowDecoder::new(&types, &table.pk, &all, rows.len());
+    for (key, value) in &rows {
+        decoder.push(key, value)?;
     }
     Ok(RecordBatch::try_new(table.full_schema(), decoder.finish())?)
 }
