@@ -215,34 +215,136 @@ pub struct Decoded {
 /// Reads a binary `COPY` stream whose rows have one value per entry of `wires`, about `rows`
 /// of them, into one array per column.
 pub fn decode(data: &[u8], wires: &[Wire], rows: usize) -> Result<Decoded> {
-    let mut columns = wires.iter().map(|&w| Column::new(w, rows)).collect::<Result<Vec<_>>>()?;
-    let mut at = header_len(data)?;
-    let mut last = None;
-    loop {
-        let start = at;
-        let fields = i16::from_be_bytes(take::<2>(data, &mut at)?);
-        if fields == -1 {
-            break;
-        }
-        if fields as usize != wires.len() {
-            return Err(malformed(&format!("a row of {fields} values, {} expected", wires.len())));
-        }
-        for column in &mut columns {
-            match value(data, &mut at)? {
-                Some(value) => column.append(value)?,
-                None => column.append_null(),
-            }
-        }
-        last = Some(start + 2);
+    let mut decoder = PageDecoder::new(wires, rows)?;
+    decoder.feed(data)?;
+    decoder.finish()
+}
+
+/// A binary `COPY` stream decoded as it arrives: [`PageDecoder::feed`] takes each piece the
+/// connection delivers and decodes every row the piece completes, so a page's rows are decoded
+/// while Postgres still sends the rest, not all after its last byte.
+pub struct PageDecoder {
+    wires: Vec<Wire>,
+    columns: Vec<Column>,
+    /// Received bytes not decoded yet: part of the header or of a row.
+    pending: Vec<u8>,
+    header_read: bool,
+    /// Whether the stream's end marker came.
+    ended: bool,
+    /// The last row decoded, as sent; empty before the first.
+    last_row: Vec<u8>,
+}
+
+impl PageDecoder {
+    /// A decoder of rows of one value per entry of `wires`, about `rows` of them.
+    pub fn new(wires: &[Wire], rows: usize) -> Result<Self> {
+        Ok(Self {
+            wires: wires.to_vec(),
+            columns: wires.iter().map(|&w| Column::new(w, rows)).collect::<Result<_>>()?,
+            pending: Vec::new(),
+            header_read: false,
+            ended: false,
+            last_row: Vec::new(),
+        })
     }
-    let last_row = match last {
-        Some(mut at) => {
-            let values = wires.iter().map(|_| Ok(value(data, &mut at)?.map(<[u8]>::to_vec)));
-            values.collect::<Result<_>>()?
+
+    /// Decodes the rows `bytes`, the next piece of the stream, completes.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+        if self.pending.is_empty() {
+            // Postgres sends a row per message: most pieces are whole rows, decoded in place.
+            let used = self.decode_rows(bytes)?;
+            self.pending.extend_from_slice(&bytes[used..]);
+        } else {
+            self.pending.extend_from_slice(bytes);
+            let pending = std::mem::take(&mut self.pending);
+            let used = self.decode_rows(&pending)?;
+            self.pending = pending[used..].to_vec();
         }
-        None => Vec::new(),
-    };
-    Ok(Decoded { columns: columns.iter_mut().map(Column::finish).collect(), last_row })
+        Ok(())
+    }
+
+    /// Decodes the header, if still to read, and every complete row at the start of `data`;
+    /// returns how many bytes it decoded.
+    fn decode_rows(&mut self, data: &[u8]) -> Result<usize> {
+        let mut at = 0;
+        if !self.header_read {
+            match complete_header(data)? {
+                Some(len) => at = len,
+                None => return Ok(0),
+            }
+            self.header_read = true;
+        }
+        while !self.ended {
+            let Some(end) = row_end(data, at, self.wires.len())? else { break };
+            let fields = i16::from_be_bytes(take::<2>(data, &mut at)?);
+            if fields == -1 {
+                self.ended = true;
+                break;
+            }
+            let start = at;
+            for column in &mut self.columns {
+                match value(data, &mut at)? {
+                    Some(value) => column.append(value)?,
+                    None => column.append_null(),
+                }
+            }
+            debug_assert_eq!(at, end);
+            self.last_row.clear();
+            self.last_row.extend_from_slice(&data[start..at]);
+        }
+        Ok(at)
+    }
+
+    /// The decoded page; an error if the stream ended early.
+    pub fn finish(mut self) -> Result<Decoded> {
+        if !self.ended || !self.pending.is_empty() {
+            return Err(malformed("truncated"));
+        }
+        let last_row = match self.last_row.is_empty() {
+            true => Vec::new(),
+            false => {
+                let mut at = 0;
+                let row = &self.last_row;
+                let values =
+                    self.wires.iter().map(|_| Ok(value(row, &mut at)?.map(<[u8]>::to_vec)));
+                values.collect::<Result<_>>()?
+            }
+        };
+        Ok(Decoded { columns: self.columns.iter_mut().map(Column::finish).collect(), last_row })
+    }
+}
+
+/// The length of the stream's header if `data` holds all of it (`None`: not yet).
+fn complete_header(data: &[u8]) -> Result<Option<usize>> {
+    let fixed = SIGNATURE.len() + 8;
+    if data.len() < fixed {
+        return match SIGNATURE.starts_with(&data[..data.len().min(SIGNATURE.len())]) {
+            true => Ok(None),
+            false => Err(malformed("no PGCOPY signature")),
+        };
+    }
+    let len = header_len(data)?;
+    Ok((data.len() >= len).then_some(len))
+}
+
+/// Where the row (or end marker) starting at `at` ends, if `data` holds all of it (`None`: not
+/// yet); an error for a row of another number of values than `width`.
+fn row_end(data: &[u8], mut at: usize, width: usize) -> Result<Option<usize>> {
+    let Some(fields) = data.get(at..at + 2) else { return Ok(None) };
+    let fields = i16::from_be_bytes([fields[0], fields[1]]);
+    at += 2;
+    if fields == -1 {
+        return Ok(Some(at));
+    }
+    if fields as usize != width {
+        return Err(malformed(&format!("a row of {fields} values, {width} expected")));
+    }
+    for _ in 0..width {
+        let Some(len) = data.get(at..at + 4) else { return Ok(None) };
+        let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        at += 4 + len.max(0) as usize;
+    }
+    Ok((at <= data.len()).then_some(at))
 }
 
 /// The rows of a binary `COPY` stream a client sent, as text columns: each value as Postgres
@@ -663,6 +765,36 @@ mod tests {
         nan.extend(0u16.to_be_bytes());
         assert_eq!(numeric_text(&nan).unwrap(), "NaN");
         assert!(numeric_text(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn a_stream_fed_in_any_pieces_decodes_as_a_whole() {
+        let rows: Vec<Vec<Option<Vec<u8>>>> = (0..5i32)
+            .map(|i| {
+                let text = (i % 2 == 0).then(|| "x".repeat(i as usize * 3).into_bytes());
+                vec![Some(i.to_be_bytes().to_vec()), text]
+            })
+            .collect();
+        let data = stream(&rows);
+        let wires = [Wire::Int4, Wire::Text];
+        let whole = decode(&data, &wires, 5).unwrap();
+        let pieces = |cuts: &[usize]| {
+            let mut d = PageDecoder::new(&wires, 5).unwrap();
+            let mut from = 0;
+            for &cut in cuts.iter().chain([&data.len()]) {
+                d.feed(&data[from..cut]).unwrap();
+                from = cut;
+            }
+            d.finish().unwrap()
+        };
+        for cut in 0..=data.len() {
+            let split = pieces(&[cut]);
+            assert_eq!(split.columns, whole.columns, "cut at {cut}");
+            assert_eq!(split.last_row, whole.last_row, "cut at {cut}");
+        }
+        let bytewise = pieces(&(1..data.len()).collect::<Vec<_>>());
+        assert_eq!(bytewise.columns, whole.columns);
+        assert_eq!(whole.last_row, rows[4]);
     }
 
     #[test]

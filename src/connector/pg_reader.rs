@@ -10,7 +10,7 @@ use futures::TryStreamExt;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
-use crate::connector::pg_copy::{self, Decoded, Wire};
+use crate::connector::pg_copy::{self, Decoded, PageDecoder, Wire};
 use crate::connector::postgres_cdc::{quote_ident, upstream_error};
 use crate::connector::upstream::{SnapshotPage, upstream_text};
 use crate::error::{Error, Result};
@@ -269,11 +269,12 @@ pub async fn snapshot_page(
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}) TO STDOUT (FORMAT binary)", key.join(", ")));
     let stream = client.copy_out(sql.as_str()).await.map_err(upstream_error)?;
     let mut stream = std::pin::pin!(stream);
-    let mut data = Vec::with_capacity(limit * 64);
+    // Decoded as the rows arrive: the page is ready as soon as its last row is.
+    let mut decoder = PageDecoder::new(&wires, limit)?;
     while let Some(bytes) = stream.try_next().await.map_err(upstream_error)? {
-        data.extend_from_slice(&bytes);
+        decoder.feed(&bytes)?;
     }
-    let Decoded { columns, last_row } = pg_copy::decode(&data, &wires, limit)?;
+    let Decoded { columns, last_row } = decoder.finish()?;
     if last_row.is_empty() {
         return Ok(SnapshotPage { columns, last_key: None });
     }
