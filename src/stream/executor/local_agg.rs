@@ -350,6 +350,8 @@ enum Groups {
         null: Option<usize>,
         /// Each group's value (`None`: NULL), by slot.
         values: Vec<Option<i64>>,
+        /// The slots by value while the values lie in a narrow range (then `index` is empty).
+        dense: Dense,
     },
     /// Any other group key, grouped by the row-format bytes of its values.
     Rows {
@@ -360,6 +362,64 @@ enum Groups {
     },
 }
 
+/// The slots of integer groups by value while the values seen lie in a range of at most
+/// [`DENSE_SPAN`]: a row's lookup is then one read of an array that stays in a core's cache
+/// (100 000 groups take 400 KB), where a hash table probe of as many groups misses it (an
+/// eager aggregation's groups, visited in any order).
+#[derive(Default)]
+struct Dense {
+    /// The value of entry 0.
+    base: i64,
+    /// The slot of each value from `base` on; [`NO_SLOT`] where no group has it.
+    slots: Vec<u32>,
+    /// The values went beyond the span: the hash index holds the groups until they are taken.
+    off: bool,
+}
+
+/// The widest range of values [`Dense`] indexes: 4 MB of slots.
+const DENSE_SPAN: i128 = 1 << 20;
+
+/// A value no group has yet.
+const NO_SLOT: u32 = u32::MAX;
+
+impl Dense {
+    /// Widens the index to the values `lo..=hi`, or turns it off (moving the groups of
+    /// `values` into `index`) when the range grows past [`DENSE_SPAN`].
+    fn cover(
+        &mut self,
+        lo: i64,
+        hi: i64,
+        values: &[Option<i64>],
+        index: &mut hashbrown::HashMap<i64, usize>,
+    ) {
+        let (start, end) = match self.slots.is_empty() {
+            true => (i128::from(lo), i128::from(hi) + 1),
+            false => {
+                let end = i128::from(self.base) + self.slots.len() as i128;
+                (i128::from(lo).min(self.base.into()), end.max(i128::from(hi) + 1))
+            }
+        };
+        if end - start > DENSE_SPAN {
+            self.off = true;
+            self.slots = Vec::new();
+            let groups = values.iter().enumerate();
+            index.extend(groups.filter_map(|(slot, v)| v.map(|v| (v, slot))));
+            return;
+        }
+        if self.slots.is_empty() || start < i128::from(self.base) {
+            let shift = match self.slots.is_empty() {
+                true => 0,
+                false => (i128::from(self.base) - start) as usize,
+            };
+            let mut slots = vec![NO_SLOT; shift];
+            slots.append(&mut self.slots);
+            self.slots = slots;
+            self.base = start as i64;
+        }
+        self.slots.resize((end - start) as usize, NO_SLOT);
+    }
+}
+
 impl Groups {
     fn new(types: &[ArrowType]) -> Result<Self> {
         if let [ty @ (ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64)] = types {
@@ -368,6 +428,7 @@ impl Groups {
                 index: hashbrown::HashMap::new(),
                 null: None,
                 values: Vec::new(),
+                dense: Dense::default(),
             });
         }
         let converter =
@@ -389,15 +450,28 @@ impl Groups {
     fn slots(&mut self, columns: &[ArrayRef], slots: &mut Vec<usize>) -> Result<()> {
         slots.clear();
         match self {
-            Groups::Int { index, null, values, .. } => {
+            Groups::Int { index, null, values, dense, .. } => {
                 let column = arrow::compute::cast(&columns[0], &ArrowType::Int64)?;
                 let column = column.as_primitive::<Int64Type>();
+                if !dense.off
+                    && let (Some(lo), Some(hi)) =
+                        (arrow::compute::min(column), arrow::compute::max(column))
+                {
+                    dense.cover(lo, hi, values, index);
+                }
                 for (row, &v) in column.values().iter().enumerate() {
                     let slot = if column.is_null(row) {
                         *null.get_or_insert_with(|| {
                             values.push(None);
                             values.len() - 1
                         })
+                    } else if !dense.off {
+                        let slot = &mut dense.slots[(v - dense.base) as usize];
+                        if *slot == NO_SLOT {
+                            values.push(Some(v));
+                            *slot = (values.len() - 1) as u32;
+                        }
+                        *slot as usize
                     } else {
                         *index.entry(v).or_insert_with(|| {
                             values.push(Some(v));
@@ -429,9 +503,10 @@ impl Groups {
     /// The group values as columns, by slot; forgets the groups.
     fn take_columns(&mut self) -> Result<Vec<ArrayRef>> {
         match self {
-            Groups::Int { ty, index, null, values } => {
+            Groups::Int { ty, index, null, values, dense } => {
                 index.clear();
                 *null = None;
+                *dense = Dense::default();
                 let column: ArrayRef = Arc::new(Int64Array::from(std::mem::take(values)));
                 Ok(vec![arrow::compute::cast(&column, ty)?])
             }
@@ -643,6 +718,39 @@ mod tests {
 
                         barrier 1";
         assert_eq!(local("T I", "sum(c1)", 100, texts).await, dedent(expected));
+    }
+
+    #[test]
+    fn integer_groups_keep_their_slots_as_the_index_widens_and_turns_to_hashing() {
+        let mut groups = Groups::new(&[ArrowType::Int32]).unwrap();
+        let mut slots = Vec::new();
+        let mut slots_of = |groups: &mut Groups, values: Vec<Option<i32>>| {
+            let column: ArrayRef = Arc::new(arrow::array::Int32Array::from(values));
+            groups.slots(&[column], &mut slots).unwrap();
+            slots.clone()
+        };
+        assert_eq!(slots_of(&mut groups, vec![Some(5), Some(7), Some(5)]), [0, 1, 0]);
+        // Below the range: the index moves its base.
+        assert_eq!(slots_of(&mut groups, vec![Some(3), None, Some(7)]), [2, 3, 1]);
+        // Far beyond it: the groups move to the hash index.
+        assert_eq!(slots_of(&mut groups, vec![Some(1 << 30), Some(-9)]), [4, 5]);
+        assert_eq!(
+            slots_of(&mut groups, vec![Some(7), Some(1 << 30), Some(3), None]),
+            [1, 4, 2, 3]
+        );
+        let values = groups.take_columns().unwrap();
+        let expected: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![
+            Some(5),
+            Some(7),
+            Some(3),
+            None,
+            Some(1 << 30),
+            Some(-9),
+        ]));
+        assert_eq!(&values[0], &expected);
+        // Taken: the next groups start over, indexed densely again.
+        assert_eq!(slots_of(&mut groups, vec![Some(1 << 30), Some((1 << 30) - 2)]), [0, 1]);
+        assert!(matches!(&groups, Groups::Int { dense, .. } if !dense.off));
     }
 
     #[tokio::test]
