@@ -52,6 +52,50 @@ fn distributed_by(input: &StreamNode, group_exprs: &[Arc<dyn PhysicalExpr>]) -> 
     input.dist.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|c| grouped.contains(c)))
 }
 
+/// `input` without the hidden stream-key columns its table scan adds, when only filters stand
+/// between the scan and a local aggregation reading visible columns alone: the local phase
+/// folds rows by group and never reads their keys, so a backfill then neither decodes nor
+/// carries them (q_a's `SELECT a, count(*), sum(b) FROM t WHERE b > 10 GROUP BY a` read `t`'s
+/// `id` for nothing). Any other plan is returned as it is.
+fn without_scan_key(
+    input: StreamNode,
+    group_exprs: &[Arc<dyn PhysicalExpr>],
+    calls: &[AggCallPlan],
+) -> StreamNode {
+    use datafusion::physical_expr::utils::collect_columns;
+
+    /// Whether `node` is filters over a scan, whose predicates read visible columns only.
+    fn prunable(node: &StreamNode) -> bool {
+        match &node.kind {
+            NodeKind::Scan { .. } => true,
+            NodeKind::Filter { predicate } => {
+                collect_columns(predicate).iter().all(|c| c.index() < node.visible)
+                    && prunable(&node.inputs[0])
+            }
+            _ => false,
+        }
+    }
+    fn prune(mut node: StreamNode) -> StreamNode {
+        let fields = node.schema.fields()[..node.visible].to_vec();
+        node.schema = Arc::new(Schema::new(fields));
+        node.stream_key.clear();
+        node.dist = None;
+        match &mut node.kind {
+            NodeKind::Scan { output_indices, .. } => output_indices.truncate(node.visible),
+            _ => node.inputs = node.inputs.drain(..).map(prune).collect(),
+        }
+        node
+    }
+    let reads_visible_only = group_exprs
+        .iter()
+        .chain(calls.iter().map(|c| &c.arg))
+        .all(|e| collect_columns(e).iter().all(|c| c.index() < input.visible));
+    match reads_visible_only && prunable(&input) {
+        true => prune(input),
+        false => input,
+    }
+}
+
 /// The first phase of a two-phase aggregation over `input` (see
 /// [`crate::stream::executor::local_agg`]), and the final phase's calls over its partial rows:
 /// `group values ++ row_count ++` per call its state (`count`; or `sum`, `nonnull`), typed as
@@ -341,6 +385,7 @@ impl Planner<'_> {
         let (input, group_exprs, calls, merge) = match two_phase {
             false => (exchange(input, group_exprs.clone()), group_exprs, calls, false),
             true => {
+                let input = without_scan_key(input, &group_exprs, &calls);
                 let (local, finals) = local_agg(input, group_exprs, calls, &out);
                 let groups: Vec<_> = (0..n_groups).map(|i| column_expr(&local, i)).collect();
                 (exchange(local, groups.clone()), groups, finals, true)

@@ -139,7 +139,22 @@ pub struct StreamPlan {
 impl StreamNode {
     fn name(&self) -> String {
         match &self.kind {
-            NodeKind::Scan { table, .. } => format!("StreamTableScan {{ table: {} }}", table.name),
+            NodeKind::Scan { table, output_indices, .. } => {
+                // The hidden stream-key columns after the visible ones, as `key(name)`.
+                let columns: Vec<String> = output_indices
+                    .iter()
+                    .enumerate()
+                    .map(|(pos, &i)| match pos < self.visible {
+                        true => table.columns[i].name.clone(),
+                        false => format!("key({})", table.columns[i].name),
+                    })
+                    .collect();
+                format!(
+                    "StreamTableScan {{ table: {}, columns: [{}] }}",
+                    table.name,
+                    columns.join(", ")
+                )
+            }
             NodeKind::Filter { predicate } => format!("StreamFilter {{ predicate: {predicate} }}"),
             NodeKind::Project { exprs } => {
                 let exprs: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
