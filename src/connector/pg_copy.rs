@@ -256,9 +256,10 @@ impl PageDecoder {
             self.pending.extend_from_slice(&bytes[used..]);
         } else {
             self.pending.extend_from_slice(bytes);
-            let pending = std::mem::take(&mut self.pending);
+            let mut pending = std::mem::take(&mut self.pending);
             let used = self.decode_rows(&pending)?;
-            self.pending = pending[used..].to_vec();
+            pending.drain(..used);
+            self.pending = pending;
         }
         Ok(())
     }

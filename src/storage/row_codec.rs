@@ -163,11 +163,10 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
 /// `projection` the indices to materialize, in output order (each index at most once, ascending
 /// order not required).
 pub struct RowDecoder {
-    types: Vec<DataType>,
-    /// For each column up to the last projected one, the output slot it fills, if projected:
-    /// the columns after the last projected one are not even walked over (rows that hold
-    /// every column).
-    slots: Vec<Option<usize>>,
+    /// Every column up to the last projected one, with its output slot if projected: the
+    /// columns after the last projected one are not even walked over (rows that hold every
+    /// column).
+    every: Vec<(DataType, Option<usize>)>,
     /// The columns a [`KEYED`] row's value holds, up to the last projected one, with their
     /// output slots.
     values: Vec<(DataType, Option<usize>)>,
@@ -185,7 +184,7 @@ impl RowDecoder {
     pub fn new(types: &[DataType], key: &[usize], projection: &[usize], capacity: usize) -> Self {
         let slot_of = |col: usize| projection.iter().position(|&c| c == col);
         let walked = projection.iter().max().map_or(0, |&c| c + 1);
-        let slots = (0..walked).map(slot_of).collect();
+        let every = (0..walked).map(|c| (types[c], slot_of(c))).collect();
         let held = |col: usize| key.contains(&col) && key_holds_value(types[col]);
         let mut values: Vec<_> =
             (0..types.len()).filter(|&c| !held(c)).map(|c| (types[c], slot_of(c))).collect();
@@ -198,7 +197,7 @@ impl RowDecoder {
             keys.pop();
         }
         let builders = projection.iter().map(|&c| Builder::new(types[c], capacity)).collect();
-        Self { types: types[..walked].to_vec(), slots, values, keys, scratch: Vec::new(), builders }
+        Self { every, values, keys, scratch: Vec::new(), builders }
     }
 
     /// Decodes one stored row, its key and value, appending its projected values.
@@ -212,24 +211,7 @@ impl RowDecoder {
 
     /// A row in the encoding of the module docs, past its first byte.
     fn push_keyed(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        let (stored, rest) = read_varint(value)?;
-        let (bitmap, mut rest) = rest.split_at_checked(stored.div_ceil(8)).ok_or_else(corrupt)?;
-        for (i, &(ty, slot)) in self.values.iter().enumerate() {
-            let payload = if i >= stored || bitmap[i / 8] & (1 << (i % 8)) != 0 {
-                None
-            } else {
-                let (len, after) = match fixed_len(ty) {
-                    Some(len) => (len, rest),
-                    None => read_varint(rest)?,
-                };
-                let (payload, after) = after.split_at_checked(len).ok_or_else(corrupt)?;
-                rest = after;
-                Some(payload)
-            };
-            if let Some(slot) = slot {
-                self.builders[slot].append(payload);
-            }
-        }
+        push_values(&self.values, &mut self.builders, value)?;
         if self.keys.is_empty() {
             return Ok(());
         }
@@ -248,30 +230,12 @@ impl RowDecoder {
 
     /// A row that holds every column, past its first byte.
     fn push_compact(&mut self, value: &[u8]) -> Result<()> {
-        let (stored, rest) = read_varint(value)?;
-        let (bitmap, mut rest) = rest.split_at_checked(stored.div_ceil(8)).ok_or_else(corrupt)?;
-        for (i, (ty, slot)) in self.types.iter().zip(&self.slots).enumerate() {
-            let payload = if i >= stored || bitmap[i / 8] & (1 << (i % 8)) != 0 {
-                None
-            } else {
-                let (len, after) = match fixed_len(*ty) {
-                    Some(len) => (len, rest),
-                    None => read_varint(rest)?,
-                };
-                let (payload, after) = after.split_at_checked(len).ok_or_else(corrupt)?;
-                rest = after;
-                Some(payload)
-            };
-            if let Some(slot) = *slot {
-                self.builders[slot].append(payload);
-            }
-        }
-        Ok(())
+        push_values(&self.every, &mut self.builders, value)
     }
 
     /// A row written with a tag byte per value and `u32` text lengths.
     fn push_tagged(&mut self, mut value: &[u8]) -> Result<()> {
-        for (ty, slot) in self.types.iter().zip(&self.slots) {
+        for (ty, slot) in &self.every {
             let (&tag, rest) = value.split_first().ok_or_else(corrupt)?;
             value = rest;
             let (skip, len) = match (tag, fixed_len(*ty)) {
@@ -306,6 +270,35 @@ impl RowDecoder {
     pub fn finish(&mut self) -> Vec<ArrayRef> {
         self.builders.iter_mut().map(|b| b.finish()).collect()
     }
+}
+
+/// Appends the values of `columns` (with their output slots) that `value` holds: a column
+/// count, a NULL bitmap and the present values' payloads (the module docs' encoding, past its
+/// first byte). Columns past the count read as NULL.
+fn push_values(
+    columns: &[(DataType, Option<usize>)],
+    builders: &mut [Builder],
+    value: &[u8],
+) -> Result<()> {
+    let (stored, rest) = read_varint(value)?;
+    let (bitmap, mut rest) = rest.split_at_checked(stored.div_ceil(8)).ok_or_else(corrupt)?;
+    for (i, &(ty, slot)) in columns.iter().enumerate() {
+        let payload = if i >= stored || bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            None
+        } else {
+            let (len, after) = match fixed_len(ty) {
+                Some(len) => (len, rest),
+                None => read_varint(rest)?,
+            };
+            let (payload, after) = after.split_at_checked(len).ok_or_else(corrupt)?;
+            rest = after;
+            Some(payload)
+        };
+        if let Some(slot) = slot {
+            builders[slot].append(payload);
+        }
+    }
+    Ok(())
 }
 
 fn corrupt() -> Error {
