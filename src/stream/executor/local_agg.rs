@@ -205,6 +205,11 @@ impl Partial {
         let call = &self.calls[i];
         let value = eval(call.arg.as_ref(), chunk.data())?;
         match call.kind {
+            // A NULL literal evaluates to a `NullArray`, which has no validity buffer: its rows
+            // answer `is_valid` true. As a typed array of NULLs they count as the NULLs they are.
+            AggKind::Count if value.data_type() == &ArrowType::Null => {
+                Ok(arrow::array::new_null_array(&ArrowType::Int64, value.len()))
+            }
             AggKind::Count => Ok(value),
             _ => cast(value, &call.output_type),
         }
@@ -590,6 +595,7 @@ mod tests {
             let (name, arg) = call.strip_suffix(')').and_then(|c| c.split_once('(')).unwrap();
             let arg: Arc<dyn PhysicalExpr> = match arg {
                 "*" => Arc::new(Literal::new(ScalarValue::Int64(Some(1)))),
+                "null" => Arc::new(Literal::new(ScalarValue::Null)),
                 column => {
                     let index: usize = column.strip_prefix('c').unwrap().parse().unwrap();
                     Arc::new(Column::new(column, index))
@@ -649,6 +655,22 @@ mod tests {
 
                         barrier 2";
         assert_eq!(local("i I", "count(*) sum(c1)", 100, input).await, dedent(expected));
+    }
+
+    #[tokio::test]
+    async fn a_count_of_null_counts_nothing_folded_or_passed_on() {
+        // The first chunk is folded; past the limit of 1 group the second is passed on row by
+        // row (see the test below).
+        let input = [chunk("i I\n+ 1 10\n+ 1 11"), chunk("i I\n+ 2 5\n+ 3 6"), barrier(1)];
+        let expected = "i I I
+                        + 1 2 0
+
+                        i I I
+                        + 2 1 0
+                        + 3 1 0
+
+                        barrier 1";
+        assert_eq!(local("i I", "count(null)", 1, input).await, dedent(expected));
     }
 
     #[tokio::test]
