@@ -79,6 +79,27 @@ impl StreamChunk {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+
+    /// The chunk cut into chunks of at most `rows` rows (one more where a cut would part an
+    /// update pair), in order; the rows are shared, not copied.
+    pub fn split(self, rows: usize) -> Vec<StreamChunk> {
+        let rows = rows.max(1);
+        if self.len() <= rows {
+            return vec![self];
+        }
+        let mut parts = Vec::with_capacity(self.len().div_ceil(rows));
+        let mut from = 0;
+        while from < self.len() {
+            let mut to = (from + rows).min(self.len());
+            if self.ops[to - 1] == Op::UpdateDelete && to < self.len() {
+                to += 1;
+            }
+            let data = self.data.slice(from, to - from);
+            parts.push(StreamChunk::new(self.ops[from..to].to_vec(), data));
+            from = to;
+        }
+        parts
+    }
 }
 
 impl fmt::Display for Op {
@@ -89,5 +110,38 @@ impl fmt::Display for Op {
             Op::UpdateDelete => "U-",
             Op::UpdateInsert => "U+",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::test_utils::dedent;
+
+    #[test]
+    fn a_split_chunk_keeps_its_rows_in_order_and_its_update_pairs_whole() {
+        let chunk = StreamChunk::from_pretty(
+            "i I
+             + 1 10
+             + 2 20
+             U- 3 30
+             U+ 3 31
+             - 4 40",
+        );
+        let parts: Vec<String> = chunk.split(3).iter().map(StreamChunk::to_pretty).collect();
+        let expected = [
+            // The cut after three rows would part the update of 3: it takes its new half too.
+            "i I
+             + 1 10
+             + 2 20
+             U- 3 30
+             U+ 3 31",
+            "i I
+             - 4 40",
+        ];
+        assert_eq!(parts, expected.map(dedent));
+        let whole = StreamChunk::from_pretty("i\n+ 1\n+ 2");
+        assert_eq!(whole.clone().split(2).len(), 1);
+        assert_eq!(whole.split(1).len(), 2);
     }
 }

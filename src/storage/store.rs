@@ -212,8 +212,9 @@ impl Store {
         self.uncommitted.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// The memory the write buffers of every state table take until their epochs commit,
-    /// about: what a backfill bounds when it sizes its epochs.
+    /// The memory the write buffers of every state table take until their epochs commit, and
+    /// what operators hold for the epoch in flight ([`EpochMemory`]), about: what a backfill
+    /// bounds when it sizes its epochs.
     pub fn uncommitted_bytes(&self) -> usize {
         self.uncommitted.load(Ordering::Relaxed).max(0) as usize
     }
@@ -652,6 +653,47 @@ fn write_options() -> WriteOptions {
     let mut wo = WriteOptions::default();
     wo.set_sync(false);
     wo
+}
+
+/// Memory an operator holds for the epoch in flight outside any write buffer (an aggregate's
+/// groups touched since its last flush), counted with the write buffers in
+/// [`Store::uncommitted_bytes`]: a backfill ends its epoch early on it as on staged writes, so
+/// an aggregate with as many groups as its input has rows holds a bounded number of them. The
+/// count is given back by [`EpochMemory::clear`] (at the flush, when the groups become staged
+/// writes) or when it is dropped (the actor stopped).
+pub struct EpochMemory {
+    store: Arc<Store>,
+    bytes: usize,
+}
+
+impl EpochMemory {
+    /// Nothing counted yet.
+    pub fn new(store: Arc<Store>) -> Self {
+        EpochMemory { store, bytes: 0 }
+    }
+
+    /// Counts `bytes` more.
+    pub fn add(&mut self, bytes: usize) {
+        self.bytes += bytes;
+        self.store.note_buffered(bytes as i64);
+    }
+
+    /// Gives back everything counted.
+    pub fn clear(&mut self) {
+        self.store.note_buffered(-(self.bytes as i64));
+        self.bytes = 0;
+    }
+
+    /// What is counted now.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for EpochMemory {
+    fn drop(&mut self) {
+        self.clear();
+    }
 }
 
 /// A RocksDB snapshot that owns its database handle, so queries can hold it across awaits.

@@ -41,7 +41,7 @@ use crate::storage::keycodec::{
 };
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
-use crate::storage::store::Store;
+use crate::storage::store::{EpochMemory, Store};
 use crate::stream::eval::eval;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
@@ -52,6 +52,13 @@ pub const HOLD_LIMIT: usize = 100_000;
 /// Groups an actor keeps in memory between epochs (see `Aggregation::cache`): a backfill's
 /// epochs touch most groups again when there are fewer than its rows.
 const CACHE_GROUPS: usize = 100_000;
+
+/// The memory an actor's groups touched since its last flush may take ([`footprint`]) before
+/// it flushes them mid-epoch: stored, emitted unless held, and cached as after a barrier. So an
+/// aggregate with as many groups as rows holds a bounded number of them whatever its epochs,
+/// and one with fewer groups than fit (an eager aggregation's 50 k per actor) still writes
+/// each group once per epoch.
+const FLUSH_BYTES: usize = 32 << 20;
 
 /// Stored groups emitted per chunk when held groups are released.
 const RELEASE_CHUNK: usize = 4096;
@@ -141,6 +148,8 @@ pub struct HashAggExecutor {
     output_schema: SchemaRef,
     hold: Option<Hold>,
     merge: bool,
+    /// [`FLUSH_BYTES`], or less in tests.
+    flush_bytes: usize,
 }
 
 impl HashAggExecutor {
@@ -153,8 +162,24 @@ impl HashAggExecutor {
         result_table: Arc<TableCatalog>,
         output_schema: SchemaRef,
     ) -> Self {
-        let hold = None;
-        Self { input, store, group_exprs, calls, result_table, output_schema, hold, merge: false }
+        Self {
+            input,
+            store,
+            group_exprs,
+            calls,
+            result_table,
+            output_schema,
+            hold: None,
+            merge: false,
+            flush_bytes: FLUSH_BYTES,
+        }
+    }
+
+    /// The same, flushing its touched groups mid-epoch once they take `bytes` (see
+    /// [`FLUSH_BYTES`]).
+    pub fn with_flush_bytes(mut self, bytes: usize) -> Self {
+        self.flush_bytes = bytes;
+        self
     }
 
     /// The same aggregate as the final phase of a two-phase aggregation: its input rows are
@@ -175,8 +200,17 @@ impl HashAggExecutor {
 
 impl Executor for HashAggExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, store, group_exprs, calls, result_table, output_schema, hold, merge } =
-            *self;
+        let Self {
+            input,
+            store,
+            group_exprs,
+            calls,
+            result_table,
+            output_schema,
+            hold,
+            merge,
+            flush_bytes,
+        } = *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
             agg.merge = merge;
@@ -186,7 +220,13 @@ impl Executor for HashAggExecutor {
             let mut input = input.execute();
             while let Some(msg) = input.next().await {
                 match msg? {
-                    Message::Chunk(chunk) => agg.apply(&chunk)?,
+                    Message::Chunk(chunk) => {
+                        agg.apply(&chunk)?;
+                        let full = agg.memory.bytes() >= flush_bytes;
+                        if let Some(chunk) = if full { agg.flush()? } else { None } {
+                            yield Message::Chunk(chunk);
+                        }
+                    }
                     Message::Barrier(barrier) => {
                         if let Some(chunk) = agg.flush()? {
                             yield Message::Chunk(chunk);
@@ -242,6 +282,8 @@ struct Aggregation {
     cache: hashbrown::HashMap<Vec<u8>, Group>,
     /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
     merge: bool,
+    /// What `groups`, `group_index` and `deltas` take, counted until the flush stages them.
+    memory: EpochMemory,
 }
 
 /// The vnodes of an actor whose groups are held, and how many groups they store.
@@ -269,6 +311,7 @@ impl Aggregation {
             .map(|c| c.multiset.as_ref().map(|t| t.state_table(store.clone()).rewriting()))
             .collect();
         let deltas = calls.iter().map(|_| HashMap::new()).collect();
+        let memory = EpochMemory::new(store.clone());
         Self {
             group_exprs,
             calls,
@@ -284,6 +327,7 @@ impl Aggregation {
             held: None,
             cache: hashbrown::HashMap::new(),
             merge: false,
+            memory,
         }
     }
 
@@ -481,9 +525,14 @@ impl Aggregation {
                         }
                         let group = &self.groups[slots[row]];
                         let value = ScalarValue::try_from_array(&arg, row)?;
-                        let entry = self.deltas[i]
-                            .entry(mkey)
-                            .or_insert_with(|| (group.values.clone(), value, 0));
+                        let entry = match self.deltas[i].entry(mkey) {
+                            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(entry) => {
+                                let at = footprint(entry.key(), &group.values, &[]);
+                                self.memory.add(at + size_of::<ScalarValue>());
+                                entry.insert((group.values.clone(), value, 0))
+                            }
+                        };
                         entry.2 += signs[row];
                     }
                 }
@@ -516,6 +565,7 @@ impl Aggregation {
                             .map(|c| ScalarValue::try_from_array(c, row))
                             .collect::<datafusion::error::Result<Vec<_>>>()?)
                     })?;
+                    self.memory.add(footprint(key, &group.values, &group.states));
                     self.groups.push(group);
                     self.group_index.insert(key.clone(), self.groups.len() - 1);
                     self.groups.len() - 1
@@ -691,6 +741,8 @@ impl Aggregation {
                 self.cache.insert(key, group);
             }
         }
+        // The groups become the staged writes of `result`, counted there.
+        self.memory.clear();
         let state = rows_to_batch(&state_rows, &self.result_def.full_schema())?;
         self.result.write_chunk(&StreamChunk::new(state_ops, state))?;
         if ops.is_empty() {
@@ -795,6 +847,14 @@ impl Aggregation {
             table.commit(epoch);
         }
     }
+}
+
+/// About the memory a touched group (or a min/max multiset change) takes until the flush: the
+/// key in the index, the group with its values (twice: the row last emitted is kept too) and
+/// states.
+fn footprint(key: &[u8], values: &[ScalarValue], states: &[AggState]) -> usize {
+    let header = size_of::<Group>() + size_of::<Vec<u8>>() + 2 * size_of::<usize>();
+    header + key.len() + 2 * size_of_val(values) + size_of_val(states)
 }
 
 fn empty_state(call: &AggCall) -> Result<AggState> {
@@ -1130,6 +1190,66 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         run_sorted(hash_agg(&store, header, group_by, calls, committing(&store, input))).await
+    }
+
+    #[tokio::test]
+    async fn touched_groups_count_as_the_epochs_memory_until_the_flush_stages_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let HashAggExecutor { group_exprs, calls, result_table, output_schema, .. } =
+            hash_agg_executor(&store, "i I", &[0], "count(*) min(c1)", MockSource::boxed([]));
+        let mut agg =
+            Aggregation::new(store.clone(), group_exprs, calls, result_table, output_schema);
+        let rows: String = (0..1000).map(|g| format!("\n+ {g} {g}")).collect();
+        agg.apply(&StreamChunk::from_pretty(&format!("i I{rows}"))).unwrap();
+        let held = store.uncommitted_bytes();
+        assert!(held >= 1000 * size_of::<Group>(), "1000 groups hold {held} bytes");
+        // The same groups and values again: nothing more is held.
+        agg.apply(&StreamChunk::from_pretty(&format!("i I{rows}"))).unwrap();
+        assert_eq!(store.uncommitted_bytes(), held);
+        // The flush turns them into staged rows, far smaller than the groups were.
+        agg.flush().unwrap();
+        assert_eq!(agg.memory.bytes(), 0);
+        let staged = store.uncommitted_bytes();
+        assert!(staged > 0 && staged < held / 2, "staged {staged} of {held}");
+        // An actor that stops mid-epoch gives back what its groups held.
+        let more: String = (1000..1100).map(|g| format!("\n+ {g} {g}")).collect();
+        agg.apply(&StreamChunk::from_pretty(&format!("i I{more}"))).unwrap();
+        assert!(store.uncommitted_bytes() > staged);
+        drop(agg);
+        assert_eq!(store.uncommitted_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn groups_past_the_memory_bound_are_flushed_mid_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let input = [
+            initial(0),
+            chunk("i I\n+ 1 10\n+ 2 5"),
+            chunk("i I\n+ 1 1"),
+            chunk("i I\n+ 3 7"),
+            barrier(1),
+        ];
+        // Two groups pass the bound: the first chunk's groups go out before the next chunk,
+        // and group 1, touched again in the same epoch, changes as an update pair.
+        let bound = 2 * footprint(&[0; 9], &[ScalarValue::Int32(Some(0))], &[]);
+        let agg =
+            hash_agg_executor(&store, "i I", &[0], "count(*) sum(c1)", committing(&store, input))
+                .with_flush_bytes(bound);
+        let expected = "barrier 0
+
+                        i I I
+                        + 1 1 10
+                        + 2 1 5
+
+                        i I I
+                        U- 1 1 10
+                        U+ 1 2 11
+                        + 3 1 7
+
+                        barrier 1";
+        assert_eq!(run_sorted(Box::new(agg)).await, dedent(expected));
     }
 
     #[tokio::test]

@@ -56,6 +56,11 @@ use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 /// through unaggregated.
 pub const LOCAL_GROUPS: usize = 1 << 18;
 
+/// Partial rows per chunk sent: the final aggregate takes a chunk's groups into memory at once,
+/// so a send of [`LOCAL_GROUPS`] goes as many chunks, between which it may flush (see
+/// [`HashAggExecutor`](super::hash_agg::HashAggExecutor)).
+pub const SEND_ROWS: usize = 8192;
+
 /// Pre-aggregates its input per group (see the module docs).
 pub struct LocalAggExecutor {
     input: BoxedExecutor,
@@ -113,12 +118,16 @@ impl Executor for LocalAggExecutor {
                 match msg? {
                     Message::Chunk(chunk) => {
                         if let Some(chunk) = partial.apply(&chunk)? {
-                            yield Message::Chunk(chunk);
+                            for part in chunk.split(SEND_ROWS) {
+                                yield Message::Chunk(part);
+                            }
                         }
                     }
                     Message::Barrier(barrier) => {
                         if let Some(chunk) = partial.flush()? {
-                            yield Message::Chunk(chunk);
+                            for part in chunk.split(SEND_ROWS) {
+                                yield Message::Chunk(part);
+                            }
                         }
                         partial.passing = false;
                         yield Message::Barrier(barrier);

@@ -13,27 +13,51 @@ pub mod status;
 
 use crate::storage::store::Store;
 
-/// Snapshot rows an epoch reads before it looks at what it has written. Everything an epoch
-/// writes stays in memory until its checkpoint; an epoch past [`EPOCH_ROWS`] whose writes (of
-/// every state table not yet committed) take [`EPOCH_BYTES`], or that has read
-/// [`EPOCH_ROWS_MAX`], is full ([`epoch_full`]): the backfill asks for the next checkpoint early
-/// instead of waiting out the barrier interval. So the memory of a backfill stays bounded
-/// whatever the table size, and a backfill whose state grows slower than its input (an
-/// aggregate with few groups rewritten at each epoch) reads in fewer, larger epochs; a
+/// Snapshot rows an epoch reads before it looks at what it holds. Everything an epoch writes
+/// stays in memory until its checkpoint; an epoch past [`EPOCH_ROWS`] whose writes (of every
+/// state table not yet committed) and operators' groups ([`EpochMemory`]) take [`EPOCH_BYTES`]
+/// is full ([`epoch_full`]): the backfill asks for the next checkpoint early instead of waiting
+/// out the barrier interval. So the memory of a backfill stays bounded whatever the table
+/// size, and a backfill whose state grows slower than its input (an aggregate with few groups
+/// rewritten at each epoch) reads in fewer, larger epochs, up to one backfill interval long; a
 /// committed epoch large enough is ingested as one file, and larger files mean fewer
 /// compactions of them.
+///
+/// Rows read are no bound of their own: an epoch that reads many rows and holds little (an
+/// eager aggregation's 100 k partial groups) ends with the interval, and each epoch less is
+/// every group sent through the final phase once less (docs/benchmarks.md, "Epochs sized by
+/// memory").
+///
+/// [`EpochMemory`]: crate::storage::store::EpochMemory
 pub const EPOCH_ROWS: usize = 64 * 1024;
 
 /// See [`EPOCH_ROWS`].
 pub const EPOCH_BYTES: usize = 32 << 20;
 
-/// See [`EPOCH_ROWS`]. Rarely what ends an epoch: one second of reading at the backfill
-/// barrier interval is fewer rows. At 1 M, a view aggregating its input into many groups
-/// (eager aggregation's 100 k partial groups) ended its epochs here, and each epoch sent every
-/// group through the final phase again (docs/benchmarks.md, "Epochs of up to 4 M rows").
-pub const EPOCH_ROWS_MAX: usize = 4 << 20;
-
 /// True when an epoch that has read `rows` snapshot rows is full (see [`EPOCH_ROWS`]).
 pub fn epoch_full(rows: usize, store: &Store) -> bool {
-    rows >= EPOCH_ROWS_MAX || (rows >= EPOCH_ROWS && store.uncommitted_bytes() >= EPOCH_BYTES)
+    rows >= EPOCH_ROWS && store.uncommitted_bytes() >= EPOCH_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::store::EpochMemory;
+
+    #[test]
+    fn an_epoch_is_full_by_what_it_holds_not_by_the_rows_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // However many rows it read, an epoch holding nothing goes on to the interval.
+        assert!(!epoch_full(1 << 30, &store));
+        // An aggregate's groups count as what it holds.
+        let mut groups = EpochMemory::new(store.clone());
+        groups.add(EPOCH_BYTES);
+        assert!(!epoch_full(EPOCH_ROWS - 1, &store), "reads its first rows whatever it holds");
+        assert!(epoch_full(EPOCH_ROWS, &store));
+        // Given back when the groups are staged (or the actor stops).
+        drop(groups);
+        assert_eq!(store.uncommitted_bytes(), 0);
+        assert!(!epoch_full(EPOCH_ROWS, &store));
+    }
 }
