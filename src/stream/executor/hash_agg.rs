@@ -476,7 +476,7 @@ impl Aggregation {
                 _ => call.state_type(),
             };
             let arg = cast(eval(call.arg.as_ref(), chunk.data())?, &target)?;
-            let valid = |row: usize| arg.is_valid(row);
+            let valid = crate::stream::executor::local_agg::validity(&arg);
             match (call.kind, arg.data_type()) {
                 (AggKind::Count, _) => {
                     for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {

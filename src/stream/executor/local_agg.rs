@@ -253,8 +253,9 @@ impl Partial {
             let arg = self.argument(i, chunk)?;
             match (&mut self.accs[i], arg.data_type()) {
                 (Acc::Count(counts), _) => {
+                    let valid = validity(&arg);
                     for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {
-                        if arg.is_valid(row) {
+                        if valid(row) {
                             counts[slot] += sign;
                         }
                     }
@@ -328,7 +329,8 @@ impl Partial {
         columns.push(Arc::new(Int64Array::from(signs.clone())));
         for i in 0..self.calls.len() {
             let arg = self.argument(i, chunk)?;
-            let counted = |row: usize| if arg.is_valid(row) { signs[row] } else { 0 };
+            let valid = validity(&arg);
+            let counted = |row: usize| if valid(row) { signs[row] } else { 0 };
             let counts: Int64Array = (0..n).map(|row| Some(counted(row))).collect();
             if self.calls[i].kind != AggKind::Count {
                 let sums: Vec<i128> = match arg.data_type() {
@@ -548,14 +550,22 @@ fn add_up(
     arg: &ArrayRef,
     value: impl Fn(usize) -> i128,
 ) {
+    let valid = validity(arg);
     for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
-        if arg.is_valid(row) {
+        if valid(row) {
             let v = value(row);
             sums[slot] =
                 if sign > 0 { sums[slot].wrapping_add(v) } else { sums[slot].wrapping_sub(v) };
             nonnull[slot] += sign;
         }
     }
+}
+
+/// Whether a row of `array` holds a value, read from its validity bitmap: `is_valid` through
+/// the `dyn Array` cost a call per row of a scan.
+pub(crate) fn validity(array: &ArrayRef) -> impl Fn(usize) -> bool + '_ {
+    let nulls = array.nulls();
+    move |row| nulls.is_none_or(|n| n.is_valid(row))
 }
 
 fn mark_changed(changed: &mut [bool], by: impl Iterator<Item = bool>) {
