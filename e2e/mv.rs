@@ -126,9 +126,8 @@ async fn a_view_with_a_group_per_row_backfills_in_bounded_memory() -> anyhow::Re
 async fn group_per_row(server: &Sluice) -> anyhow::Result<()> {
     let client = server.connect().await?;
     client.batch_execute("CREATE TABLE wide (id bigint PRIMARY KEY, a int)").await?;
-    let load = format!(
-        "INSERT INTO wide SELECT i, i % 7 FROM generate_series(1, {GROUP_PER_ROW}) AS i"
-    );
+    let load =
+        format!("INSERT INTO wide SELECT i, i % 7 FROM generate_series(1, {GROUP_PER_ROW}) AS i");
     client.batch_execute(&load).await?;
     let pid = server.pid().context("the server runs")?;
     let status = |field: &str| -> anyhow::Result<u64> {

@@ -5,7 +5,9 @@
 //! per group in their own state table (`group | value | count`) and re-read the extreme when it
 //! may have changed. Changed groups are emitted on each barrier, before it is forwarded: an
 //! update pair for a group that existed and still exists, an insert for a new group, a delete
-//! for a group whose last row went away.
+//! for a group whose last row went away. Groups touched in an epoch count as its memory
+//! ([`EpochMemory`]); past [`FLUSH_BYTES`] of them they are flushed mid-epoch the same way, so
+//! an aggregate with a group per input row holds a bounded number of them.
 //!
 //! ## Holding a partial aggregate while its job creates
 //!
