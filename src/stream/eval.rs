@@ -116,6 +116,13 @@ fn report(failed: u64, expr: &dyn PhysicalExpr, error: &DataFusionError) {
     entry.logged_at = Some(Instant::now());
 }
 
+/// Whether a row of `array` holds a value, read from its validity bitmap: `is_valid` through
+/// the `dyn Array` costs a call per row.
+pub fn validity(array: &ArrayRef) -> impl Fn(usize) -> bool + '_ {
+    let nulls = array.nulls();
+    move |row| nulls.is_none_or(|n| n.is_valid(row))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

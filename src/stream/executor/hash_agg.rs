@@ -44,7 +44,7 @@ use crate::storage::keycodec::{
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::{EpochMemory, Store};
-use crate::stream::eval::eval;
+use crate::stream::eval::{eval, validity};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
 
@@ -478,7 +478,7 @@ impl Aggregation {
                 _ => call.state_type(),
             };
             let arg = cast(eval(call.arg.as_ref(), chunk.data())?, &target)?;
-            let valid = crate::stream::executor::local_agg::validity(&arg);
+            let valid = validity(&arg);
             match (call.kind, arg.data_type()) {
                 (AggKind::Count, _) => {
                     for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {

@@ -45,7 +45,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
-use crate::stream::eval::eval;
+use crate::stream::eval::{eval, validity};
 use crate::stream::executor::hash_agg::{AggCall, AggKind, cast};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
@@ -559,13 +559,6 @@ fn add_up(
             nonnull[slot] += sign;
         }
     }
-}
-
-/// Whether a row of `array` holds a value, read from its validity bitmap: `is_valid` through
-/// the `dyn Array` cost a call per row of a scan.
-pub(crate) fn validity(array: &ArrayRef) -> impl Fn(usize) -> bool + '_ {
-    let nulls = array.nulls();
-    move |row| nulls.is_none_or(|n| n.is_valid(row))
 }
 
 fn mark_changed(changed: &mut [bool], by: impl Iterator<Item = bool>) {
