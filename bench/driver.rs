@@ -169,6 +169,17 @@ async fn scenarios(
         format!("{:.2}x", cdc_rate / select_rate),
         ">= 0.5x",
     ));
+    // The snapshot's epochs are merged out of level 0 once it finishes, in the background.
+    let started = Instant::now();
+    wait_storage_quiet(sluice).await?;
+    lines.push(line(
+        "2 CDC backfill",
+        "then its level-0 files merged, in the background (s)",
+        format!("{:.1}", started.elapsed().as_secs_f64()),
+        "",
+        "",
+        "",
+    ));
     let count = text_rows(&client, "SELECT count(*) FROM t").await?;
     ensure!(count[0][0].as_deref() == Some(&n.to_string()[..]), "Sluice's t has {count:?} rows");
     let cdc_line = lines.len() - 1;
@@ -182,6 +193,7 @@ async fn scenarios(
     let memory = RssSampler::start(sluice.pid().context("sluice is not running")?);
     let mut pg_times = Vec::new();
     for (name, query) in VIEWS {
+        wait_storage_quiet(sluice).await?;
         let started = Instant::now();
         pg.batch_execute(&format!("CREATE MATERIALIZED VIEW {name} AS {query}")).await?;
         let pg_time = started.elapsed();
@@ -364,11 +376,12 @@ async fn scenarios(
     }
 
     // 8. MySQL CDC backfill, beside a plain SELECT * of the same table.
+    wait_storage_quiet(sluice).await?;
     lines.extend(mysql_backfill(&sluice.connect().await?, n).await?);
 
     // 2, again in parallel splits: last, as the tables it creates and drops leave compaction
     // work behind that would slow the scenarios after it. Listed under 2.
-    let parallel = parallel_cdc(&sluice.connect().await?, n, select_rate).await?;
+    let parallel = parallel_cdc(sluice, n, select_rate).await?;
     let after = lines.split_off(cdc_line + 1);
     lines.extend(parallel);
     lines.extend(after);
@@ -376,9 +389,12 @@ async fn scenarios(
 }
 
 /// Scenario 2 with `backfill.parallelism` 1 and 2, each into a table dropped afterwards.
-async fn parallel_cdc(client: &Client, n: u64, select_rate: f64) -> anyhow::Result<Vec<Line>> {
+async fn parallel_cdc(sluice: &Sluice, n: u64, select_rate: f64) -> anyhow::Result<Vec<Line>> {
+    let client = &sluice.connect().await?;
     let mut lines = Vec::new();
     for parallelism in [1, 2] {
+        // The table before was merged and dropped in the background.
+        wait_storage_quiet(sluice).await?;
         let started = Instant::now();
         client
             .batch_execute(&format!(
@@ -530,6 +546,27 @@ async fn wait_slot_caught_up(client: &Client) -> anyhow::Result<()> {
         ensure!(Instant::now() < deadline, "the source is still {lag} bytes behind");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Waits until Sluice's storage runs no compaction or flush and has none to schedule (its
+/// `/metrics`, twice in a row 100 ms apart), so that a build is not timed beside background
+/// work left by the one before (on either side: Postgres's views run on the same two cores).
+async fn wait_storage_quiet(sluice: &Sluice) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut quiet_polls = 0;
+    while quiet_polls < 2 {
+        let (status, body) = sluice.http("GET", "/metrics").await?;
+        ensure!(status == 200, "GET /metrics: {status}");
+        let busy =
+            ["running_compactions", "running_flushes", "compaction_pending"].iter().any(|m| {
+                let name = format!("sluice_rocksdb_{m} ");
+                body.lines().find_map(|l| l.strip_prefix(&name)).is_some_and(|v| v.trim() != "0")
+            });
+        quiet_polls = if busy { 0 } else { quiet_polls + 1 };
+        ensure!(Instant::now() < deadline, "Sluice's storage is still compacting after 600 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
 }
 
 /// Microseconds since the Unix epoch.

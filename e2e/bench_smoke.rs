@@ -26,6 +26,8 @@ async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
     ] {
         ensure!(report.contains(&format!("| {scenario} |")), "no {scenario} in\n{report}");
     }
+    // The bench waits for the snapshot's merge through /metrics before it times the views.
+    ensure!(report.contains("then its level-0 files merged"), "no merge line in\n{report}");
     let views = report.matches("| 3 view backfill |").count();
     ensure!(views == 4, "three views and q_b without eager aggregation in\n{report}");
     Ok(())

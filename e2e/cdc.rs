@@ -190,6 +190,14 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
         anyhow::bail!("{e:#}\nstate: {state:?}\ncount: {count:?}");
     }
 
+    // Its snapshot finished, the table's level-0 files were merged (in the background).
+    crate::harness::retry_until(std::time::Duration::from_secs(30), || async {
+        let log = server.current_run_log();
+        ensure!(log.contains("merged the snapshot's level-0 files"), "no merge logged");
+        Ok(())
+    })
+    .await?;
+
     // The source's changes and lag show in /metrics and /api/sources.
     let s = crate::observability::scrape(server).await?;
     let person = [("source", "pg"), ("table", "public.person")];

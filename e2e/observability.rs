@@ -96,6 +96,10 @@ async fn metrics_scenario(server: &Sluice) -> anyhow::Result<()> {
     ensure!(ingested.is_some_and(|n| n >= 1.0), "no checkpoint was ingested: {ingested:?}");
     ensure!(sample(&s, "sluice_rocksdb_estimated_keys", &[]).is_some_and(|n| n > 0.0));
     ensure!(sample(&s, "sluice_rocksdb_memtable_bytes", &[]).is_some());
+    for busy in ["running_compactions", "running_flushes", "compaction_pending"] {
+        let name = format!("sluice_rocksdb_{busy}");
+        ensure!(sample(&s, &name, &[]).is_some_and(|n| n >= 0.0), "no {name}");
+    }
     let fragments = text_rows(&client, "SELECT fragment_id FROM rw_catalog.rw_fragments").await?;
     for row in &fragments {
         let id = row[0].as_deref().context("fragment id")?;

@@ -401,7 +401,7 @@ impl Observer {
 
 /// RocksDB properties of the state column family in `/metrics`: name after
 /// `sluice_rocksdb_`, property, help.
-const ROCKSDB_PROPERTIES: [(&str, &str, &str); 4] = [
+const ROCKSDB_PROPERTIES: [(&str, &str, &str); 7] = [
     (
         "memtable_bytes",
         "rocksdb.cur-size-all-mem-tables",
@@ -414,6 +414,17 @@ const ROCKSDB_PROPERTIES: [(&str, &str, &str); 4] = [
         "Bytes RocksDB estimates compaction still has to rewrite",
     ),
     ("estimated_keys", "rocksdb.estimate-num-keys", "Keys RocksDB estimates the state holds"),
+    (
+        "running_compactions",
+        "rocksdb.num-running-compactions",
+        "Compactions of the state running now (RocksDB's own and a snapshot's merge)",
+    ),
+    ("running_flushes", "rocksdb.num-running-flushes", "Memtable flushes of the state running now"),
+    (
+        "compaction_pending",
+        "rocksdb.compaction-pending",
+        "1 if RocksDB has a compaction of the state to schedule, else 0",
+    ),
 ];
 
 fn ratio(done: u64, total: u64) -> f64 {

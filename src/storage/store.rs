@@ -333,6 +333,21 @@ impl Store {
         Ok(())
     }
 
+    /// Merges the level-0 files holding `table`'s rows into the levels below, blocking until
+    /// done. Called when a CDC table's snapshot has finished: its epochs were ingested as files
+    /// spanning every vnode, which stay in level 0 until the compaction trigger fires, and
+    /// would fire it later under whatever runs then (a view's backfill over the table). Merged
+    /// at once, the table is read through one sorted run. Not exclusive: commits, ingestions
+    /// and RocksDB's own compactions go on beside it.
+    pub fn compact_table(&self, table: TableId) {
+        let mut opts = rocksdb::CompactOptions::default();
+        opts.set_exclusive_manual_compaction(false);
+        // Files already in the last level are left as they are (nothing older lies below).
+        opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Skip);
+        let (start, end) = (table_prefix(table), table_prefix(TableId(table.0 + 1)));
+        self.db.compact_range_cf_opt(self.state_cf(), Some(start), Some(end), &opts);
+    }
+
     /// RocksDB's estimate of the bytes `table`'s rows take on disk; rows still in the memtable
     /// are not counted until they are flushed.
     pub fn approximate_table_size(&self, table: TableId) -> u64 {
@@ -1383,6 +1398,53 @@ mod tests {
             let (start, end) = (file.start_key.as_ref().unwrap(), file.end_key.as_ref().unwrap());
             assert_eq!(start[..4], end[..4], "{file:?}");
         }
+    }
+
+    #[test]
+    fn a_tables_merge_leaves_its_rows_in_one_sorted_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // The level of each of table 5's files (the epoch records', table 0, are not counted).
+        let levels = |store: &Store| {
+            let files = store.db.live_files().unwrap();
+            let of_5 = |f: &&rocksdb::LiveFile| f.start_key.as_ref().unwrap()[..4] == [0, 0, 0, 5];
+            files.iter().filter(of_5).map(|f| f.level).collect::<Vec<_>>()
+        };
+        // A CDC snapshot's epochs: each spans every vnode of table 5, so each after the first
+        // overlaps the files before it and is ingested into level 0.
+        let rows_per_epoch = INGEST_MIN_ROWS as u32;
+        for epoch in 1..=3u32 {
+            let mut buf = WriteBuffer::new();
+            for i in 0..rows_per_epoch {
+                let vnode = (i % 256) as u16;
+                let pk = (epoch - 1) * rows_per_epoch + i;
+                let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
+                buf.insert(&key.concat(), Some(b"row"));
+            }
+            store.stage(Epoch(epoch.into()), Arc::new(buf));
+            assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
+        }
+        assert_eq!(levels(&store).iter().filter(|l| **l == 0).count(), 2, "{:?}", levels(&store));
+        let rows = |store: &Arc<Store>| {
+            let mut rows = Vec::new();
+            let (start, end) = (table_prefix(TableId(5)), table_prefix(TableId(6)));
+            store
+                .snapshot()
+                .scan(&start, &end, usize::MAX, |k, v| {
+                    rows.push((k.to_vec(), v.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            rows
+        };
+        let before = rows(&store);
+        store.compact_table(TableId(5));
+        let merged = levels(&store);
+        assert!(merged.iter().all(|l| *l > 0 && *l == merged[0]), "one sorted run: {merged:?}");
+        let after = rows(&store);
+        assert_eq!(after.len(), 3 * rows_per_epoch as usize);
+        assert_eq!(after, before);
+        assert_eq!(store.committed_epoch(), Epoch(3));
     }
 
     /// Keys `table/vnode/i` for `i` in `0..n`, for each `(vnode, n)`.

@@ -397,9 +397,18 @@ async fn monitor(
         }
     }
     match catalog.update_table(job.id, |t| t.creating = None) {
-        Ok(Some(_)) => {
+        Ok(Some(created)) => {
             tracing::info!(relation = %job.name, id = %job.id, "created");
             tracker.end(&job, JobEnd::Finished);
+            if created.cdc.is_some() {
+                // The snapshot's epochs sit in level 0 (see `Store::compact_table`).
+                let (name, started) = (job.name.clone(), std::time::Instant::now());
+                tokio::task::spawn_blocking(move || {
+                    store.compact_table(job.id);
+                    let secs = started.elapsed().as_secs_f64();
+                    tracing::info!(relation = %name, secs, "merged the snapshot's level-0 files");
+                });
+            }
         }
         Ok(None) => tracker.end(&job, JobEnd::Stopped),
         Err(e) => {
