@@ -381,18 +381,24 @@ async fn scenarios(
 
     // 2, again in parallel splits: last, as the tables it creates and drops leave compaction
     // work behind that would slow the scenarios after it. Listed under 2.
-    let parallel = parallel_cdc(sluice, n, select_rate).await?;
+    let parallel = parallel_cdc(sluice, n, select_rate, splits.parse().ok()).await?;
     let after = lines.split_off(cdc_line + 1);
     lines.extend(parallel);
     lines.extend(after);
     Ok(lines)
 }
 
-/// Scenario 2 with `backfill.parallelism` 1 and 2, each into a table dropped afterwards.
-async fn parallel_cdc(sluice: &Sluice, n: u64, select_rate: f64) -> anyhow::Result<Vec<Line>> {
+/// Scenario 2 with `backfill.parallelism` 1, 2 and 4 but the default's (`default_splits`), each
+/// into a table dropped afterwards.
+async fn parallel_cdc(
+    sluice: &Sluice,
+    n: u64,
+    select_rate: f64,
+    default_splits: Option<u64>,
+) -> anyhow::Result<Vec<Line>> {
     let client = &sluice.connect().await?;
     let mut lines = Vec::new();
-    for parallelism in [1, 2] {
+    for parallelism in [1, 2, 4].into_iter().filter(|p| Some(*p) != default_splits) {
         // The table before was merged and dropped in the background.
         wait_storage_quiet(sluice).await?;
         let started = Instant::now();
