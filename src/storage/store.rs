@@ -85,6 +85,8 @@ pub struct Store {
     /// Bytes of the write buffers not committed yet, written in the current epoch or sealed
     /// (see [`Store::uncommitted_bytes`]).
     uncommitted: AtomicI64,
+    /// How many [`MergeDeferral`]s are held: while any is, level 0 merges late.
+    deferrals: Mutex<usize>,
 }
 
 impl Store {
@@ -152,6 +154,7 @@ impl Store {
             pending: Mutex::new(BTreeMap::new()),
             lost: Mutex::new(Vec::new()),
             uncommitted: AtomicI64::new(0),
+            deferrals: Mutex::new(0),
         }))
     }
 
@@ -348,6 +351,49 @@ impl Store {
         self.db.compact_range_cf_opt(self.state_cf(), Some(start), Some(end), &opts);
     }
 
+    /// Defers RocksDB's merges of level 0 until the returned guard (and every other one) is
+    /// dropped: level 0 is then merged when it holds [`LEVEL0_DEFERRED`]'s file count rather
+    /// than [`LEVEL0_NORMAL`]'s, and never for its size alone.
+    ///
+    /// Held while a CDC table copies its snapshot. Each of the copy's epochs is ingested as a
+    /// file spanning the whole table (its pages are spread over every vnode), so each merge of
+    /// level 0 into the level below rewrites every row copied so far: at the usual trigger a
+    /// 10 M-row copy merged 3-4 times as it ran, a fifth of Sluice's CPU beside the copy, and
+    /// the rewrites grow with the square of the table. Deferred, the copy's files are merged
+    /// once, by [`Store::compact_table`] when it finishes, and a copy too large for the deferred
+    /// count merges a few times rather than many.
+    pub fn defer_level0_merges(self: &Arc<Self>) -> MergeDeferral {
+        let mut held = self.deferrals.lock();
+        *held += 1;
+        if *held == 1 {
+            self.set_level0(&LEVEL0_DEFERRED);
+        }
+        MergeDeferral { store: self.clone() }
+    }
+
+    /// Sets the state column family's level-0 triggers; a failure is logged, as the store
+    /// works either way.
+    fn set_level0(&self, level0: &Level0) {
+        let values = [
+            level0.compaction_trigger.to_string(),
+            level0.slowdown_trigger.to_string(),
+            level0.stop_trigger.to_string(),
+            level0.max_bytes_for_level_base.to_string(),
+        ];
+        let options: Vec<(&str, &str)> = [
+            "level0_file_num_compaction_trigger",
+            "level0_slowdown_writes_trigger",
+            "level0_stop_writes_trigger",
+            "max_bytes_for_level_base",
+        ]
+        .into_iter()
+        .zip(values.iter().map(String::as_str))
+        .collect();
+        if let Err(error) = self.db.set_options_cf(self.state_cf(), &options) {
+            tracing::warn!(%error, ?options, "cannot set the level-0 triggers");
+        }
+    }
+
     /// RocksDB's estimate of the bytes `table`'s rows take on disk; rows still in the memtable
     /// are not counted until they are flushed.
     pub fn approximate_table_size(&self, table: TableId) -> u64 {
@@ -449,6 +495,49 @@ impl Store {
         self.db.cf_handle(META_CF).expect("meta column family exists")
     }
 }
+
+/// Keeps level 0's merges deferred while held (see [`Store::defer_level0_merges`]).
+pub struct MergeDeferral {
+    store: Arc<Store>,
+}
+
+impl Drop for MergeDeferral {
+    fn drop(&mut self) {
+        let mut held = self.store.deferrals.lock();
+        *held -= 1;
+        if *held == 0 {
+            self.store.set_level0(&LEVEL0_NORMAL);
+        }
+    }
+}
+
+/// When RocksDB merges the state column family's level 0 into the level below, and when it
+/// slows and stops writes for level 0's sake (a count of files), and the size of the level
+/// below that also has level 0 merged once level 0 is larger.
+struct Level0 {
+    compaction_trigger: usize,
+    slowdown_trigger: usize,
+    stop_trigger: usize,
+    max_bytes_for_level_base: u64,
+}
+
+/// Level 0 most of the time (see [`state_options`]; the level base is RocksDB's default).
+const LEVEL0_NORMAL: Level0 = Level0 {
+    compaction_trigger: 16,
+    slowdown_trigger: 64,
+    stop_trigger: 96,
+    max_bytes_for_level_base: 256 << 20,
+};
+
+/// Level 0 while a CDC snapshot copies (see [`Store::defer_level0_merges`]): a copy ingests two
+/// files per epoch (its rows and the epoch record), 50 for 10 M rows at the default two splits,
+/// so 64 let such a copy finish before any merge; no merge for size alone.
+const LEVEL0_DEFERRED: Level0 = Level0 {
+    compaction_trigger: 64,
+    slowdown_trigger: 96,
+    stop_trigger: 128,
+    max_bytes_for_level_base: 1 << 40,
+};
 
 /// Rows [`ReadSnapshot::scan_prefixes`] steps over before it seeks instead.
 const STEPS_BEFORE_SEEK: usize = 8;
@@ -648,9 +737,10 @@ fn state_options() -> Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_size(16 * 1024);
     opts.set_block_based_table_factory(&table);
-    opts.set_level_zero_file_num_compaction_trigger(16);
-    opts.set_level_zero_slowdown_writes_trigger(64);
-    opts.set_level_zero_stop_writes_trigger(96);
+    opts.set_level_zero_file_num_compaction_trigger(LEVEL0_NORMAL.compaction_trigger as i32);
+    opts.set_level_zero_slowdown_writes_trigger(LEVEL0_NORMAL.slowdown_trigger as i32);
+    opts.set_level_zero_stop_writes_trigger(LEVEL0_NORMAL.stop_trigger as i32);
+    opts.set_max_bytes_for_level_base(LEVEL0_NORMAL.max_bytes_for_level_base);
     // Compactions cut their output files where the table id changes, so a file never spans
     // from one table into another, where a later ingestion of that table could otherwise not
     // go below it (see [`file_pieces`]).
@@ -1451,6 +1541,48 @@ mod tests {
         assert_eq!(after.len(), 3 * rows_per_epoch as usize);
         assert_eq!(after, before);
         assert_eq!(store.committed_epoch(), Epoch(3));
+    }
+
+    #[test]
+    fn level0_waits_for_its_merge_while_deferred() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let level0 = |store: &Store| store.state_property("rocksdb.num-files-at-level0").unwrap();
+        let pending = |store: &Store| store.state_property("rocksdb.compaction-pending").unwrap();
+        let deferral = store.defer_level0_merges();
+        // Epochs of a CDC snapshot, each spanning every vnode of table 5: from the second on
+        // they overlap the ones before, and their files pile up in level 0.
+        let rows_per_epoch = INGEST_MIN_ROWS as u32;
+        for epoch in 1..=24u32 {
+            let mut buf = WriteBuffer::new();
+            for i in 0..rows_per_epoch {
+                let (vnode, pk) = ((i % 256) as u16, (epoch - 1) * rows_per_epoch + i);
+                let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
+                buf.insert(&key.concat(), Some(b"row"));
+            }
+            store.stage(Epoch(epoch.into()), Arc::new(buf));
+            assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
+        }
+        // Past the usual trigger, yet no merge due.
+        let piled = level0(&store);
+        assert!(piled > LEVEL0_NORMAL.compaction_trigger as u64, "{piled} files in level 0");
+        assert_eq!(pending(&store), 0);
+        assert_eq!(store.state_property("rocksdb.num-running-compactions"), Some(0));
+        // The guard gone, the usual trigger holds again and RocksDB merges on its own.
+        drop(deferral);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while level0(&store) >= LEVEL0_NORMAL.compaction_trigger as u64 {
+            assert!(std::time::Instant::now() < deadline, "{} files in level 0", level0(&store));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut rows = 0;
+        let (start, end) = (table_prefix(TableId(5)), table_prefix(TableId(6)));
+        let count = |_: &[u8], _: &[u8]| {
+            rows += 1;
+            Ok(())
+        };
+        store.snapshot().scan(&start, &end, usize::MAX, count).unwrap();
+        assert_eq!(rows, 24 * rows_per_epoch as usize);
     }
 
     /// Keys `table/vnode/i` for `i` in `0..n`, for each `(vnode, n)`.

@@ -365,6 +365,9 @@ async fn monitor(
     store: Arc<Store>,
     release: Option<BarrierHandle>,
 ) {
+    // A CDC table's snapshot epochs pile up in level 0 until it finishes (see
+    // `Store::defer_level0_merges`); held until they are merged, or the job ends unfinished.
+    let deferral = job.is_cdc.then(|| store.defer_level0_merges());
     loop {
         let (generation, backfills) = job.watches();
         let committed = tokio::select! {
@@ -401,10 +404,12 @@ async fn monitor(
             tracing::info!(relation = %job.name, id = %job.id, "created");
             tracker.end(&job, JobEnd::Finished);
             if created.cdc.is_some() {
-                // The snapshot's epochs sit in level 0 (see `Store::compact_table`).
+                // The snapshot's epochs sit in level 0 (see `Store::compact_table`). Merges
+                // stay deferred until this one is done, so that none runs beside it.
                 let (name, started) = (job.name.clone(), std::time::Instant::now());
                 tokio::task::spawn_blocking(move || {
                     store.compact_table(job.id);
+                    drop(deferral);
                     let secs = started.elapsed().as_secs_f64();
                     tracing::info!(relation = %name, secs, "merged the snapshot's level-0 files");
                 });
