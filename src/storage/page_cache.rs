@@ -12,7 +12,8 @@
 //! binds RocksDB's calls to instead of the C library's, ignores `POSIX_FADV_DONTNEED`, and passes
 //! any other advice to the kernel unchanged. What stays cached is the kernel's to reclaim when
 //! memory runs short, as for any file read or written, and it is not part of the process's
-//! resident memory.
+//! resident memory. The one exception Sluice makes itself, with [`drop_cached`]: a CDC
+//! snapshot's files, which are merged into the table's lasting files as soon as it finishes.
 
 use std::ffi::{c_int, c_long};
 
@@ -62,4 +63,30 @@ pub unsafe extern "C" fn posix_fadvise(
     } else {
         0
     }
+}
+
+/// Drops the pages of the file at `path` from the page cache, as far as they are written back:
+/// the kernel's `POSIX_FADV_DONTNEED`, which [`posix_fadvise`] withholds from RocksDB. For files
+/// Sluice knows are read once more at most, soon merged into others (see
+/// [`Store::defer_level0_merges`](crate::storage::store::Store::defer_level0_merges)).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn drop_cached(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path)?;
+    let fd = file.as_raw_fd() as c_long;
+    // SAFETY: the system call on a file descriptor this function holds open, over the whole
+    // file (offset 0, length 0); it touches no memory.
+    let done = unsafe {
+        syscall(SYS_FADVISE64, fd, 0 as c_long, 0 as c_long, POSIX_FADV_DONTNEED as c_long)
+    };
+    match done {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Elsewhere the page cache keeps the file.
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub fn drop_cached(_path: &std::path::Path) -> std::io::Result<()> {
+    Ok(())
 }

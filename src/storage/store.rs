@@ -30,6 +30,7 @@ use crate::ids::{Epoch, TableId};
 use crate::storage::keycodec::{
     KEY_PREFIX_LEN, prefix_successor, release_marker_prefix, table_prefix,
 };
+use crate::storage::page_cache;
 use crate::storage::write_buffer::prefetch;
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
@@ -85,8 +86,9 @@ pub struct Store {
     /// Bytes of the write buffers not committed yet, written in the current epoch or sealed
     /// (see [`Store::uncommitted_bytes`]).
     uncommitted: AtomicI64,
-    /// How many [`MergeDeferral`]s are held: while any is, level 0 merges late.
-    deferrals: Mutex<usize>,
+    /// The tables of the [`MergeDeferral`]s held, once per guard: while any is, level 0
+    /// merges late, and their rows' level-0 files leave the page cache once written.
+    deferred: Mutex<Vec<TableId>>,
 }
 
 impl Store {
@@ -154,7 +156,7 @@ impl Store {
             pending: Mutex::new(BTreeMap::new()),
             lost: Mutex::new(Vec::new()),
             uncommitted: AtomicI64::new(0),
-            deferrals: Mutex::new(0),
+            deferred: Mutex::new(Vec::new()),
         }))
     }
 
@@ -311,7 +313,8 @@ impl Store {
         let paths: Vec<PathBuf> = (0..pieces.len())
             .map(|i| self.ingest_dir.join(format!("{}.{i}.sst", epoch.0)))
             .collect();
-        let written = write_files(epoch, rows, &pieces, &paths);
+        let uncached = self.deferred.lock().clone();
+        let written = write_files(epoch, rows, &pieces, &paths, &uncached);
         let ingested = written.and_then(|bytes| {
             let mut io = IngestExternalFileOptions::default();
             io.set_move_files(true);
@@ -353,7 +356,8 @@ impl Store {
 
     /// Defers RocksDB's merges of level 0 until the returned guard (and every other one) is
     /// dropped: level 0 is then merged when it holds [`LEVEL0_DEFERRED`]'s file count rather
-    /// than [`LEVEL0_NORMAL`]'s, and never for its size alone.
+    /// than [`LEVEL0_NORMAL`]'s, and never for its size alone. Meanwhile the files of `table`'s
+    /// rows that an ingestion puts in level 0 leave the page cache once written.
     ///
     /// Held while a CDC table copies its snapshot. Each of the copy's epochs is ingested as a
     /// file spanning the whole table (its pages are spread over every vnode), so each merge of
@@ -362,13 +366,20 @@ impl Store {
     /// the rewrites grow with the square of the table. Deferred, the copy's files are merged
     /// once, by [`Store::compact_table`] when it finishes, and a copy too large for the deferred
     /// count merges a few times rather than many.
-    pub fn defer_level0_merges(self: &Arc<Self>) -> MergeDeferral {
-        let mut held = self.deferrals.lock();
-        *held += 1;
-        if *held == 1 {
+    ///
+    /// Those files are read once, by that merge, which writes the table's lasting files through
+    /// the page cache; kept cached until then, the copy's files took fresh pages for every
+    /// epoch, each costing the kernel a fault to the host where the VM had handed idle memory
+    /// back (a third of the time spent writing them). Dropped once written, their pages are
+    /// reused by the next epoch's file. Reads of the table meanwhile (a change's lookup of the
+    /// row it replaces, a query) may go to the disk.
+    pub fn defer_level0_merges(self: &Arc<Self>, table: TableId) -> MergeDeferral {
+        let mut deferred = self.deferred.lock();
+        deferred.push(table);
+        if deferred.len() == 1 {
             self.set_level0(&LEVEL0_DEFERRED);
         }
-        MergeDeferral { store: self.clone() }
+        MergeDeferral { store: self.clone(), table }
     }
 
     /// Sets the state column family's level-0 triggers; a failure is logged, as the store
@@ -499,13 +510,16 @@ impl Store {
 /// Keeps level 0's merges deferred while held (see [`Store::defer_level0_merges`]).
 pub struct MergeDeferral {
     store: Arc<Store>,
+    table: TableId,
 }
 
 impl Drop for MergeDeferral {
     fn drop(&mut self) {
-        let mut held = self.store.deferrals.lock();
-        *held -= 1;
-        if *held == 0 {
+        let mut deferred = self.store.deferred.lock();
+        if let Some(at) = deferred.iter().position(|t| *t == self.table) {
+            deferred.swap_remove(at);
+        }
+        if deferred.is_empty() {
             self.store.set_level0(&LEVEL0_NORMAL);
         }
     }
@@ -549,12 +563,14 @@ const PREFETCH_ROWS: usize = 16;
 type Write<'a> = (&'a [u8], Option<&'a [u8]>);
 
 /// Writes the rows of `pieces[i]` as the SST file `paths[i]`, the epoch record first in the
-/// first one (it sorts before every row); returns the files' bytes.
+/// first one (it sorts before every row); returns the files' bytes. The unordered files of the
+/// tables in `uncached` leave the page cache (see [`Store::defer_level0_merges`]).
 fn write_files(
     epoch: Epoch,
     rows: &[Write<'_>],
     pieces: &[Piece],
     paths: &[PathBuf],
+    uncached: &[TableId],
 ) -> Result<u64> {
     let opts = state_options();
     let mut bytes = 0;
@@ -579,6 +595,13 @@ fn write_files(
         }
         writer.finish()?;
         bytes += writer.file_size();
+        let table =
+            |row: &Write<'_>| row.0.get(..4).map(|t| u32::from_be_bytes(t.try_into().unwrap()));
+        let first = rows.get(piece.rows.start).filter(|_| !piece.rows.is_empty());
+        if !piece.ordered && first.and_then(table).is_some_and(|t| uncached.contains(&TableId(t))) {
+            // Only a hint: the file is correct either way.
+            let _ = page_cache::drop_cached(path);
+        }
     }
     Ok(bytes)
 }
@@ -1176,6 +1199,40 @@ mod tests {
         assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
     }
 
+    /// While a table's level-0 merges are deferred (a CDC snapshot copying), its files that
+    /// land in level 0 leave the page cache once written; another table's stay.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_deferred_tables_level0_files_leave_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let _deferral = store.defer_level0_merges(TableId(2));
+        // Epochs of tables 2 and 3 alike: rows spread over every vnode, as a snapshot's pages.
+        for (epoch, table) in [(1, 2u32), (2, 3)] {
+            let mut buf = WriteBuffer::new();
+            for i in 0..2 * INGEST_MIN_ROWS as u32 {
+                let key =
+                    [&table.to_be_bytes()[..], &((i % 256) as u16).to_be_bytes(), &i.to_be_bytes()];
+                buf.insert(&key.concat(), Some(&[i as u8; 100]));
+            }
+            store.stage(Epoch(epoch), Arc::new(buf));
+            assert!(store.commit(Epoch(epoch)).unwrap().ingested);
+        }
+        let cached = |table: u32| {
+            let (mut cached, mut pages) = (0, 0);
+            for file in store.db.live_files().unwrap() {
+                if file.start_key.as_ref().unwrap()[..4] == table.to_be_bytes() {
+                    let (c, p) = cached_pages(&dir.path().join(file.name.trim_start_matches('/')));
+                    (cached, pages) = (cached + c, pages + p);
+                }
+            }
+            assert!(pages > 1500, "table {table}'s 7 MB are in files: {pages} pages");
+            cached as f64 / pages as f64
+        };
+        assert!(cached(2) < 0.1, "{} of table 2's pages cached", cached(2));
+        assert!(cached(3) > 0.9, "{} of table 3's pages cached", cached(3));
+    }
+
     #[test]
     fn a_large_epoch_is_ingested_atomically_and_later_epochs_win() {
         let dir = tempfile::tempdir().unwrap();
@@ -1549,7 +1606,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let level0 = |store: &Store| store.state_property("rocksdb.num-files-at-level0").unwrap();
         let pending = |store: &Store| store.state_property("rocksdb.compaction-pending").unwrap();
-        let deferral = store.defer_level0_merges();
+        let deferral = store.defer_level0_merges(TableId(5));
         // Epochs of a CDC snapshot, each spanning every vnode of table 5: from the second on
         // they overlap the ones before, and their files pile up in level 0.
         let rows_per_epoch = INGEST_MIN_ROWS as u32;

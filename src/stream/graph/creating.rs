@@ -367,7 +367,7 @@ async fn monitor(
 ) {
     // A CDC table's snapshot epochs pile up in level 0 until it finishes (see
     // `Store::defer_level0_merges`); held until they are merged, or the job ends unfinished.
-    let deferral = job.is_cdc.then(|| store.defer_level0_merges());
+    let deferral = job.is_cdc.then(|| store.defer_level0_merges(job.id));
     loop {
         let (generation, backfills) = job.watches();
         let committed = tokio::select! {
