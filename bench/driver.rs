@@ -300,7 +300,7 @@ async fn scenarios(
     let mut next_id = 0u64;
     // Up to a rate beyond the target, to show where the change stream stops keeping up (the
     // highest rate with p99 <= 1 s lies between the last two that pass and fail).
-    for per_second in [10_000u64, 50_000, 75_000, 100_000, 125_000, 150_000] {
+    for per_second in [10_000u64, 50_000, 75_000, 100_000, 125_000, 150_000, 175_000, 200_000] {
         let (p50, p99, achieved) =
             freshness(upstream, &client, per_second, options.freshness_secs, &mut next_id).await?;
         lines.push(line(
