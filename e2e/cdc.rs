@@ -220,6 +220,14 @@ async fn cdc_table(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     let client = server.connect().await?;
     assert_converges(&client, &up, &query, &query).await?;
 
+    // A graceful stop (SIGTERM) exits cleanly and keeps every committed row.
+    let status = server.terminate(Duration::from_secs(30)).await?;
+    ensure!(status.success(), "sluice exited with {status} on SIGTERM");
+    ensure!(server.current_run_log().contains("shutting down"), "no shutdown logged");
+    server.restart().await?;
+    let client = server.connect().await?;
+    assert_converges(&client, &up, &query, &query).await?;
+
     // A view over the CDC table follows it.
     client.batch_execute("CREATE MATERIALIZED VIEW person_flags AS SELECT flag, count(*) AS n FROM person GROUP BY flag").await?;
     up.batch_execute("UPDATE person SET flag = true WHERE id % 10 = 3").await?;

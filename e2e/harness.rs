@@ -101,6 +101,25 @@ impl Sluice {
         Ok(())
     }
 
+    /// Stops the server with SIGTERM, as a service manager does, and waits up to `deadline`
+    /// for it to exit (else kills it and fails).
+    pub async fn terminate(
+        &mut self,
+        deadline: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let mut child = self.child.take().context("sluice is not running")?;
+        let pid = child.id().context("sluice has exited")?.to_string();
+        let sent = std::process::Command::new("kill").args(["-TERM", &pid]).status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        match tokio::time::timeout(deadline, child.wait()).await {
+            Ok(status) => Ok(status?),
+            Err(_) => {
+                child.kill().await?;
+                bail!("sluice did not exit within {deadline:?} of SIGTERM")
+            }
+        }
+    }
+
     /// Starts the server again on the same data directory (on a new port) and waits until it
     /// answers `SELECT 1`. A server that is still running is killed with SIGKILL first.
     pub async fn restart(&mut self) -> anyhow::Result<()> {

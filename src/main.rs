@@ -111,9 +111,12 @@ async fn serve() -> anyhow::Result<()> {
         });
     }
     tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "sluice is ready");
+    let store = engine.store().clone();
     tokio::select! {
         _ = sluice::frontend::serve(engine, listener, shutdown_signal()) => {
             tracing::info!("shutting down");
+            // A merge in the background (a CDC snapshot's) would hold the exit for seconds.
+            store.stop_background_work();
             Ok(())
         }
         result = barrier_manager => {

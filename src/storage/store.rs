@@ -89,6 +89,8 @@ pub struct Store {
     /// The tables of the [`MergeDeferral`]s held, once per guard: while any is, level 0
     /// merges late, and their rows' level-0 files leave the page cache once written.
     deferred: Mutex<Vec<TableId>>,
+    /// Set by [`Store::stop_background_work`].
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -157,6 +159,7 @@ impl Store {
             lost: Mutex::new(Vec::new()),
             uncommitted: AtomicI64::new(0),
             deferred: Mutex::new(Vec::new()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -345,13 +348,29 @@ impl Store {
     /// would fire it later under whatever runs then (a view's backfill over the table). Merged
     /// at once, the table is read through one sorted run. Not exclusive: commits, ingestions
     /// and RocksDB's own compactions go on beside it.
-    pub fn compact_table(&self, table: TableId) {
+    /// Returns false if [`Store::stop_background_work`] cut it short (or came first): RocksDB
+    /// merges what is left on its own, once level 0 reaches its trigger.
+    pub fn compact_table(&self, table: TableId) -> bool {
         let mut opts = rocksdb::CompactOptions::default();
         opts.set_exclusive_manual_compaction(false);
         // Files already in the last level are left as they are (nothing older lies below).
         opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Skip);
         let (start, end) = (table_prefix(table), table_prefix(TableId(table.0 + 1)));
+        if self.stopping.load(Ordering::Acquire) {
+            return false;
+        }
         self.db.compact_range_cf_opt(self.state_cf(), Some(start), Some(end), &opts);
+        !self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Stops RocksDB's merges and flushes, running or due, without waiting for them: for a
+    /// server shutting down, which would otherwise wait for them to end (seconds for the merge
+    /// after a large CDC snapshot, see [`Store::compact_table`]). Batch commits still write (to
+    /// the memtable and the log), but nothing is merged or flushed any more; a merge cut short
+    /// is redone by the compactions of the next start.
+    pub fn stop_background_work(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.db.cancel_all_background_work(false);
     }
 
     /// Defers RocksDB's merges of level 0 until the returned guard (and every other one) is
@@ -1591,13 +1610,59 @@ mod tests {
             rows
         };
         let before = rows(&store);
-        store.compact_table(TableId(5));
+        assert!(store.compact_table(TableId(5)));
         let merged = levels(&store);
         assert!(merged.iter().all(|l| *l > 0 && *l == merged[0]), "one sorted run: {merged:?}");
         let after = rows(&store);
         assert_eq!(after.len(), 3 * rows_per_epoch as usize);
         assert_eq!(after, before);
         assert_eq!(store.committed_epoch(), Epoch(3));
+    }
+
+    /// A server shutting down stops the merge after a snapshot rather than wait for it; what
+    /// is committed stays, and a later start merges.
+    #[test]
+    fn a_merge_stops_for_a_shutdown_and_a_later_start_merges() {
+        let dir = tempfile::tempdir().unwrap();
+        let level0 = |store: &Store| store.state_property("rocksdb.num-files-at-level0").unwrap();
+        let rows_per_epoch = INGEST_MIN_ROWS as u32;
+        {
+            let store = Store::open(dir.path()).unwrap();
+            let _deferral = store.defer_level0_merges(TableId(5));
+            for epoch in 1..=20u32 {
+                let mut buf = WriteBuffer::new();
+                for i in 0..rows_per_epoch {
+                    let (vnode, pk) = ((i % 256) as u16, (epoch - 1) * rows_per_epoch + i);
+                    let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
+                    buf.insert(&key.concat(), Some(b"row"));
+                }
+                store.stage(Epoch(epoch.into()), Arc::new(buf));
+                assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
+            }
+            let piled = level0(&store);
+            assert!(piled > LEVEL0_NORMAL.compaction_trigger as u64, "{piled} files in level 0");
+            store.stop_background_work();
+            assert!(!store.compact_table(TableId(5)), "no merge after the stop");
+            assert_eq!(level0(&store), piled);
+            // A batch commit still writes.
+            store.stage(Epoch(21), Arc::new(rows(0..10, b"z")));
+            assert!(!store.commit(Epoch(21)).unwrap().ingested);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.committed_epoch(), Epoch(21));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while level0(&store) >= LEVEL0_NORMAL.compaction_trigger as u64 {
+            assert!(std::time::Instant::now() < deadline, "{} files in level 0", level0(&store));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut rows = 0;
+        let (start, end) = (table_prefix(TableId(5)), table_prefix(TableId(6)));
+        let count = |_: &[u8], _: &[u8]| {
+            rows += 1;
+            Ok(())
+        };
+        store.snapshot().scan(&start, &end, usize::MAX, count).unwrap();
+        assert_eq!(rows, 20 * rows_per_epoch as usize);
     }
 
     #[test]

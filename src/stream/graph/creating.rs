@@ -408,10 +408,17 @@ async fn monitor(
                 // stay deferred until this one is done, so that none runs beside it.
                 let (name, started) = (job.name.clone(), std::time::Instant::now());
                 tokio::task::spawn_blocking(move || {
-                    store.compact_table(job.id);
+                    let merged = store.compact_table(job.id);
                     drop(deferral);
                     let secs = started.elapsed().as_secs_f64();
-                    tracing::info!(relation = %name, secs, "merged the snapshot's level-0 files");
+                    match merged {
+                        true => {
+                            tracing::info!(relation = %name, secs, "merged the snapshot's level-0 files")
+                        }
+                        false => {
+                            tracing::info!(relation = %name, secs, "the snapshot's merge stopped for the shutdown")
+                        }
+                    }
                 });
             }
         }
