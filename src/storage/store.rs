@@ -614,15 +614,18 @@ fn write_files(
         }
         writer.finish()?;
         bytes += writer.file_size();
-        let table =
-            |row: &Write<'_>| row.0.get(..4).map(|t| u32::from_be_bytes(t.try_into().unwrap()));
-        let first = rows.get(piece.rows.start).filter(|_| !piece.rows.is_empty());
-        if !piece.ordered && first.and_then(table).is_some_and(|t| uncached.contains(&TableId(t))) {
+        let table = rows[piece.rows.clone()].first().and_then(|row| key_table(row.0));
+        if !piece.ordered && table.is_some_and(|t| uncached.contains(&TableId(t))) {
             // Only a hint: the file is correct either way.
             let _ = page_cache::drop_cached(path);
         }
     }
     Ok(bytes)
+}
+
+/// The table id a stored row's key starts with (none for a key shorter than one).
+fn key_table(key: &[u8]) -> Option<u32> {
+    key.get(..4).map(|t| u32::from_be_bytes(t.try_into().expect("four bytes")))
 }
 
 /// A stretch of a table's rows over at most this many consecutive vnodes is a backfill's
@@ -690,7 +693,7 @@ fn file_pieces(rows: &[Write<'_>]) -> Vec<Piece> {
     // Rows between stretches: one file per table, or per run of tables with consecutive ids
     // (a CDC table and its progress), between which no other table's rows can lie. A run's
     // rows share its first row's table.
-    let table_id = |i: usize| rows[i].0.get(..4).map(|t| u32::from_be_bytes(t.try_into().unwrap()));
+    let table_id = |i: usize| key_table(rows[i].0);
     let unordered = |gap: &[Range<usize>], pieces: &mut Vec<Piece>| {
         let Some(first) = gap.first() else { return };
         let mut from = first.start;
@@ -1584,18 +1587,7 @@ mod tests {
         };
         // A CDC snapshot's epochs: each spans every vnode of table 5, so each after the first
         // overlaps the files before it and is ingested into level 0.
-        let rows_per_epoch = INGEST_MIN_ROWS as u32;
-        for epoch in 1..=3u32 {
-            let mut buf = WriteBuffer::new();
-            for i in 0..rows_per_epoch {
-                let vnode = (i % 256) as u16;
-                let pk = (epoch - 1) * rows_per_epoch + i;
-                let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
-                buf.insert(&key.concat(), Some(b"row"));
-            }
-            store.stage(Epoch(epoch.into()), Arc::new(buf));
-            assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
-        }
+        let rows_per_epoch = snapshot_epochs(&store, 5, 3);
         assert_eq!(levels(&store).iter().filter(|l| **l == 0).count(), 2, "{:?}", levels(&store));
         let rows = |store: &Arc<Store>| {
             let mut rows = Vec::new();
@@ -1625,20 +1617,11 @@ mod tests {
     fn a_merge_stops_for_a_shutdown_and_a_later_start_merges() {
         let dir = tempfile::tempdir().unwrap();
         let level0 = |store: &Store| store.state_property("rocksdb.num-files-at-level0").unwrap();
-        let rows_per_epoch = INGEST_MIN_ROWS as u32;
+        let rows_per_epoch;
         {
             let store = Store::open(dir.path()).unwrap();
             let _deferral = store.defer_level0_merges(TableId(5));
-            for epoch in 1..=20u32 {
-                let mut buf = WriteBuffer::new();
-                for i in 0..rows_per_epoch {
-                    let (vnode, pk) = ((i % 256) as u16, (epoch - 1) * rows_per_epoch + i);
-                    let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
-                    buf.insert(&key.concat(), Some(b"row"));
-                }
-                store.stage(Epoch(epoch.into()), Arc::new(buf));
-                assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
-            }
+            rows_per_epoch = snapshot_epochs(&store, 5, 20);
             let piled = level0(&store);
             assert!(piled > LEVEL0_NORMAL.compaction_trigger as u64, "{piled} files in level 0");
             store.stop_background_work();
@@ -1650,18 +1633,8 @@ mod tests {
         }
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.committed_epoch(), Epoch(21));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while level0(&store) >= LEVEL0_NORMAL.compaction_trigger as u64 {
-            assert!(std::time::Instant::now() < deadline, "{} files in level 0", level0(&store));
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let mut rows = 0;
-        let (start, end) = (table_prefix(TableId(5)), table_prefix(TableId(6)));
-        let count = |_: &[u8], _: &[u8]| {
-            rows += 1;
-            Ok(())
-        };
-        store.snapshot().scan(&start, &end, usize::MAX, count).unwrap();
+        wait_level0_below_trigger(&store);
+        let rows = table_rows(&store, 5);
         assert_eq!(rows, 20 * rows_per_epoch as usize);
     }
 
@@ -1674,17 +1647,7 @@ mod tests {
         let deferral = store.defer_level0_merges(TableId(5));
         // Epochs of a CDC snapshot, each spanning every vnode of table 5: from the second on
         // they overlap the ones before, and their files pile up in level 0.
-        let rows_per_epoch = INGEST_MIN_ROWS as u32;
-        for epoch in 1..=24u32 {
-            let mut buf = WriteBuffer::new();
-            for i in 0..rows_per_epoch {
-                let (vnode, pk) = ((i % 256) as u16, (epoch - 1) * rows_per_epoch + i);
-                let key = [&5u32.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
-                buf.insert(&key.concat(), Some(b"row"));
-            }
-            store.stage(Epoch(epoch.into()), Arc::new(buf));
-            assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
-        }
+        let rows_per_epoch = snapshot_epochs(&store, 5, 24);
         // Past the usual trigger, yet no merge due.
         let piled = level0(&store);
         assert!(piled > LEVEL0_NORMAL.compaction_trigger as u64, "{piled} files in level 0");
@@ -1692,19 +1655,49 @@ mod tests {
         assert_eq!(store.state_property("rocksdb.num-running-compactions"), Some(0));
         // The guard gone, the usual trigger holds again and RocksDB merges on its own.
         drop(deferral);
+        wait_level0_below_trigger(&store);
+        let rows = table_rows(&store, 5);
+        assert_eq!(rows, 24 * rows_per_epoch as usize);
+    }
+
+    /// Commits epochs `1..=epochs` of a CDC snapshot of `table`: each ingested, with rows spread
+    /// over every vnode, so that from the second on each overlaps the ones before. Returns the
+    /// rows per epoch.
+    fn snapshot_epochs(store: &Store, table: u32, epochs: u32) -> u32 {
+        let rows_per_epoch = INGEST_MIN_ROWS as u32;
+        for epoch in 1..=epochs {
+            let mut buf = WriteBuffer::new();
+            for i in 0..rows_per_epoch {
+                let (vnode, pk) = ((i % 256) as u16, (epoch - 1) * rows_per_epoch + i);
+                let key = [&table.to_be_bytes()[..], &vnode.to_be_bytes(), &pk.to_be_bytes()];
+                buf.insert(&key.concat(), Some(b"row"));
+            }
+            store.stage(Epoch(epoch.into()), Arc::new(buf));
+            assert!(store.commit(Epoch(epoch.into())).unwrap().ingested);
+        }
+        rows_per_epoch
+    }
+
+    /// Waits (up to a minute) until RocksDB has merged level 0 below its usual trigger.
+    fn wait_level0_below_trigger(store: &Store) {
+        let level0 = || store.state_property("rocksdb.num-files-at-level0").unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while level0(&store) >= LEVEL0_NORMAL.compaction_trigger as u64 {
-            assert!(std::time::Instant::now() < deadline, "{} files in level 0", level0(&store));
+        while level0() >= LEVEL0_NORMAL.compaction_trigger as u64 {
+            assert!(std::time::Instant::now() < deadline, "{} files in level 0", level0());
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// The number of committed rows of `table`.
+    fn table_rows(store: &Arc<Store>, table: u32) -> usize {
         let mut rows = 0;
-        let (start, end) = (table_prefix(TableId(5)), table_prefix(TableId(6)));
+        let (start, end) = (table_prefix(TableId(table)), table_prefix(TableId(table + 1)));
         let count = |_: &[u8], _: &[u8]| {
             rows += 1;
             Ok(())
         };
         store.snapshot().scan(&start, &end, usize::MAX, count).unwrap();
-        assert_eq!(rows, 24 * rows_per_epoch as usize);
+        rows
     }
 
     /// Keys `table/vnode/i` for `i` in `0..n`, for each `(vnode, n)`.
