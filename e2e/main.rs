@@ -6,6 +6,10 @@
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
 //! - [`cdc_faults`]: CDC through upstream crashes, restarts mid-snapshot, partitioned tables;
+//! - [`cdc_matrix`]: generated tables, values, keys and events: every CDC table equals its
+//!   upstream;
+//! - [`cdc_upstream_events`]: upstream habits (schema changes, statement-logged changes, a
+//!   MySQL source killed before its first change, a shared slot) followed or refused aloud;
 //! - [`chaos`]: CDC tables and views stay exact through rounds of kills and upstream faults;
 //! - [`fuzz`]: random SQL never crashes the server, fails internally, loses an acknowledged
 //!   write or stalls, and views equal their queries;
@@ -23,6 +27,8 @@ mod bench_driver;
 mod bench_smoke;
 mod cdc;
 mod cdc_faults;
+mod cdc_matrix;
+mod cdc_upstream_events;
 mod chaos;
 mod clients;
 mod crash;

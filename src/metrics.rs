@@ -78,8 +78,8 @@ struct FragmentLabel {
 }
 
 /// The states `sluice_backfill_status` reports, one series each (1 for the current one).
-pub const BACKFILL_STATUSES: [&str; 5] =
-    ["running", "throttled", "paused", "starved", "waiting_for_upstream"];
+pub const BACKFILL_STATUSES: [&str; 6] =
+    ["running", "throttled", "paused", "starved", "waiting_for_upstream", "stopped"];
 
 /// How many checkpoints [`Metrics::recent_checkpoints`] keeps.
 const RECENT_CHECKPOINTS: usize = 600;
@@ -109,6 +109,8 @@ pub struct Metrics {
     cdc_caught_up: Mutex<HashMap<String, Instant>>,
     /// The last error of each source's reader, until it reads again.
     cdc_errors: Mutex<HashMap<String, String>>,
+    /// Why each stopped CDC table stopped, by table id.
+    cdc_table_errors: Mutex<HashMap<u32, String>>,
     recent: Mutex<std::collections::VecDeque<CheckpointSample>>,
 }
 
@@ -132,6 +134,7 @@ impl Default for Metrics {
             cdc_changes: Family::default(),
             cdc_caught_up: Mutex::new(HashMap::new()),
             cdc_errors: Mutex::new(HashMap::new()),
+            cdc_table_errors: Mutex::new(HashMap::new()),
             recent: Mutex::new(std::collections::VecDeque::new()),
         }
     }
@@ -226,6 +229,21 @@ impl Metrics {
     /// The source reader's last error, while it cannot read.
     pub fn cdc_last_error(&self, source: &str) -> Option<String> {
         self.cdc_errors.lock().get(source).cloned()
+    }
+
+    /// Records why the CDC table with id `table` stopped following its upstream (`None`: it
+    /// follows it).
+    pub fn cdc_table_error(&self, table: u32, error: Option<String>) {
+        let mut errors = self.cdc_table_errors.lock();
+        match error {
+            Some(error) => errors.insert(table, error),
+            None => errors.remove(&table),
+        };
+    }
+
+    /// Why the CDC table with id `table` stopped following its upstream, if it did.
+    pub fn cdc_table_stopped(&self, table: u32) -> Option<String> {
+        self.cdc_table_errors.lock().get(&table).cloned()
     }
 
     /// Seconds since the source last read everything its upstream had committed; `None`

@@ -289,6 +289,11 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if let Some(text) = array.as_string_opt::<i32>() {
         match (to, mode) {
             (DataType::Bytea, _) => return bytea_from_text(text, mode),
+            (DataType::Date | DataType::Timestamp | DataType::Timestamptz, _)
+                if text.iter().flatten().any(|v| infinity(v).is_some()) =>
+            {
+                return with_infinities(text, to, mode);
+            }
             (DataType::Date | DataType::Timestamp | DataType::Timestamptz, CastMode::Upstream)
                 if text.iter().flatten().any(|v| v.ends_with(" BC")) =>
             {
@@ -382,6 +387,50 @@ fn with_years_before_christ(text: &StringArray, to: DataType) -> Result<ArrayRef
         _ => {
             let micros = cast.as_primitive::<TimestampMicrosecondType>();
             let values = micros.iter().zip(text.iter()).map(|(ad, v)| bc(v).or(ad));
+            let array = TimestampMicrosecondArray::from_iter(values);
+            Arc::new(array.with_timezone_opt(micros.timezone().map(str::to_owned)))
+        }
+    })
+}
+
+/// `Some(true)` for `infinity`, `Some(false)` for `-infinity` (as dates and timestamps).
+fn infinity(v: &str) -> Option<bool> {
+    let v = v.trim();
+    match v.trim_start_matches('+') {
+        v if v.eq_ignore_ascii_case("infinity") => Some(true),
+        _ if v.eq_ignore_ascii_case("-infinity") => Some(false),
+        _ => None,
+    }
+}
+
+/// The largest and smallest value of a date (days) or timestamp (microseconds) column stand for
+/// `infinity` and `-infinity`, as in Postgres: they order after and before every other value
+/// and print as those words.
+pub fn infinite_date(positive: bool) -> i32 {
+    if positive { i32::MAX } else { i32::MIN }
+}
+
+/// See [`infinite_date`].
+pub fn infinite_timestamp(positive: bool) -> i64 {
+    if positive { i64::MAX } else { i64::MIN }
+}
+
+/// Dates or timestamps from text holding `infinity` or `-infinity` (see [`infinite_date`]).
+fn with_infinities(text: &StringArray, to: DataType, mode: CastMode) -> Result<ArrayRef> {
+    use arrow::array::{Date32Array, TimestampMicrosecondArray};
+    use arrow::datatypes::{Date32Type, TimestampMicrosecondType};
+    let finite: StringArray = text.iter().map(|v| v.filter(|v| infinity(v).is_none())).collect();
+    let cast = cast_to(&(Arc::new(finite) as ArrayRef), to, mode)?;
+    let special = text.iter().map(|v| v.and_then(infinity));
+    Ok(match to {
+        DataType::Date => {
+            let days = cast.as_primitive::<Date32Type>().iter().zip(special);
+            Arc::new(Date32Array::from_iter(days.map(|(d, inf)| inf.map(infinite_date).or(d))))
+        }
+        _ => {
+            let micros = cast.as_primitive::<TimestampMicrosecondType>();
+            let values =
+                micros.iter().zip(special).map(|(t, inf)| inf.map(infinite_timestamp).or(t));
             let array = TimestampMicrosecondArray::from_iter(values);
             Arc::new(array.with_timezone_opt(micros.timezone().map(str::to_owned)))
         }

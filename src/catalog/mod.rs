@@ -229,6 +229,12 @@ pub struct CdcTableInfo {
     /// and is dropped with it.
     #[serde(default)]
     pub private_source: bool,
+    /// What identifies the upstream table (a Postgres table's oid) when the table was created:
+    /// one dropped and created again under the same name is another table, which the CDC
+    /// table stops at rather than mix with its rows. `None` where the upstream has no such
+    /// identity (MySQL) or for tables created before it was recorded.
+    #[serde(default)]
+    pub upstream_identity: Option<String>,
 }
 
 impl TableCatalog {
@@ -322,6 +328,12 @@ pub struct SourceCatalog {
     pub state_table: TableId,
     /// The statement that created it (password masked).
     pub definition: String,
+    /// Where the change stream starts until the source has recorded an offset of its own: a
+    /// mysql-cdc source's binlog position (and MariaDB GTID position) at `CREATE SOURCE`, so
+    /// changes made before its first checkpoint are never skipped. `None`: the upstream keeps
+    /// the place (a Postgres slot).
+    #[serde(default)]
+    pub start: Option<(u64, Option<String>)>,
 }
 
 /// Which upstream objects a source created, and so drops with it.

@@ -27,7 +27,7 @@ use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStream, BinlogStreamRequest, Value};
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Value};
 
 use crate::connector::mysql_cdc::{MySqlSourceConfig, master_status, upstream_error};
 use crate::connector::offset::CdcOffset;
@@ -50,6 +50,8 @@ struct BinlogColumn {
     charset: u16,
     /// The members of an ENUM or SET, in definition order.
     members: Vec<String>,
+    /// The column's name (from the table map's full metadata).
+    name: Option<String>,
 }
 
 /// What the reader knows of a table id of the source's database.
@@ -184,12 +186,7 @@ impl BinlogReader {
             if self.at.is_start() {
                 self.at = CdcOffset::mysql(&file, pos)?;
                 if mariadb {
-                    // The GTID position of that place, so a later resume by GTID starts there.
-                    let gtids: Option<Option<String>> = conn
-                        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (&file, pos))
-                        .await
-                        .map_err(upstream_error)?;
-                    self.gtids = parse_gtids(&gtids.flatten().unwrap_or_default());
+                    self.gtids = parse_gtids(&gtid_position_at(&mut conn, &file, pos).await?);
                 }
             }
             let CdcOffset::MySql { file_seq, pos } = self.at else {
@@ -304,6 +301,9 @@ impl BinlogReader {
                     // (non-transactional tables): that happened.
                     "COMMIT" | "ROLLBACK" => return Ok(Some(self.commit(log_pos))),
                     q if q.starts_with('#') => {}
+                    q if changes_rows(q, &query.schema(), &self.config.database) => {
+                        return Err(statement_logged(q, &self.config.database, self.at));
+                    }
                     // A statement outside a transaction (DDL): the position moves past it, and
                     // a `TRUNCATE` of the source's tables is a change of its own. Inside one
                     // (SAVEPOINT, ..) it moves nothing.
@@ -398,13 +398,45 @@ impl BinlogReader {
             return; // Ids are not reused for another layout: a DDL gives the table a new id.
         }
         let (columns, pk) = table_columns(map);
-        let info = TableInfo {
-            name: format!("{}.{}", map.database_name(), map.table_name()),
-            columns,
-            pk,
-            patched: table_map_for_rows(event),
-        };
+        let name = format!("{}.{}", map.database_name(), map.table_name());
+        // A table id is new for each layout: its rows have these columns from here on.
+        let names: Option<Vec<String>> = columns.iter().map(|c| c.name.clone()).collect();
+        if let Some(names) = names {
+            self.pending.push(RowChange::relation(name.clone(), names));
+        }
+        let info = TableInfo { name, columns, pk, patched: table_map_for_rows(event) };
         self.tables.insert(map.table_id(), info);
+    }
+}
+
+/// Whether `statement` (run with default database `schema`) is a row change that may touch
+/// `database`: under `binlog_format = STATEMENT` or `MIXED` the binlog holds such statements
+/// instead of the rows they changed.
+fn changes_rows(statement: &str, schema: &str, database: &str) -> bool {
+    let lower = statement.trim_start().to_ascii_lowercase();
+    let dml = ["insert", "update", "delete", "replace", "load data", "load xml"];
+    if !dml.iter().any(|k| lower.starts_with(k)) {
+        return false;
+    }
+    let db = database.to_ascii_lowercase();
+    schema.eq_ignore_ascii_case(database)
+        || lower.contains(&format!("`{db}`."))
+        || lower.contains(&format!("{db}."))
+}
+
+/// The error of a row change the binlog holds as a statement: Sluice cannot apply it, and must
+/// not go past it.
+fn statement_logged(statement: &str, database: &str, at: CdcOffset) -> Error {
+    let shown: String = statement.chars().take(120).collect();
+    Error::Upstream {
+        code: "55000",
+        message: format!(
+            "the upstream binlog holds a change to database {database} as a statement, not as \
+             rows (binlog_format is STATEMENT or MIXED), after {at}: {shown}; Sluice reads row \
+             events only and stops here rather than lose it: set binlog_format = ROW upstream \
+             (SET GLOBAL, and in the server's configuration), then drop and create the source \
+             and its tables again"
+        ),
     }
 }
 
@@ -447,6 +479,30 @@ fn truncated_tables(statement: &str, schema: &str, database: &str) -> Vec<String
         }
     }
     tables
+}
+
+/// MariaDB's GTID position at binlog `file` and `pos` (empty where it has none), so a later
+/// resume by GTID starts there.
+async fn gtid_position_at(conn: &mut Conn, file: &str, pos: u64) -> Result<String> {
+    let gtids: Option<Option<String>> = conn
+        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (file, pos))
+        .await
+        .map_err(upstream_error)?;
+    Ok(gtids.flatten().unwrap_or_default())
+}
+
+/// The upstream's binlog end now, as a position (see [`CdcOffset::position`]) and, on MariaDB,
+/// the GTID position there: where a new source starts reading.
+pub async fn current_position(config: &MySqlSourceConfig) -> Result<(u64, Option<String>)> {
+    let mut conn = config.connect_to(None).await?;
+    let (file, pos) = master_status(&mut conn).await?;
+    let version: Option<String> =
+        conn.query_first("SELECT VERSION()").await.map_err(upstream_error)?;
+    let gtid = match version.unwrap_or_default().contains("MariaDB") {
+        true => Some(gtid_position_at(&mut conn, &file, pos).await?).filter(|g| !g.is_empty()),
+        false => None,
+    };
+    Ok((CdcOffset::mysql(&file, pos)?.position(), gtid))
 }
 
 /// A MariaDB GTID position (`0-1-42,1-1-7`), by domain; parts that do not parse are left out.
@@ -540,6 +596,7 @@ fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usiz
             unsigned: false,
             charset: 0,
             members: Vec::new(),
+            name: None,
         })
         .collect();
     let class = |f: fn(&ColumnType) -> bool| -> Vec<usize> {
@@ -592,6 +649,11 @@ fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usiz
                     members.map(|m| m.values().iter().map(|v| v.value().into_owned()).collect())
                 });
                 set_members(&mut columns, &sets, lists);
+            }
+            OptionalMetadataField::ColumnName(names) => {
+                for (column, name) in columns.iter_mut().zip(names.iter_names()) {
+                    column.name = name.ok().map(|n| n.name().into_owned());
+                }
             }
             OptionalMetadataField::SimplePrimaryKey(key) => {
                 pk = Some(key.iter_indexes().flatten().map(|i| i as usize).collect());

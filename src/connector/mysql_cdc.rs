@@ -600,6 +600,18 @@ pub async fn current_offset(conn: &mut Conn) -> Result<CdcOffset> {
     CdcOffset::mysql(&file, pos)
 }
 
+/// Whether `database.table` exists.
+pub async fn table_exists(conn: &mut Conn, database: &str, table: &str) -> Result<bool> {
+    let found: Option<u8> = conn
+        .exec_first(
+            "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (database, table),
+        )
+        .await
+        .map_err(upstream_error)?;
+    Ok(found.is_some())
+}
+
 /// The upstream's current binlog file (`binlog.000003`) and the position of its end.
 pub async fn master_status(conn: &mut Conn) -> Result<(String, u64)> {
     let row: Option<Row> = conn.query_first("SHOW MASTER STATUS").await.map_err(upstream_error)?;

@@ -7,8 +7,8 @@
 //! and read as text, as the text protocol would print them.
 //!
 //! Values that the text path turns into NULL (they do not fit the column's Arrow type) are NULL
-//! here too: `infinity` dates and timestamps, numeric `NaN` and infinities, numerics beyond the
-//! column's precision. Numerics with more fraction digits than the column's scale are rounded
+//! here too: numeric `NaN` and infinities, numerics beyond the column's precision. `infinity`
+//! and `-infinity` dates and timestamps are the extremes of their Arrow types, as in Postgres. Numerics with more fraction digits than the column's scale are rounded
 //! half away from zero, as the cast of their text is.
 
 use std::sync::Arc;
@@ -164,14 +164,18 @@ impl Column {
             }
             Column::Date(b) => {
                 let days = pg::date_from_sql(value).map_err(bad)?;
-                // `infinity` and `-infinity` are the extremes; Arrow has no such dates.
-                let finite = days != i32::MAX && days != i32::MIN;
-                b.append_option(finite.then(|| days.checked_add(PG_EPOCH_DAYS)).flatten())
+                // `infinity` and `-infinity` are the extremes, in Sluice as in Postgres.
+                b.append_value(match days {
+                    i32::MAX | i32::MIN => days,
+                    _ => days.checked_add(PG_EPOCH_DAYS).ok_or_else(|| range("date"))?,
+                })
             }
             Column::Timestamp(b) => {
                 let micros = pg::timestamp_from_sql(value).map_err(bad)?;
-                let finite = micros != i64::MAX && micros != i64::MIN;
-                b.append_option(finite.then(|| micros.checked_add(PG_EPOCH_MICROS)).flatten())
+                b.append_value(match micros {
+                    i64::MAX | i64::MIN => micros,
+                    _ => micros.checked_add(PG_EPOCH_MICROS).ok_or_else(|| range("timestamp"))?,
+                })
             }
             Column::Bytea(b) => b.append_value(pg::bytea_from_sql(value)),
             Column::Text(b) => b.append_value(pg::text_from_sql(value).map_err(bad)?),
@@ -194,6 +198,10 @@ impl Column {
             Column::Text(b) => Arc::new(b.finish()),
         }
     }
+}
+
+fn range(ty: &str) -> Error {
+    Error::Upstream { code: "22008", message: format!("a snapshot {ty} is out of Sluice's range") }
 }
 
 fn bad(e: Box<dyn std::error::Error + Sync + Send>) -> Error {
@@ -559,6 +567,7 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<Option<i128>> {
 mod tests {
     use super::*;
     use crate::types::{CastMode, cast_to};
+    use arrow::array::AsArray;
     use arrow::array::{Array, StringArray};
     use arrow::util::display::array_value_to_string;
 
@@ -737,9 +746,18 @@ mod tests {
             [
                 "true | -7 | 70000 | -5000000000 | 1.5 | 0.1 | 2024-02-29 | 1999-12-31T23:59:59.500 \
                  | 2000-01-01T00:00:00Z | 00ff5c | héllo",
-                "false | NULL | NULL | NULL | NaN | -inf | NULL | NULL | NULL |  | ",
+                "false | NULL | NULL | NULL | NaN | -inf | ERROR: Cast error: Failed to convert \
+                 2147483647 to temporal for Date32 | ERROR: Cast error: Failed to convert \
+                 -9223372036854775808 to datetime for Timestamp(µs) | ERROR: Cast error: Failed \
+                 to convert 9223372036854775807 to datetime for Timestamp(µs, \"+00:00\") |  | ",
             ]
         );
+        // Infinite dates and timestamps are the extremes, as in Postgres (Arrow cannot print
+        // them; Sluice prints them as `infinity` and `-infinity`).
+        assert_eq!(out[6].as_primitive::<arrow::datatypes::Date32Type>().value(1), i32::MAX);
+        let micros =
+            |c: usize| out[c].as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(1);
+        assert_eq!((micros(7), micros(8)), (i64::MIN, i64::MAX));
     }
 
     #[test]

@@ -126,6 +126,24 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
     Ok(out)
 }
 
+/// `oid:attnum,attnum,..` of `schema.table` (its live columns' numbers, in order), `None` when
+/// there is no such table. A table dropped and created again has another oid; a column
+/// dropped and added again under its name has another number.
+pub async fn table_identity(client: &Client, schema: &str, table: &str) -> Result<Option<String>> {
+    let rows = client
+        .query(
+            "SELECT c.oid::text || ':' || coalesce((SELECT string_agg(a.attnum::text, ',' \
+             ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 \
+             AND NOT a.attisdropped), '') \
+             FROM pg_class c JOIN pg_namespace n ON c.relnamespace = n.oid \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(upstream_error)?;
+    Ok(rows.first().map(|r| r.get(0)))
+}
+
 /// The Sluice type that holds values of an upstream type (arrays, enums and other types as text).
 fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
     let base = ty.split('(').next().unwrap_or(ty).trim();
@@ -245,8 +263,11 @@ pub async fn snapshot_page(
         .zip(&wires)
         .zip(&table.upstream_types)
         .map(|((c, wire), ty)| {
-            let cast = if wire.needs_text_cast(ty) { "::text" } else { "" };
-            format!("t.{}{cast}", quote_ident(&c.name))
+            let column = format!("t.{}", quote_ident(&c.name));
+            match wire.needs_text_cast(ty) {
+                true => as_printed(&column, ty),
+                false => column,
+            }
         })
         .collect();
     let key: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
@@ -361,8 +382,12 @@ pub async fn fetch_row(
     table: &UpstreamTable,
     key: &[Option<String>],
 ) -> Result<Option<Vec<Option<String>>>> {
-    let columns: Vec<String> =
-        table.columns.iter().map(|c| format!("t.{}::text", quote_ident(&c.name))).collect();
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .zip(&table.upstream_types)
+        .map(|(c, ty)| as_printed(&format!("t.{}", quote_ident(&c.name)), ty))
+        .collect();
     let key_columns: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
     let sql = format!(
         "SELECT {} FROM {} AS t WHERE ({}) = ({})",
@@ -378,6 +403,18 @@ pub async fn fetch_row(
         }
         _ => None,
     }))
+}
+
+/// `column` as text exactly as the type's output prints it, which is what the change stream
+/// sends. `::text` is that for most types, but not for `inet` and `cidr`, whose cast to text
+/// always adds the mask length (`::1/128` where the output is `::1`).
+fn as_printed(column: &str, upstream_type: &str) -> String {
+    match upstream_type {
+        "inet" | "cidr" => {
+            format!("CASE WHEN {column} IS NULL THEN NULL ELSE format('%s', {column}) END")
+        }
+        _ => format!("{column}::text"),
+    }
 }
 
 /// A key column for comparisons and ordering: text compares bytewise, as Sluice's keys do.
@@ -412,12 +449,26 @@ pub struct RowChange {
     pub lsn: u64,
     /// The table was truncated: every row goes (`delete` is set, and there are no values).
     pub truncate: bool,
+    /// Not a change but the table's columns as the upstream describes them from here on
+    /// (`values` holds their names): a Postgres `Relation` message, a MySQL table map of a
+    /// new layout. The CDC backfill checks them against the columns it reads.
+    pub relation: bool,
 }
 
 impl RowChange {
     /// An upstream `TRUNCATE` of `table` (`schema.table`); the commit gives its LSN.
     pub fn truncation(table: String) -> Self {
         Self { table, delete: true, truncate: true, ..Self::default() }
+    }
+
+    /// The columns (by name) of `table` from here on in the stream (see [`Self::relation`]).
+    pub fn relation(table: String, columns: Vec<String>) -> Self {
+        Self {
+            table,
+            values: columns.into_iter().map(Some).collect(),
+            relation: true,
+            ..Self::default()
+        }
     }
 }
 

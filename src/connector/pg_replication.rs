@@ -130,7 +130,17 @@ async fn stream(
     let mut status = tokio::time::interval(STATUS_INTERVAL);
     status.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sent_position = 0;
+    let mut side: Option<tokio_postgres::Client> = None;
     loop {
+        if !decoder.awaiting.is_empty() {
+            // Their replacing updates read the upstream (see `Decoder::awaiting`).
+            if side.is_none() {
+                side = Some(config.connect().await?);
+            }
+            let client = side.as_ref().expect("connected above");
+            wait_visible(client, &decoder.awaiting).await?;
+            decoder.awaiting.clear();
+        }
         let has_news = !decoder.ready.is_empty() || decoder.position > sent_position;
         tokio::select! {
             biased;
@@ -162,6 +172,38 @@ async fn stream(
             }
         }
     }
+}
+
+/// Waits until every transaction of `xids` is visible to new snapshots. A commit is decoded
+/// once its WAL is flushed, a moment before other sessions see it: a read of the upstream
+/// right after its changes arrive could miss the rows it wrote.
+async fn wait_visible(client: &tokio_postgres::Client, xids: &[u32]) -> Result<()> {
+    let list: Vec<String> = xids.iter().map(u32::to_string).collect();
+    // Each 32-bit xid is widened by the epoch of the snapshot's xmax (it is older than xmax).
+    let sql = format!(
+        "SELECT bool_and(txid_visible_in_snapshot(txid_snapshot_xmax(s) -          ((txid_snapshot_xmax(s) % 4294967296) - x + 4294967296) % 4294967296, s))::text          FROM (SELECT txid_current_snapshot() AS s) AS c, unnest(ARRAY[{}]::bigint[]) AS x",
+        list.join(",")
+    );
+    let mut pause = Duration::from_micros(200);
+    for _ in 0..200 {
+        let rows = client
+            .simple_query(&sql)
+            .await
+            .map_err(crate::connector::postgres_cdc::upstream_error)?;
+        let visible = rows.iter().any(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("true"),
+            _ => false,
+        });
+        if visible {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    Err(Error::Upstream {
+        code: "55000",
+        message: format!("transactions {list:?} committed upstream but never became visible"),
+    })
 }
 
 /// A standby status update: `received` written, `flushed` flushed and applied.
@@ -250,6 +292,12 @@ struct Decoder {
     ready: Vec<RowChange>,
     /// See [`Batch::position`].
     position: u64,
+    /// The xid of the transaction being sent.
+    xid: u32,
+    /// Transactions whose replacing updates left values unsent (see [`RowChange::replaces`]):
+    /// the CDC backfill reads those values from the upstream, so these must be visible there
+    /// before their changes are handed on.
+    awaiting: Vec<u32>,
     /// The furthest WAL position any frame named.
     received: u64,
 }
@@ -295,26 +343,44 @@ impl Decoder {
             })?
             .message;
         match message {
-            LogicalReplicationMessage::Begin { .. } => self.open = Some(Vec::new()),
+            LogicalReplicationMessage::Begin { xid, .. } => {
+                self.open = Some(Vec::new());
+                self.xid = xid;
+            }
             LogicalReplicationMessage::Relation {
-                relation_id, namespace, relation_name, ..
+                relation_id,
+                namespace,
+                relation_name,
+                columns,
+                ..
             } => {
-                self.relations.insert(relation_id, format!("{namespace}.{relation_name}"));
+                // Sent before the first change of a table in a stream, and after its columns
+                // change: its changes have these columns from here on.
+                let table = format!("{namespace}.{relation_name}");
+                let names = columns.iter().map(|c| c.name.to_string()).collect();
+                self.relations.insert(relation_id, table.clone());
+                if let Some(open) = self.open.as_mut() {
+                    open.push(RowChange::relation(table, names));
+                }
             }
             LogicalReplicationMessage::Insert { relation_id, tuple } => {
                 let change = self.change(relation_id, false, &tuple)?;
                 self.push(change)?;
             }
-            LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, .. } => {
+            LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, key_type } => {
                 // An old tuple comes when the key changed (or with REPLICA IDENTITY FULL): the
                 // row under the old key goes.
-                let replaces = old_tuple.is_some();
-                if let Some(old) = old_tuple {
-                    let change = self.change(relation_id, true, &old)?;
-                    self.push(change)?;
-                }
                 let mut new = self.change(relation_id, false, &new_tuple)?;
-                new.replaces = replaces;
+                if let Some(old) = old_tuple {
+                    let old = self.change(relation_id, true, &old)?;
+                    if key_type == Some('O') {
+                        // A whole old row (REPLICA IDENTITY FULL) has its TOASTed values
+                        // inline: what the new row did not send, the old row holds.
+                        fill_unchanged(&mut new, &old);
+                    }
+                    new.replaces = !new.unchanged.is_empty();
+                    self.push(old)?;
+                }
                 self.push(new)?;
             }
             LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
@@ -339,6 +405,9 @@ impl Decoder {
                     message: "a commit came without its begin".into(),
                 })?;
                 txn.iter_mut().for_each(|c| c.lsn = end_lsn);
+                if txn.iter().any(|c| c.replaces) {
+                    self.awaiting.push(self.xid);
+                }
                 self.ready.append(&mut txn);
                 self.position = self.position.max(end_lsn);
             }
@@ -380,6 +449,17 @@ impl Decoder {
     fn take(&mut self) -> Batch {
         Batch { changes: std::mem::take(&mut self.ready), position: self.position }
     }
+}
+
+/// Fills the columns `new` did not send from `old`, a whole old row that sent them.
+fn fill_unchanged(new: &mut RowChange, old: &RowChange) {
+    new.unchanged.retain(|&u| match old.values.get(u) {
+        Some(value) if !old.unchanged.contains(&u) => {
+            new.values[u] = value.clone();
+            false
+        }
+        _ => true,
+    });
 }
 
 #[cfg(test)]
@@ -462,6 +542,11 @@ mod tests {
                 if c.truncate {
                     return format!("{} truncate {}", c.table, c.lsn);
                 }
+                if c.relation {
+                    let names: Vec<_> =
+                        c.values.iter().map(|v| v.as_deref().unwrap_or("?")).collect();
+                    return format!("{} columns [{}]", c.table, names.join(", "));
+                }
                 let values: Vec<_> = c.values.iter().map(|v| v.as_deref().unwrap_or(".")).collect();
                 format!(
                     "{} {} {} [{}] {:?} {}",
@@ -502,6 +587,7 @@ mod tests {
         assert_eq!(
             lines(&batch),
             [
+                "public.t columns [id, v]",
                 "public.t false 120 [1, a] [] false",
                 "public.t true 200 [1, .] [] false",
                 "public.t false 200 [2, .] [1] true",
@@ -510,6 +596,44 @@ mod tests {
         );
         assert_eq!(batch.position, 200);
         assert_eq!(decoder.take(), Batch { changes: vec![], position: 200 }, "handed on once");
+    }
+
+    #[test]
+    fn a_whole_old_row_fills_what_the_new_row_did_not_send() {
+        let mut decoder = Decoder::default();
+        // REPLICA IDENTITY FULL: the old row comes whole, TOASTed values inline; with or
+        // without a key change the new row is complete. A key-only old row (DEFAULT) cannot.
+        let full = |old: &[Option<&str>], new: &[Option<&str>], key_type| {
+            LogicalReplicationMessage::Update {
+                relation_id: 16384,
+                old_tuple: Some(tuple(old)),
+                new_tuple: tuple(new),
+                key_type: Some(key_type),
+            }
+        };
+        let messages = [
+            begin(),
+            relation(),
+            full(&[Some("1"), Some("big")], &[Some("2"), Some("<toast>")], 'O'),
+            full(&[Some("3"), None], &[Some("3"), Some("<toast>")], 'O'),
+            full(&[Some("4"), None], &[Some("5"), Some("<toast>")], 'K'),
+            commit(300),
+        ];
+        for message in messages {
+            decoder.frame(&wal(message, 300)).unwrap();
+        }
+        assert_eq!(
+            lines(&decoder.take()),
+            [
+                "public.t columns [id, v]",
+                "public.t true 300 [1, big] [] false",
+                "public.t false 300 [2, big] [] false",
+                "public.t true 300 [3, .] [] false",
+                "public.t false 300 [3, .] [] false",
+                "public.t true 300 [4, .] [] false",
+                "public.t false 300 [5, .] [1] true",
+            ]
+        );
     }
 
     #[test]
@@ -525,6 +649,7 @@ mod tests {
         assert_eq!(
             lines(&batch),
             [
+                "public.t columns [id, v]",
                 "public.t false 120 [1, a] [] false",
                 "public.t truncate 120",
                 "public.t false 120 [2, b] [] false"
@@ -548,7 +673,10 @@ mod tests {
         decoder.frame(&keepalive(900, false)).unwrap();
         assert_eq!(decoder.position, 900);
         let batch = decoder.take();
-        assert_eq!(lines(&batch), ["public.t false 700 [1, .] [] false"]);
+        assert_eq!(
+            lines(&batch),
+            ["public.t columns [id, v]", "public.t false 700 [1, .] [] false"]
+        );
     }
 
     #[test]

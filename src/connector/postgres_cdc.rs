@@ -291,12 +291,27 @@ impl PgSourceConfig {
                 .map_err(upstream_error)?;
             created.publication = true;
         }
-        let has_slot = !client
-            .query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", &[&self.slot])
+        let slot = client
+            .query(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.slot],
+            )
             .await
-            .map_err(upstream_error)?
-            .is_empty();
-        if !has_slot {
+            .map_err(upstream_error)?;
+        if let Some(pid) = slot.first().and_then(|row| row.get::<_, Option<i32>>(0)) {
+            if created.publication {
+                let _ = self.drop_publication(client).await;
+            }
+            return Err(Error::Upstream {
+                code: "55006",
+                message: format!(
+                    "upstream replication slot \"{}\" is being read by another process (pid \
+                     {pid}); a slot has one reader: give this source another slot.name",
+                    self.slot
+                ),
+            });
+        }
+        if slot.is_empty() {
             let result = client
                 .query_one(
                     "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",

@@ -20,6 +20,7 @@ use std::time::Duration;
 use arrow::array::{Array, ArrayRef, AsArray};
 
 use crate::catalog::Created;
+use crate::connector::mysql_binlog;
 use crate::connector::mysql_cdc::{self, MySqlSourceConfig};
 use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::{self, UpstreamTable};
@@ -90,6 +91,16 @@ impl SourceConfig {
                 config.validate(&mut config.connect().await?).await?;
                 Ok(Created::default())
             }
+        }
+    }
+
+    /// Where a new source's change stream starts, for the catalog (see
+    /// [`SourceCatalog::start`](crate::catalog::SourceCatalog::start)): a MySQL binlog's end
+    /// now; `None` for Postgres, whose slot keeps the place.
+    pub async fn start_position(&self) -> Result<Option<(u64, Option<String>)>> {
+        match self {
+            Self::Postgres(_) => Ok(None),
+            Self::MySql(config) => Ok(Some(mysql_binlog::current_position(config).await?)),
         }
     }
 
@@ -305,6 +316,18 @@ impl UpstreamSession {
         match self {
             Self::Postgres(client) => pg_reader::estimate_rows(client, schema, table).await,
             Self::MySql(conn) => mysql_cdc::estimate_rows(conn, schema, table).await,
+        }
+    }
+
+    /// What identifies `schema.table` upstream now, `None` when there is no such table: a
+    /// Postgres table's oid (a table dropped and created again has another); for MySQL only
+    /// whether it exists.
+    pub async fn table_identity(&mut self, schema: &str, table: &str) -> Result<Option<String>> {
+        match self {
+            Self::Postgres(client) => pg_reader::table_identity(client, schema, table).await,
+            Self::MySql(conn) => mysql_cdc::table_exists(conn, schema, table)
+                .await
+                .map(|exists| exists.then(|| "table".to_owned())),
         }
     }
 

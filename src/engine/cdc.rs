@@ -45,6 +45,7 @@ impl Engine {
         let options = table_options(&create.table_options)?;
         let mut reader = config.session().await?;
         let upstream = reader.describe_table(&schema, &table).await?;
+        let upstream_identity = reader.table_identity(&schema, &table).await?;
         let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
         let parallelism = match (options.parallelism, options.rows_per_split) {
             (Some(n), _) => n,
@@ -97,6 +98,7 @@ impl Engine {
             parallelism,
             rows_per_split: options.rows_per_split,
             private_source,
+            upstream_identity,
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self

@@ -37,8 +37,12 @@ impl Engine {
             }
         }
         let config = SourceConfig::from_options(&name, &map)?;
+        self.check_slot_is_free(&config)?;
         let created = config.prepare().await?;
-        let registered = self.register_source(&name, map, created).await;
+        let registered = match config.start_position().await {
+            Ok(start) => self.register_source(&name, map, created, start).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = registered {
             let _ = config.cleanup(created).await;
             return Err(e);
@@ -47,12 +51,39 @@ impl Engine {
         Ok(Output::Command(CommandTag::new("CREATE SOURCE")))
     }
 
+    /// Refuses a Postgres source whose replication slot another source of the same upstream
+    /// database already streams: a slot has one reader at a time, so the second would never
+    /// read.
+    fn check_slot_is_free(&self, config: &SourceConfig) -> Result<()> {
+        let Some(new) = config.postgres() else { return Ok(()) };
+        let place = |c: &crate::connector::postgres_cdc::PgSourceConfig| {
+            (c.hostname.clone(), c.port, c.database.clone(), c.slot.clone())
+        };
+        for other in self.catalog.sources() {
+            let Ok(theirs) = SourceConfig::from_options(&other.name, &other.options) else {
+                continue;
+            };
+            if theirs.postgres().map(place) == Some(place(new)) {
+                return Err(Error::Upstream {
+                    code: "42710",
+                    message: format!(
+                        "source {} already streams replication slot \"{}\" of that upstream \
+                         database; a slot has one reader: give this source another slot.name",
+                        other.name, new.slot
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Writes a source's catalog entries (its own and its offset table's) and starts its job.
     async fn register_source(
         &self,
         name: &str,
         options: BTreeMap<String, String>,
         created: crate::catalog::Created,
+        start: Option<(u64, Option<String>)>,
     ) -> Result<()> {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
@@ -82,6 +113,7 @@ impl Engine {
             options,
             created,
             state_table: state_id,
+            start,
         };
         let source = self.catalog.create_source(source)?;
         if let Err(e) = self.start_source_job(&source).await {

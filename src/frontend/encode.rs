@@ -283,6 +283,10 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
                     .map(|v| v.map(|v| format_timestamp(v, suffix)))
                     .collect::<StringArray>()
             }
+            ArrowType::Date32 => {
+                let values = column.as_primitive::<arrow::datatypes::Date32Type>();
+                values.iter().map(|v| v.map(format_date)).collect()
+            }
             ArrowType::Float64 => {
                 let values = column.as_primitive::<Float64Type>();
                 values.iter().map(|v| v.map(|v| format_float(v, 15))).collect()
@@ -360,10 +364,15 @@ where
 
 /// `2024-01-02 03:04:05.25` from microseconds since the epoch.
 fn format_timestamp(micros: i64, suffix: &str) -> String {
+    match micros {
+        i64::MAX => return "infinity".to_owned(),
+        i64::MIN => return "-infinity".to_owned(),
+        _ => {}
+    }
     let Some(t) = chrono::DateTime::from_timestamp_micros(micros) else {
         return micros.to_string();
     };
-    let mut out = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let mut out = t.format(" %H:%M:%S").to_string();
     let fraction = micros.rem_euclid(1_000_000);
     if fraction != 0 {
         let digits = format!("{fraction:06}");
@@ -371,7 +380,32 @@ fn format_timestamp(micros: i64, suffix: &str) -> String {
         out.push_str(digits.trim_end_matches('0'));
     }
     out.push_str(suffix);
-    out
+    with_era(t.date_naive(), &out)
+}
+
+/// A date as Postgres prints it: `infinity` and `-infinity` for the extremes, years before 1
+/// as `.. BC`.
+fn format_date(days: i32) -> String {
+    use arrow::datatypes::Date32Type;
+    match days {
+        i32::MAX => "infinity".to_owned(),
+        i32::MIN => "-infinity".to_owned(),
+        _ => match Date32Type::to_naive_date_opt(days) {
+            Some(date) => with_era(date, ""),
+            None => days.to_string(),
+        },
+    }
+}
+
+/// `date` then `rest` (a time, a zone), with ` BC` after them for years before 1 (year 0 of the
+/// proleptic calendar is 1 BC).
+fn with_era(date: chrono::NaiveDate, rest: &str) -> String {
+    use chrono::Datelike;
+    let (year, era) = match date.year() {
+        y if y <= 0 => (1 - y, " BC"),
+        y => (y, ""),
+    };
+    format!("{year:04}-{:02}-{:02}{rest}{era}", date.month(), date.day())
 }
 
 /// The completion tag of a command.

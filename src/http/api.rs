@@ -193,6 +193,9 @@ impl Observer {
             };
             if let Some(creating) = graph.creating.get(table.id) {
                 fill_progress(&mut job, &creating, table.backfill_rate_limit);
+            } else if let Some(reason) = graph.metrics.cdc_table_stopped(table.id.0) {
+                job.status = format!("stopped: {reason}");
+                job.reason = Some(reason);
             }
             jobs.push(job);
         }
@@ -433,11 +436,11 @@ fn ratio(done: u64, total: u64) -> f64 {
 
 /// The `status` label of a creating job's status text.
 fn status_label(status: &str) -> &'static str {
-    BACKFILL_STATUSES
-        .iter()
-        .find(|s| **s == status)
-        .copied()
-        .unwrap_or(if status.starts_with("waiting") { "waiting_for_upstream" } else { "running" })
+    BACKFILL_STATUSES.iter().find(|s| **s == status).copied().unwrap_or(match status {
+        s if s.starts_with("waiting") => "waiting_for_upstream",
+        s if s.starts_with("stopped") => "stopped",
+        _ => "running",
+    })
 }
 
 /// Fills a creating job's progress, status and the reason for it.
@@ -457,7 +460,7 @@ fn fill_progress(job: &mut JobView, creating: &CreatingJob, rate_limit: Option<u
             "no snapshot row read in the last {STARVED_CHECKPOINTS} checkpoints: the upstream \
              job is busy or barriers are slow"
         )),
-        "waiting_for_upstream" => Some(progress.status.clone()),
+        "waiting_for_upstream" | "stopped" => Some(progress.status.clone()),
         _ => None,
     };
     job.status = progress.status;
@@ -550,5 +553,6 @@ mod tests {
         assert_eq!(status_label("paused"), "paused");
         assert_eq!(status_label("waiting for upstream: refused"), "waiting_for_upstream");
         assert_eq!(status_label("starved"), "starved");
+        assert_eq!(status_label("stopped: the upstream table was dropped"), "stopped");
     }
 }

@@ -129,6 +129,7 @@ pub struct CdcProgressRow {
     slot_name: String,
     slot_lag_bytes: Option<i64>,
     source_error: Option<String>,
+    table_error: Option<String>,
 }
 
 impl SystemRow for CdcProgressRow {
@@ -145,6 +146,7 @@ impl SystemRow for CdcProgressRow {
             ("slot_name", VARCHAR),
             ("slot_lag_bytes", BIGINT),
             ("source_error", VARCHAR),
+            ("table_error", VARCHAR),
         ]
     }
 
@@ -161,6 +163,7 @@ impl SystemRow for CdcProgressRow {
             text(self.slot_name),
             Value::Int(self.slot_lag_bytes),
             Value::Text(self.source_error),
+            Value::Text(self.table_error),
         ]
     }
 }
@@ -292,6 +295,7 @@ impl SystemSchema {
                 slot_name: config.postgres().map(|pg| pg.slot.clone()).unwrap_or_default(),
                 slot_lag_bytes: lags[&source.id],
                 source_error: self.graph.metrics.cdc_last_error(&source.name),
+                table_error: self.graph.metrics.cdc_table_stopped(table.id.0),
             });
         }
         Ok(rows)

@@ -52,6 +52,9 @@ pub struct BinlogSourceExecutor {
     barrier: BarrierHandle,
     /// The source's name and where its changes are counted.
     metrics: (String, Arc<Metrics>),
+    /// Where to start while the state table records no position (see
+    /// [`SourceCatalog::start`](crate::catalog::SourceCatalog::start)).
+    start: Option<(u64, Option<String>)>,
 }
 
 impl BinlogSourceExecutor {
@@ -64,15 +67,23 @@ impl BinlogSourceExecutor {
         barrier: BarrierHandle,
         metrics: (String, Arc<Metrics>),
     ) -> Self {
-        Self { barriers, config, store, state, barrier, metrics }
+        Self { barriers, config, store, state, barrier, metrics, start: None }
+    }
+
+    /// Starts at `start` (a position and GTID position) while the state table records none:
+    /// the binlog's end when the source was created. Without it, a reader that never recorded
+    /// a position starts at the binlog's end of its own start.
+    pub fn starting_at(mut self, start: Option<(u64, Option<String>)>) -> Self {
+        self.start = start;
+        self
     }
 }
 
 impl Executor for BinlogSourceExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { mut barriers, config, store, state, barrier, metrics } = *self;
+        let Self { mut barriers, config, store, state, barrier, metrics, start } = *self;
         async_stream::try_stream! {
-            let mut source = Source::load(config, store, &state, barrier, metrics)?;
+            let mut source = Source::load(config, store, &state, barrier, metrics, start)?;
             // Nothing is read before the initial barrier says which epoch this is.
             let first = barriers.recv().await.ok_or(Error::Shutdown)?;
             if first.is_checkpoint() {
@@ -160,11 +171,13 @@ impl Source {
         state: &Arc<TableCatalog>,
         barrier: BarrierHandle,
         metrics: (String, Arc<Metrics>),
+        created_at: Option<(u64, Option<String>)>,
     ) -> Result<Self> {
         let table = state.state_table(store);
         let (start, end) = table.full_range();
-        let mut recorded = (0, None);
+        let mut recorded = created_at.unwrap_or((0, None));
         if let Some((key, row)) = table.iter_range(&start, &end, 1)?.pop() {
+            recorded = (0, None);
             let value_columns: Vec<usize> = (1..state.columns.len()).collect();
             let mut decoder = RowDecoder::new(&state.types(), &state.pk, &value_columns, 1);
             decoder.push(&key, &row)?;
@@ -315,7 +328,7 @@ mod tests {
         };
         let barrier = BarrierManager::new(store.clone(), Duration::MAX).1;
         let metrics = ("my".to_owned(), Arc::new(Metrics::default()));
-        Source::load(config, store.clone(), &state(), barrier, metrics).unwrap()
+        Source::load(config, store.clone(), &state(), barrier, metrics, None).unwrap()
     }
 
     /// The committed rows of the state table, as a text table.
@@ -361,10 +374,10 @@ mod tests {
         assert!(
             source.on_transaction(Ok(transaction(&["3"], 130, "0-1-8", true))).unwrap().is_none()
         );
-        let expected = "T B I [T] [u] B B
-                        + shop.t false 100 [1] . false false
-                        + shop.t false 100 [2] . false false
-                        + shop.t false 130 [3] . false false";
+        let expected = "T B I [T] [u] B B B
+                        + shop.t false 100 [1] . false false false
+                        + shop.t false 100 [2] . false false false
+                        + shop.t false 130 [3] . false false false";
         assert_eq!(source.flush().unwrap().to_pretty(), dedent(expected));
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
@@ -383,7 +396,7 @@ mod tests {
         let part = source.flush().unwrap();
         assert_eq!(
             part.to_pretty(),
-            dedent("T B I [T] [u] B B\n+ shop.t false 150 [2] . false false")
+            dedent("T B I [T] [u] B B B\n+ shop.t false 150 [2] . false false false")
         );
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();

@@ -8,10 +8,12 @@
 //! or below it, so every change reaches the tables exactly once. Upstream failures are logged,
 //! shown in `rw_cdc_progress`, and the stream started again with backoff.
 //!
-//! A change row is `table | delete | lsn | values | unchanged | replaces | truncate`: `values`
+//! A change row is `table | delete | lsn | values | unchanged | replaces | truncate |
+//! relation`: `values`
 //! is the row as Postgres prints it, a list of text (one item per upstream column, NULL for
 //! NULL or not sent), and `unchanged` the list of upstream column indices the change did not
-//! send. An upstream `TRUNCATE` is a row of its own, with `truncate` set and no values. The
+//! send. An upstream `TRUNCATE` is a row of its own, with `truncate` set and no values, and so
+//! is the description of a table's columns (`relation` set, their names as `values`). The
 //! stream is shared by every CDC table of the source, tables of different columns and types,
 //! so the values stay text here: each table's backfill picks its rows by `table` and casts them
 //! to its own column types ([`Changes`] reads the columns back, typed).
@@ -66,7 +68,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// The schema of the rows a source emits, one per change (see the module docs): `table`
 /// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
 /// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none),
-/// `replaces` (see [`RowChange::replaces`]) and `truncate` (see [`RowChange::truncate`]).
+/// `replaces` (see [`RowChange::replaces`]), `truncate` (see [`RowChange::truncate`]) and
+/// `relation` (see [`RowChange::relation`]).
 pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("table", ArrowType::Utf8, false),
@@ -76,6 +79,7 @@ pub fn change_schema() -> SchemaRef {
         Field::new("unchanged", index_list_type(), true),
         Field::new("replaces", ArrowType::Boolean, false),
         Field::new("truncate", ArrowType::Boolean, false),
+        Field::new("relation", ArrowType::Boolean, false),
     ]))
 }
 
@@ -91,6 +95,8 @@ pub struct Changes<'a> {
     pub replaces: &'a BooleanArray,
     /// Whether each change is a truncate of its table (it has no values).
     pub truncate: &'a BooleanArray,
+    /// Whether each row describes its table's columns (their names are its values).
+    pub relation: &'a BooleanArray,
     values: &'a ListArray,
     unchanged: &'a ListArray,
 }
@@ -112,7 +118,17 @@ impl<'a> Changes<'a> {
             unchanged: columns[4].as_list(),
             replaces: columns[5].as_boolean(),
             truncate: columns[6].as_boolean(),
+            relation: columns[7].as_boolean(),
         })
+    }
+
+    /// Every value of change `row`, in upstream column order.
+    pub fn values_of(&self, row: usize) -> Vec<Option<&'a str>> {
+        let offsets = self.values.value_offsets();
+        let texts = self.texts();
+        (offsets[row] as usize..offsets[row + 1] as usize)
+            .map(|i| texts.is_valid(i).then(|| texts.value(i)))
+            .collect()
     }
 
     /// The text values of every change, one change after the other: see [`Self::value_index`].
@@ -346,8 +362,9 @@ impl Reader {
         let emitted = self.emitted;
         let mut changes = batch.changes;
         // A stream started again re-sends what commits after its start, which may be less
-        // than what was emitted.
-        changes.retain(|c| c.lsn > emitted);
+        // than what was emitted. A table's columns come once a stream, in the first
+        // transaction that changes it: they pass even when that transaction is skipped.
+        changes.retain(|c| c.lsn > emitted || c.relation);
         self.emitted = changes.iter().map(|c| c.lsn).fold(emitted.max(batch.position), u64::max);
         self.caught_up();
         if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
@@ -510,6 +527,7 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
         Arc::new(unchanged.finish()) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.truncate)))) as _,
+        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.relation)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }
@@ -600,11 +618,11 @@ mod tests {
         ];
         let chunk = changes_chunk(&changes).unwrap();
         assert_eq!(chunk.schema(), change_schema());
-        let expected = "T B I [T] [u] B B
-                        + public.t false 100 [1, a] . false false
-                        + public.t true 100 [2, .] . false false
-                        + public.u false 130 [3] . false false
-                        + public.t true 140 [] . false true";
+        let expected = "T B I [T] [u] B B B
+                        + public.t false 100 [1, a] . false false false
+                        + public.t true 100 [2, .] . false false false
+                        + public.u false 130 [3] . false false false
+                        + public.t true 140 [] . false true false";
         assert_eq!(chunk.to_pretty(), dedent(expected));
     }
 
@@ -621,10 +639,10 @@ mod tests {
             },
             RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
         ];
-        let expected = "T B I [T] [u] B B
-                        + public.t false 100 [1, a, .] [2] false false
-                        + public.t false 100 [2, ., .] [1, 2] false false
-                        + public.t false 100 [4, d, .] . true false";
+        let expected = "T B I [T] [u] B B B
+                        + public.t false 100 [1, a, .] [2] false false false
+                        + public.t false 100 [2, ., .] [1, 2] false false false
+                        + public.t false 100 [4, d, .] . true false false";
         assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
     }
 
@@ -787,9 +805,9 @@ mod tests {
         ];
         let chunks = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap();
         let [chunk] = &chunks[..] else { panic!("{chunks:?}") };
-        let expected = "T B I [T] [u] B B
-                        + public.t false 130 [2] . false false
-                        + public.u false 130 [3] . false false";
+        let expected = "T B I [T] [u] B B B
+                        + public.t false 130 [2] . false false false
+                        + public.u false 130 [3] . false false false";
         assert_eq!(chunk.to_pretty(), dedent(expected));
         assert_eq!(reader.emitted, 150, "nothing commits at or below 150 unsent");
         // A keepalive's position alone moves the offset, with nothing to emit.
@@ -812,7 +830,7 @@ mod tests {
         let chunks = reader.accept(Some(Ok(Batch { changes, position: 200 }))).unwrap();
         let sizes: Vec<usize> = chunks.iter().map(StreamChunk::len).collect();
         assert_eq!(sizes, [CHUNK_CHANGES, 1]);
-        let last = "T B I [T] [u] B B\n+ public.t false 200 [4096] . false false";
+        let last = "T B I [T] [u] B B B\n+ public.t false 200 [4096] . false false false";
         assert_eq!(chunks[1].to_pretty(), last);
         assert_eq!(reader.emitted, 200);
     }

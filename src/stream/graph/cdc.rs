@@ -46,14 +46,17 @@ impl StreamGraph {
                 )
                 .with_metrics(metrics.0, metrics.1),
             ),
-            SourceConfig::MySql(config) => Box::new(BinlogSourceExecutor::new(
-                barrier_rx,
-                config,
-                self.store.clone(),
-                state,
-                self.barrier.clone(),
-                metrics,
-            )),
+            SourceConfig::MySql(config) => Box::new(
+                BinlogSourceExecutor::new(
+                    barrier_rx,
+                    config,
+                    self.store.clone(),
+                    state,
+                    self.barrier.clone(),
+                    metrics,
+                )
+                .starting_at(source.start.clone()),
+            ),
         };
         Ok(PreparedJob::single(source.id, actor, reader, Some(barrier_tx)))
     }
@@ -92,6 +95,8 @@ impl StreamGraph {
             rate_limit: table.backfill_rate_limit,
             parallelism: cdc.parallelism,
             rows_per_split: cdc.rows_per_split,
+            upstream_identity: cdc.upstream_identity.clone(),
+            metrics: self.metrics.clone(),
         };
         let backfill = CdcBackfillExecutor::new(
             Box::new(ReceiverExecutor::new(rx)),
@@ -161,6 +166,7 @@ mod tests {
             parallelism: 1,
             rows_per_split: None,
             private_source: false,
+            upstream_identity: None,
         };
         let upstream = upstream_table(&cdc, &table);
         let wires = upstream.wires();

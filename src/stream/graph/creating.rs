@@ -74,7 +74,8 @@ pub struct JobProgress {
     pub rows_per_second: f64,
     /// Seconds left at the current rate.
     pub eta_seconds: Option<f64>,
-    /// `running`, `paused`, `throttled`, `waiting for upstream: ..` or `starved`.
+    /// `running`, `paused`, `throttled`, `waiting for upstream: ..`, `starved` or (a CDC table
+    /// that cannot follow its upstream) `stopped: ..`.
     pub status: String,
     /// `12.34% (1234/10000)`, below 100% until the job is created.
     pub progress: String,
@@ -153,7 +154,9 @@ impl CreatingJob {
         let rows_total = self.total();
         let unfinished: Vec<&BackfillStatus> =
             statuses.iter().filter(|s| s.finished.is_none()).collect();
-        let status = if let Some(error) = unfinished.iter().find_map(|s| s.upstream_error.clone()) {
+        let status = if let Some(reason) = statuses.iter().find_map(|s| s.stopped.clone()) {
+            format!("stopped: {reason}")
+        } else if let Some(error) = unfinished.iter().find_map(|s| s.upstream_error.clone()) {
             format!("waiting for upstream: {error}")
         } else if rate_limit == Some(0) && !unfinished.is_empty() {
             "paused".to_owned()

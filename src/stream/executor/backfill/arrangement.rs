@@ -484,6 +484,7 @@ impl Backfill {
             units_total: self.owned.len() as u32,
             upstream_error: None,
             upstream_offset: None,
+            stopped: None,
         });
     }
 }

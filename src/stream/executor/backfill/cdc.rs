@@ -61,6 +61,7 @@ use crate::connector::offset::CdcOffset;
 use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
@@ -69,6 +70,7 @@ use crate::stream::executor::backfill::state::{CdcProgress, SplitRange, read_row
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
+use crate::stream::executor::backfill::upstream_guard::{IDENTITY_INTERVAL, UpstreamGuard};
 use crate::stream::executor::cdc_source::Changes;
 use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
@@ -107,6 +109,11 @@ pub struct CdcBackfillConfig {
     pub parallelism: usize,
     /// Rows per split; `None`: one split per reader (one split in all when `parallelism` is 1).
     pub rows_per_split: Option<u64>,
+    /// What identified the upstream table at creation (see
+    /// [`CdcTableInfo::upstream_identity`](crate::catalog::CdcTableInfo::upstream_identity)).
+    pub upstream_identity: Option<String>,
+    /// Where a stopped table says why.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The CDC backfill of one table.
@@ -141,6 +148,8 @@ impl Executor for CdcBackfillExecutor {
             yield Message::Barrier(first);
             let mut reads: FuturesUnordered<PageRead> = FuturesUnordered::new();
             let mut asked_this_epoch = Some(0);
+            let mut checks = tokio::time::interval(IDENTITY_INTERVAL);
+            checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 backfill.ensure_planned().await?;
                 backfill.start_reads(&mut reads, &mut asked_this_epoch);
@@ -148,8 +157,10 @@ impl Executor for CdcBackfillExecutor {
                 let event = tokio::select! {
                     msg = upstream.next() => Event::Upstream(msg),
                     Some(done) = reads.next(), if !reads.is_empty() => Event::Page(done),
+                    _ = checks.tick() => Event::Check,
                 };
                 match event {
+                    Event::Check => backfill.check_identity().await,
                     Event::Page(done) => {
                         let chunks = backfill.on_page(done)?;
                         // The next page is read while this one is materialized.
@@ -190,6 +201,8 @@ enum Event {
     Upstream(Option<Result<Message>>),
     /// A page read.
     Page(PageDone),
+    /// Time to check the upstream table is still there.
+    Check,
 }
 
 /// Where the snapshot stands. Each transition happens in one place: a failed page read
@@ -344,6 +357,13 @@ struct CdcBackfill {
     generation: u64,
     /// Held until the snapshot is done: checkpoints come less often meanwhile.
     ticket: Option<BackfillTicket>,
+    /// Checks the upstream table's columns and identity.
+    guard: UpstreamGuard,
+    /// Why the table stopped following its upstream (see [`upstream_guard`](super::upstream_guard)):
+    /// from then on no page is read and no change applied.
+    stopped: Option<String>,
+    /// The upstream's columns have been checked since the start.
+    columns_checked: bool,
 }
 
 impl CdcBackfill {
@@ -354,6 +374,8 @@ impl CdcBackfill {
     ) -> Result<Self> {
         let state = config.state.state_table(store.clone());
         let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
+        let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone());
+        config.metrics.cdc_table_error(config.table.id.0, None);
         let mut backfill = Self {
             state,
             upstream_name,
@@ -370,6 +392,9 @@ impl CdcBackfill {
             config,
             generation: 0,
             ticket: None,
+            guard,
+            stopped: None,
+            columns_checked: false,
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
         if persisted.num_rows() > 0 {
@@ -499,6 +524,7 @@ impl CdcBackfill {
             upstream_error: self.last_error.clone(),
             upstream_offset: (last_low > 0)
                 .then(|| self.config.source.offset_at(last_low).to_string()),
+            stopped: self.stopped.clone(),
         });
     }
 
@@ -536,6 +562,14 @@ impl CdcBackfill {
         }
         self.splits = splits;
         Ok(())
+    }
+
+    /// The session for planning and checks, taken out (connected if need be); put it back.
+    async fn take_session(&mut self) -> Result<UpstreamSession> {
+        match self.session.take() {
+            Some(session) => Ok(session),
+            None => self.config.source.session().await,
+        }
     }
 
     async fn session(&mut self) -> Result<&mut UpstreamSession> {
@@ -593,7 +627,10 @@ impl CdcBackfill {
     /// Starts reading the next page of an idle unfinished split, if the phase, the number of
     /// reads in flight and the rate limit allow one.
     fn next_read(&mut self, in_flight: usize) -> Option<PageRead> {
-        if self.phase != Phase::Reading || in_flight >= self.config.parallelism {
+        if self.phase != Phase::Reading
+            || in_flight >= self.config.parallelism
+            || self.stopped.is_some()
+        {
             return None;
         }
         let asked = self.limiter.budget(self.config.batch_size);
@@ -631,7 +668,7 @@ impl CdcBackfill {
     fn on_page(&mut self, done: PageDone) -> Result<Vec<StreamChunk>> {
         let PageDone { generation, split: index, asked, session, page } = done;
         self.splits[index].reading = false;
-        if generation != self.generation {
+        if generation != self.generation || self.stopped.is_some() {
             // Read across an upstream truncate, which ended the snapshot: the page may hold
             // rows the truncate deleted.
             self.splits[index].session = session;
@@ -876,19 +913,94 @@ impl CdcBackfill {
         let rows: Vec<usize> =
             (0..chunk.len()).filter(|&i| changes.table.value(i) == self.upstream_name).collect();
         let mut out = Vec::new();
-        for run in rows.split_inclusive(|&i| changes.truncate.value(i)) {
+        let special = |i: usize| changes.truncate.value(i) || changes.relation.value(i);
+        for run in rows.split_inclusive(|&i| special(i)) {
             let &last = run.last().expect("runs are not empty");
-            let truncates = changes.truncate.value(last);
-            let rows = if truncates { &run[..run.len() - 1] } else { run };
+            let rows = if special(last) { &run[..run.len() - 1] } else { run };
+            if self.stopped.is_some() {
+                break;
+            }
             if let Some(chunk) = self.merge_changes(&changes, rows).await? {
                 out.push(Message::Chunk(chunk));
             }
-            if truncates {
+            if changes.truncate.value(last) {
                 self.truncate(changes.lsn.value(last) as u64);
                 out.push(Message::Truncate);
+            } else if changes.relation.value(last) {
+                self.check_columns(&changes.values_of(last)).await;
             }
         }
         Ok(out)
+    }
+
+    /// Checks the columns the upstream says the table's changes have from here on; stops the
+    /// table at a change it cannot follow (see [`upstream_guard`](super::upstream_guard)).
+    async fn check_columns(&mut self, names: &[Option<&str>]) {
+        if let Some(reason) = self.guard.check_names(names) {
+            return self.stop(reason);
+        }
+        let checked = match self.take_session().await {
+            Ok(mut session) => {
+                let checked = match self.guard.check_types(&mut session).await {
+                    Ok(None) => self.guard.check_identity(&mut session).await,
+                    other => other,
+                };
+                self.session = Some(session);
+                checked
+            }
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(Some(reason)) => self.stop(reason),
+            Ok(None) => {}
+            Err(e) => {
+                // The names still match; the types are checked again at the next description.
+                tracing::warn!(table = %self.upstream_name, error = %e, "cannot check the upstream table's column types");
+                self.session = None;
+            }
+        }
+    }
+
+    /// Checks the upstream table is still the one the table was created over; the first
+    /// check after a start also checks its columns (a change made while Sluice was down may
+    /// have altered them before any change shows it).
+    async fn check_identity(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let columns_too = !self.columns_checked;
+        let checked = match self.take_session().await {
+            Ok(mut session) => {
+                let checked = match columns_too {
+                    true => match self.guard.check_types(&mut session).await {
+                        Ok(None) => self.guard.check_identity(&mut session).await,
+                        other => other,
+                    },
+                    false => self.guard.check_identity(&mut session).await,
+                };
+                self.session = Some(session);
+                checked
+            }
+            Err(e) => Err(e),
+        };
+        self.columns_checked |= checked.is_ok();
+        match checked {
+            Ok(Some(reason)) => self.stop(reason),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(table = %self.upstream_name, error = %e, "cannot check the upstream table");
+                self.session = None;
+            }
+        }
+    }
+
+    /// Stops following the upstream: no page is read and no change applied from here on; the
+    /// table keeps its rows.
+    fn stop(&mut self, reason: String) {
+        tracing::error!(table = %self.config.table.name, upstream = %self.upstream_name, %reason, "a CDC table stopped");
+        self.config.metrics.cdc_table_error(self.config.table.id.0, Some(reason.clone()));
+        self.status.send_modify(|s| s.stopped = Some(reason.clone()));
+        self.stopped = Some(reason);
     }
 
     /// An upstream `TRUNCATE`, committed at `lsn`: the table is empty there, and each row it
@@ -1264,6 +1376,8 @@ mod tests {
             rate_limit: None,
             parallelism: 1,
             rows_per_split: None,
+            upstream_identity: None,
+            metrics: Arc::new(Metrics::default()),
         }
     }
 
@@ -1328,16 +1442,19 @@ mod tests {
     }
 
     /// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`,
-    /// or `upstream-table truncate lsn`.
+    /// `upstream-table truncate lsn`, or `upstream-table columns lsn [names]`.
     fn changes(lines: &str) -> StreamChunk {
         let lines: Vec<String> = lines
             .lines()
             .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t"),
-                _ => format!("{line} f"),
+                [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t f"),
+                [op, table, "columns", lsn, names] => {
+                    format!("{op} {table} f {lsn} {names} . f f t")
+                }
+                _ => format!("{line} f f"),
             })
             .collect();
-        StreamChunk::from_pretty(&format!("T B I [T] [u] B B\n{}", lines.join("\n")))
+        StreamChunk::from_pretty(&format!("T B I [T] [u] B B B\n{}", lines.join("\n")))
     }
 
     /// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
@@ -1408,6 +1525,34 @@ mod tests {
         let lines = "+ public.t f 90 [2, x, b] . f
                        + public.t f 90 [7, x, g] . f";
         assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
+    }
+
+    #[tokio::test]
+    async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        read_page(&mut b, 3, 100);
+        b.splits[0].finished = true;
+        b.phase = Phase::Finishing;
+        // The same columns, and one more after them: followed.
+        let lines = "+ public.t columns 110 [id,x,v,w]
+                     + public.t f 110 [7, x, g, z] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
+        assert_eq!(b.stopped, None);
+        // Column x dropped: the values of later changes would land in the wrong columns.
+        let lines = "+ public.t f 120 [8, x, h] . f
+                     + public.t columns 120 [id,v]
+                     + public.t f 120 [9, i] . f";
+        assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 8 h .");
+        let reason = b.stopped.clone().expect("stopped");
+        assert!(reason.contains("column x was dropped or renamed upstream"), "{reason}");
+        assert_eq!(b.config.metrics.cdc_table_stopped(b.config.table.id.0), Some(reason.clone()));
+        assert_eq!(b.status.borrow().stopped, Some(reason));
+        // And stays stopped: no change applies, no page is read.
+        assert_eq!(apply(&mut b, "+ public.t f 130 [10, x, j] . f").await, "-");
+        b.phase = Phase::Reading;
+        b.splits[0].finished = false;
+        assert!(b.next_read(0).is_none());
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ pub mod arrangement;
 pub mod cdc;
 pub mod state;
 pub mod status;
+pub mod upstream_guard;
 
 use crate::storage::store::Store;
 

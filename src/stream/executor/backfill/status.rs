@@ -39,6 +39,8 @@ pub struct BackfillStatus {
     pub upstream_error: Option<String>,
     /// The upstream position the backfill has reached, for CDC backfills (a Postgres LSN).
     pub upstream_offset: Option<String>,
+    /// Why a CDC table stopped following its upstream, if it did.
+    pub stopped: Option<String>,
 }
 
 /// Where the engine watches one backfill executor.

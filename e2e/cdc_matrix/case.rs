@@ -1,0 +1,334 @@
+//! One case of the matrix: an upstream table (key shape, columns, replica identity) and the
+//! statements that change it, drawn from the case's own seed. The case keeps which keys are
+//! live, so every statement it writes succeeds upstream.
+
+use std::collections::BTreeSet;
+
+use crate::cdc_matrix::space::{ColType, KeyShape, quote};
+use crate::harness::Rng;
+
+/// A generated upstream table and the model of its live keys.
+pub struct Case {
+    /// Its place in the run (the table is `t<index>`).
+    pub index: usize,
+    /// The seed its choices come from.
+    pub seed: u64,
+    pub key: KeyShape,
+    /// Non-key columns `c0, c1, ..`.
+    pub columns: Vec<ColType>,
+    /// `REPLICA IDENTITY FULL` (else DEFAULT).
+    pub full_identity: bool,
+    /// `snapshot.batch_size` of the Sluice table.
+    pub batch_size: usize,
+    rng: Rng,
+    used: BTreeSet<Vec<String>>,
+    live: Vec<Vec<String>>,
+}
+
+impl Case {
+    /// Draws case `index` of a run from `seed`, its columns from `types`.
+    pub fn new(index: usize, seed: u64, types: &[ColType]) -> Self {
+        let mut rng = Rng::new(seed);
+        let key = KeyShape::ALL[rng.below(KeyShape::ALL.len() as u64) as usize];
+        let width = rng.between(1, 5) as usize;
+        let mut columns: Vec<ColType> =
+            (0..width).map(|_| types[rng.below(types.len() as u64) as usize]).collect();
+        // A third of the tables hold TOASTed values, the case most upstream habits touch.
+        if rng.chance(35) && types.contains(&ColType::Toasted) {
+            columns.push(ColType::Toasted);
+        }
+        let full_identity = rng.chance(30);
+        let batch_size = [3, 7, 16, 50][rng.below(4) as usize];
+        Self {
+            index,
+            seed,
+            key,
+            columns,
+            full_identity,
+            batch_size,
+            rng,
+            used: BTreeSet::new(),
+            live: Vec::new(),
+        }
+    }
+
+    pub fn table(&self) -> String {
+        format!("t{}", self.index)
+    }
+
+    /// The upstream DDL of the table.
+    pub fn ddl(&self) -> String {
+        let table = self.table();
+        let mut defs: Vec<String> =
+            self.key.columns().iter().map(|(name, ty)| format!("{name} {ty}")).collect();
+        defs.extend(self.columns.iter().enumerate().map(|(i, ty)| format!("c{i} {}", ty.sql())));
+        let keys: Vec<String> = self.key.columns().into_iter().map(|(name, _)| name).collect();
+        let mut sql = format!(
+            "CREATE TABLE {table} ({}, PRIMARY KEY ({}));",
+            defs.join(", "),
+            keys.join(", ")
+        );
+        for (i, ty) in self.columns.iter().enumerate() {
+            if *ty == ColType::Toasted {
+                sql.push_str(&format!(
+                    " ALTER TABLE {table} ALTER COLUMN c{i} SET STORAGE EXTERNAL;"
+                ));
+            }
+        }
+        if self.full_identity {
+            sql.push_str(&format!(" ALTER TABLE {table} REPLICA IDENTITY FULL;"));
+        }
+        sql
+    }
+
+    /// One line describing the case, for failure reports.
+    pub fn describe(&self) -> String {
+        let types: Vec<String> = self.columns.iter().map(|t| t.sql()).collect();
+        format!(
+            "t{} (seed {}): key {:?}, columns [{}], replica identity {}, batch {}",
+            self.index,
+            self.seed,
+            self.key,
+            types.join(", "),
+            if self.full_identity { "FULL" } else { "DEFAULT" },
+            self.batch_size
+        )
+    }
+
+    /// The key columns, comma-separated (for ORDER BY and ON CONFLICT).
+    pub fn key_list(&self) -> String {
+        let keys: Vec<String> = self.key.columns().into_iter().map(|(name, _)| name).collect();
+        keys.join(", ")
+    }
+
+    fn row(&mut self, key: &[String]) -> String {
+        let values: Vec<String> =
+            self.columns.clone().iter().map(|t| t.value(&mut self.rng)).collect();
+        format!("({})", [key.to_vec(), values].concat().join(", "))
+    }
+
+    /// An insert of `n` new rows.
+    pub fn insert(&mut self, n: usize) -> String {
+        let rows: Vec<String> = (0..n)
+            .map(|_| {
+                let key = self.key.fresh(&mut self.rng, &mut self.used);
+                self.live.push(key.clone());
+                self.row(&key)
+            })
+            .collect();
+        format!("INSERT INTO {} VALUES {}", self.table(), rows.join(", "))
+    }
+
+    fn where_key(&self, key: &[String]) -> String {
+        let names = self.key.columns();
+        let terms: Vec<String> =
+            names.iter().zip(key).map(|((name, _), v)| format!("{name} = {v}")).collect();
+        terms.join(" AND ")
+    }
+
+    fn any_live(&mut self) -> Option<usize> {
+        match self.live.len() {
+            0 => None,
+            n => Some(self.rng.below(n as u64) as usize),
+        }
+    }
+
+    /// `c3 = <value>` for one to two random columns; `avoid_toasted` leaves TOASTed ones out.
+    fn assignments(&mut self, avoid_toasted: bool) -> Option<String> {
+        let choices: Vec<usize> = (0..self.columns.len())
+            .filter(|&i| !(avoid_toasted && self.columns[i] == ColType::Toasted))
+            .collect();
+        if choices.is_empty() {
+            return None;
+        }
+        let n = self.rng.between(1, 2) as usize;
+        let mut picked: Vec<usize> =
+            (0..n).map(|_| choices[self.rng.below(choices.len() as u64) as usize]).collect();
+        picked.sort();
+        picked.dedup();
+        Some(
+            picked
+                .into_iter()
+                .map(|i| format!("c{i} = {}", self.columns[i].value(&mut self.rng)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    }
+
+    /// One random change, or a transaction of a few (now and then rolled back).
+    pub fn event(&mut self) -> String {
+        match self.rng.below(100) {
+            0..=11 => {
+                let n = self.rng.between(2, 4);
+                let statements: Vec<String> = (0..n).map(|_| self.single()).collect();
+                format!("BEGIN; {}; COMMIT", statements.join("; "))
+            }
+            12..=14 => {
+                let live = self.live.clone();
+                let statement = self.single();
+                // Rolled back: the model is as before (keys drawn stay used, harmlessly).
+                self.live = live;
+                format!("BEGIN; {statement}; ROLLBACK")
+            }
+            _ => self.single(),
+        }
+    }
+
+    /// One statement.
+    fn single(&mut self) -> String {
+        let table = self.table();
+        let roll = self.rng.below(100);
+        let Some(at) = self.any_live().filter(|_| roll >= 22) else {
+            let n = self.rng.between(1, 3) as usize;
+            return self.insert(n);
+        };
+        let key = self.live[at].clone();
+        let whr = self.where_key(&key);
+        match roll {
+            22..=41 => match self.assignments(false) {
+                Some(set) => format!("UPDATE {table} SET {set} WHERE {whr}"),
+                None => self.insert(1),
+            },
+            // Leaves TOASTed values alone: the upstream does not send them.
+            42..=53 => match self.assignments(true) {
+                Some(set) => format!("UPDATE {table} SET {set} WHERE {whr}"),
+                None => self.key_change(at, &whr),
+            },
+            54..=69 => self.key_change(at, &whr),
+            70..=81 => {
+                self.live.swap_remove(at);
+                format!("DELETE FROM {table} WHERE {whr}")
+            }
+            82..=91 => {
+                // An upsert of a live key (an update) or of a new one (an insert).
+                let key = match self.rng.chance(60) {
+                    true => key,
+                    false => {
+                        let fresh = self.key.fresh(&mut self.rng, &mut self.used);
+                        self.live.push(fresh.clone());
+                        fresh
+                    }
+                };
+                let row = self.row(&key);
+                let set: Vec<String> =
+                    (0..self.columns.len()).map(|i| format!("c{i} = excluded.c{i}")).collect();
+                match set.is_empty() {
+                    true => format!("INSERT INTO {table} VALUES {row} ON CONFLICT DO NOTHING"),
+                    false => format!(
+                        "INSERT INTO {table} VALUES {row} ON CONFLICT ({}) DO UPDATE SET {}",
+                        self.key_list(),
+                        set.join(", ")
+                    ),
+                }
+            }
+            92..=97 => {
+                // Several rows by one statement.
+                let n = self.rng.between(2, 5);
+                let at: Vec<usize> = (0..n).filter_map(|_| self.any_live()).collect();
+                let picks: Vec<String> =
+                    at.iter().map(|&i| format!("({})", self.where_key(&self.live[i]))).collect();
+                let avoid_toasted = self.rng.chance(50);
+                match self.assignments(avoid_toasted) {
+                    Some(set) => format!("UPDATE {table} SET {set} WHERE {}", picks.join(" OR ")),
+                    None => self.insert(1),
+                }
+            }
+            _ => {
+                self.live.clear();
+                format!("TRUNCATE {table}")
+            }
+        }
+    }
+
+    /// Moves the row at `live[at]` to a new key, sometimes changing a column too.
+    fn key_change(&mut self, at: usize, whr: &str) -> String {
+        let new = self.key.fresh(&mut self.rng, &mut self.used);
+        let names = self.key.columns();
+        let mut set: Vec<String> =
+            names.iter().zip(&new).map(|((name, _), v)| format!("{name} = {v}")).collect();
+        if self.rng.chance(30)
+            && let Some(more) = self.assignments(true)
+        {
+            set.push(more);
+        }
+        self.live[at] = new;
+        format!("UPDATE {} SET {} WHERE {whr}", self.table(), set.join(", "))
+    }
+}
+
+/// What a CDC table must do after an upstream schema change.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Expect {
+    /// Equal its upstream on the columns it was created with.
+    Follow,
+    /// Stop with a clear error in `rw_cdc_progress.table_error`.
+    Stop,
+}
+
+impl Case {
+    /// The original columns, key first, as a select list.
+    pub fn select_list(&self) -> String {
+        let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
+        names.extend((0..self.columns.len()).map(|i| format!("c{i}")));
+        names.join(", ")
+    }
+
+    /// A schema change of the upstream table, then a change the table must see under it
+    /// (Postgres describes a table's new columns with its next change), and what the CDC
+    /// table must do.
+    pub fn schema_change(&mut self) -> (String, Expect) {
+        let table = self.table();
+        let keys: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
+        let key = self.key.fresh(&mut self.rng, &mut self.used);
+        let insert =
+            format!("INSERT INTO {table} ({}) VALUES ({})", keys.join(", "), key.join(", "));
+        let column =
+            (!self.columns.is_empty()).then(|| self.rng.below(self.columns.len() as u64) as usize);
+        match (self.rng.below(6), column) {
+            (0, _) | (_, None) => (
+                format!("ALTER TABLE {table} ADD COLUMN extra int DEFAULT 7; {insert}"),
+                Expect::Follow,
+            ),
+            (1, Some(c)) => {
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Stop)
+            }
+            (2, Some(c)) => {
+                let ty = match self.columns[c] {
+                    ColType::Text | ColType::Toasted => "varchar(100000)",
+                    _ => "text",
+                };
+                (
+                    format!(
+                        "ALTER TABLE {table} ALTER COLUMN c{c} TYPE {ty} USING c{c}::{ty}; {insert}"
+                    ),
+                    Expect::Stop,
+                )
+            }
+            (3, Some(c)) => (
+                format!(
+                    "ALTER TABLE {table} DROP COLUMN c{c}; ALTER TABLE {table} ADD COLUMN c{c} {}; {insert}",
+                    self.columns[c].sql()
+                ),
+                Expect::Stop,
+            ),
+            (4, _) => (format!("DROP TABLE {table}"), Expect::Stop),
+            _ => (format!("DROP TABLE {table}; {}; {insert}", self.ddl()), Expect::Stop),
+        }
+    }
+}
+
+/// The key of a row as printed, for matching rows in a report: its first `n` values.
+pub fn key_of(row: &[Option<String>], n: usize) -> Vec<Option<String>> {
+    row.iter().take(n).cloned().collect()
+}
+
+/// A value shortened for a report.
+pub fn short(value: &Option<String>) -> String {
+    match value {
+        None => "NULL".into(),
+        Some(v) if v.chars().count() > 40 => {
+            format!("{}..({} chars)", v.chars().take(32).collect::<String>(), v.chars().count())
+        }
+        Some(v) => quote(v),
+    }
+}

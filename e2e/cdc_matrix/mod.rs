@@ -1,0 +1,319 @@
+//! A differential test matrix for CDC tables: generated upstream tables over the cross product
+//! of column types ([`space::ColType`]: extreme values, NULLs, values large enough to TOAST),
+//! key shapes ([`space::KeyShape`]: integers, text in byte order and under a non-C
+//! collation, composite, uuid, numeric) and replica identities (DEFAULT, FULL), changed by
+//! every kind of event ([`case::Case::event`]: inserts, updates of some columns, updates that
+//! leave a TOASTed value alone, key-changing updates, deletes, upserts, multi-row updates,
+//! truncates, transactions, rolled-back ones) before the snapshot, during it (small pages and a
+//! rate limit, so changes land on both sides of the cursor), after it, and while Sluice is
+//! down, with SIGKILLs at random points (right after CREATE too) and upstream restarts.
+//!
+//! Oracle: once the upstream is quiet, every CDC table equals its upstream table row for row,
+//! every value as Postgres prints it; and again after a last SIGKILL. Each difference is a
+//! finding, reported with its case (key, columns, identity, batch size) and seeds.
+//!
+//! Size: `cargo test` runs [`SHORT_CASES`] cases in one run. `SLUICE_MATRIX_CASES=1000` is the
+//! long run, in runs of `SLUICE_MATRIX_PER_RUN` cases (default [`PER_RUN`]) sharing one upstream
+//! and one Sluice. `SLUICE_MATRIX_SEED=s` replays a run (its plan and every case's statements;
+//! the interleaving with Sluice's checkpoints still depends on timing) and
+//! `SLUICE_MATRIX_ONLY=i` keeps only case `i` of it.
+
+mod case;
+mod space;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use tokio_postgres::Client;
+
+use crate::harness::{Rng, Sluice, retry_until, sorted, text_rows, wait_jobs};
+use crate::upstream::Upstream;
+use case::{Case, Expect, key_of, short};
+use space::ColType;
+
+/// Cases of the default run.
+const SHORT_CASES: usize = 14;
+/// Cases sharing one upstream and one Sluice in a long run.
+const PER_RUN: usize = 25;
+/// Rounds of changes while the snapshot runs, at most (one change per table each).
+const DURING_ROUNDS: usize = 40;
+/// Cases whose upstream table gets a schema change at the end, in percent.
+const SCHEMA_CHANGE_PERCENT: u64 = 30;
+/// How long a table may take to equal its upstream once the upstream is quiet.
+const CONVERGE: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn cdc_tables_equal_their_upstream_across_the_matrix() -> anyhow::Result<()> {
+    let config = Config::from_env()?;
+    eprintln!(
+        "cdc matrix: seed {} ({} cases, {} a run); replay with SLUICE_MATRIX_SEED={}",
+        config.seed, config.cases, config.per_run, config.seed
+    );
+    let mut findings = Vec::new();
+    let runs = config.cases.div_ceil(config.per_run);
+    for run in 0..runs {
+        let seed = config.seed.wrapping_add(run as u64);
+        let cases = config.per_run.min(config.cases - run * config.per_run);
+        let found = run_once(seed, cases, config.only)
+            .await
+            .with_context(|| format!("run {run} (SLUICE_MATRIX_SEED={seed})"))?;
+        findings.extend(found);
+    }
+    ensure!(
+        findings.is_empty(),
+        "{} of {} cases differ from their upstream:\n{}",
+        findings.len(),
+        config.cases,
+        findings.join("\n")
+    );
+    Ok(())
+}
+
+/// The run's size and seed, from the environment.
+struct Config {
+    seed: u64,
+    cases: usize,
+    per_run: usize,
+    only: Option<usize>,
+}
+
+impl Config {
+    fn from_env() -> anyhow::Result<Self> {
+        let number = |name: &str| -> anyhow::Result<Option<u64>> {
+            match std::env::var(name) {
+                Ok(v) => Ok(Some(v.parse().with_context(|| format!("{name}={v}"))?)),
+                Err(_) => Ok(None),
+            }
+        };
+        let clock = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as u64;
+        let cases = number("SLUICE_MATRIX_CASES")?.unwrap_or(SHORT_CASES as u64) as usize;
+        let per_run = number("SLUICE_MATRIX_PER_RUN")?.map_or(PER_RUN, |n| n as usize);
+        ensure!(cases >= 1 && per_run >= 1, "SLUICE_MATRIX_CASES and _PER_RUN must be at least 1");
+        Ok(Self {
+            seed: number("SLUICE_MATRIX_SEED")?.unwrap_or(clock % 1_000_000_007),
+            cases,
+            per_run: per_run.min(cases),
+            only: number("SLUICE_MATRIX_ONLY")?.map(|n| n as usize),
+        })
+    }
+}
+
+/// A case's seed within run `seed`.
+fn case_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_mul(1_000_003).wrapping_add(index as u64)
+}
+
+/// One run: `n` cases on one upstream and one Sluice. Returns the findings.
+async fn run_once(seed: u64, n: usize, only: Option<usize>) -> anyhow::Result<Vec<String>> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = drive(&upstream, &mut server, seed, n, only).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn drive(
+    upstream: &Upstream,
+    server: &mut Sluice,
+    seed: u64,
+    n: usize,
+    only: Option<usize>,
+) -> anyhow::Result<Vec<String>> {
+    let mut rng = Rng::new(seed);
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute("SET TimeZone = 'UTC'").await?;
+    let mut cases: Vec<Case> = (0..n)
+        .filter(|i| only.is_none_or(|o| o == *i))
+        .map(|i| Case::new(i, case_seed(seed, i), &ColType::ALL))
+        .collect();
+    for case in &mut cases {
+        up.batch_execute(&case.ddl()).await.with_context(|| case.describe())?;
+        let rows = rng.below(150) as usize;
+        if rows > 0 {
+            let insert = case.insert(rows);
+            up.batch_execute(&insert).await.with_context(|| insert.clone())?;
+        }
+    }
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(&format!(
+            "SET background_ddl = true; SET backfill_rate_limit = {}",
+            rng.between(20, 120)
+        ))
+        .await?;
+    for case in &cases {
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {t} (*) WITH (snapshot.batch_size = '{b}') FROM pg TABLE 'public.{t}'",
+                t = case.table(),
+                b = case.batch_size
+            ))
+            .await
+            .with_context(|| case.describe())?;
+    }
+    // The plan of faults.
+    let mut client = client;
+    if rng.chance(15) {
+        server.kill9().await?;
+        server.restart().await?;
+        client = server.connect().await?;
+    }
+    let kill_at = rng.chance(50).then(|| rng.below(DURING_ROUNDS as u64 / 2) as usize);
+    for round in 0..DURING_ROUNDS {
+        changes(&up, &mut cases).await?;
+        if kill_at == Some(round) {
+            server.kill9().await?;
+            for _ in 0..rng.between(1, 3) {
+                changes(&up, &mut cases).await?;
+            }
+            server.restart().await?;
+            client = server.connect().await?;
+        }
+        if creating(&client).await? == 0 {
+            break;
+        }
+    }
+    for case in &cases {
+        client
+            .batch_execute(&format!(
+                "ALTER TABLE {} SET BACKFILL_RATE_LIMIT = DEFAULT",
+                case.table()
+            ))
+            .await?;
+    }
+    wait_jobs(&client, Duration::from_secs(120)).await?;
+    let kill_after = rng.chance(30).then(|| rng.below(5) as usize);
+    for round in 0..5 {
+        changes(&up, &mut cases).await?;
+        if kill_after == Some(round) {
+            server.kill9().await?;
+            changes(&up, &mut cases).await?;
+            server.restart().await?;
+            client = server.connect().await?;
+        }
+    }
+    // Upstream schema changes, now and then: each table follows or stops with its reason.
+    let mut expect = vec![Expect::Follow; cases.len()];
+    for (i, case) in cases.iter_mut().enumerate() {
+        if rng.chance(SCHEMA_CHANGE_PERCENT) {
+            let (sql, outcome) = case.schema_change();
+            up.batch_execute(&sql).await.with_context(|| format!("{}: {sql}", case.describe()))?;
+            expect[i] = outcome;
+        }
+    }
+    let mut findings = compare(&client, &up, &cases, &expect, seed).await?;
+    if findings.is_empty() {
+        server.kill9().await?;
+        server.restart().await?;
+        let client = server.connect().await?;
+        findings = compare(&client, &up, &cases, &expect, seed).await?;
+        findings.iter_mut().for_each(|f| f.push_str(" (after the last SIGKILL)"));
+    }
+    server.ensure_running()?;
+    Ok(findings)
+}
+
+/// One change to every table.
+async fn changes(up: &Client, cases: &mut [Case]) -> anyhow::Result<()> {
+    for case in cases {
+        let sql = case.event();
+        if let Err(e) = up.batch_execute(&sql).await {
+            // A failed statement is the generator's bug: say which.
+            up.batch_execute("ROLLBACK").await.ok();
+            bail!("{}: upstream refused {sql}: {e}", case.describe());
+        }
+    }
+    Ok(())
+}
+
+/// How many jobs are still creating.
+async fn creating(client: &Client) -> anyhow::Result<usize> {
+    Ok(text_rows(client, "SELECT ddl_id FROM rw_catalog.rw_ddl_progress").await?.len())
+}
+
+/// Waits for every table to equal its upstream (on the columns it was created with), or to
+/// stop with its reason where it must; a finding per table that never does.
+async fn compare(
+    client: &Client,
+    up: &Client,
+    cases: &[Case],
+    expect: &[Expect],
+    seed: u64,
+) -> anyhow::Result<Vec<String>> {
+    let mut findings = Vec::new();
+    for (case, expect) in cases.iter().zip(expect) {
+        let query = format!("SELECT {} FROM {}", case.select_list(), case.table());
+        let stopped = format!(
+            "SELECT table_error FROM rw_catalog.rw_cdc_progress WHERE table_name = '{}'",
+            case.table()
+        );
+        let outcome = retry_until(CONVERGE, || async {
+            if *expect == Expect::Stop {
+                let error = text_rows(client, &stopped).await?;
+                return match error.first().and_then(|r| r[0].clone()) {
+                    Some(e) if e.contains("stopped following") => Ok(()),
+                    other => bail!("the table should stop after the upstream's schema change; table_error is {other:?}"),
+                };
+            }
+            let (ours, theirs) = (sorted(client, &query).await?, sorted(up, &query).await?);
+            match ours == theirs {
+                true => Ok(()),
+                false => bail!(differences(&ours, &theirs, case.key.columns().len())),
+            }
+        })
+        .await;
+        if let Err(e) = outcome {
+            let errors = text_rows(client, "SELECT source_error FROM rw_catalog.rw_cdc_progress")
+                .await
+                .map(|rows| format!("{rows:?}"))
+                .unwrap_or_else(|e| e.to_string());
+            findings.push(format!(
+                "  {}: {e:#}; source errors {errors}\n    replay: SLUICE_MATRIX_SEED={seed} SLUICE_MATRIX_ONLY={}",
+                case.describe(),
+                case.index
+            ));
+        }
+    }
+    Ok(findings)
+}
+
+/// What differs between Sluice's rows and the upstream's, by key: counts and a few examples.
+fn differences(
+    ours: &[Vec<Option<String>>],
+    theirs: &[Vec<Option<String>>],
+    keys: usize,
+) -> String {
+    use std::collections::BTreeMap;
+    let by_key =
+        |rows: &[Vec<Option<String>>]| -> BTreeMap<Vec<Option<String>>, Vec<Option<String>>> {
+            rows.iter().map(|r| (key_of(r, keys), r.clone())).collect()
+        };
+    let (a, b) = (by_key(ours), by_key(theirs));
+    let missing: Vec<_> = b.keys().filter(|k| !a.contains_key(*k)).collect();
+    let extra: Vec<_> = a.keys().filter(|k| !b.contains_key(*k)).collect();
+    let mut differing = Vec::new();
+    for (k, row) in &a {
+        if let Some(other) = b.get(k)
+            && other != row
+        {
+            let columns: Vec<String> = row
+                .iter()
+                .zip(other)
+                .enumerate()
+                .filter(|(_, (x, y))| x != y)
+                .map(|(c, (x, y))| format!("column {c}: sluice {} upstream {}", short(x), short(y)))
+                .collect();
+            differing.push(format!("key {:?}: {}", k, columns.join(", ")));
+        }
+    }
+    format!(
+        "{} rows missing in Sluice (e.g. {:?}), {} extra (e.g. {:?}), {} differ{}",
+        missing.len(),
+        missing.iter().take(3).collect::<Vec<_>>(),
+        extra.len(),
+        extra.iter().take(3).collect::<Vec<_>>(),
+        differing.len(),
+        differing.iter().take(4).map(|d| format!("\n      {d}")).collect::<String>()
+    )
+}

@@ -1,0 +1,337 @@
+//! The space the CDC matrix draws from: upstream column types and their values, key shapes,
+//! replica identities, and the change events applied to a table.
+//!
+//! Everything here is a pure function of a [`Rng`]: a case is replayed from its seed.
+
+use std::collections::BTreeSet;
+
+use crate::harness::Rng;
+
+/// An upstream column type and how its values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ColType {
+    Int2,
+    Int4,
+    Int8,
+    /// `numeric(p, s)` within 38 digits.
+    Numeric(u8, u8),
+    /// `numeric(p, s)` past 38 digits.
+    WideNumeric(u8, u8),
+    /// `numeric` with no precision: each value its own scale.
+    FreeNumeric,
+    Float4,
+    Float8,
+    Bool,
+    Text,
+    /// `text` with `STORAGE EXTERNAL` and values of 3 to 40 kB: TOASTed out of line.
+    Toasted,
+    Varchar(u8),
+    Char(u8),
+    Date,
+    Timestamp,
+    Timestamp3,
+    Timestamptz,
+    Timestamptz6,
+    Jsonb,
+    Bytea,
+    Uuid,
+    Inet,
+    Interval,
+    Time,
+    IntArray,
+}
+
+impl ColType {
+    /// Every type the matrix draws.
+    pub const ALL: [ColType; 25] = [
+        ColType::Int2,
+        ColType::Int4,
+        ColType::Int8,
+        ColType::Numeric(12, 3),
+        ColType::WideNumeric(60, 20),
+        ColType::FreeNumeric,
+        ColType::Float4,
+        ColType::Float8,
+        ColType::Bool,
+        ColType::Text,
+        ColType::Toasted,
+        ColType::Varchar(12),
+        ColType::Char(10),
+        ColType::Date,
+        ColType::Timestamp,
+        ColType::Timestamp3,
+        ColType::Timestamptz,
+        ColType::Timestamptz6,
+        ColType::Jsonb,
+        ColType::Bytea,
+        ColType::Uuid,
+        ColType::Inet,
+        ColType::Interval,
+        ColType::Time,
+        ColType::IntArray,
+    ];
+
+    /// The upstream type as written in `CREATE TABLE`.
+    pub fn sql(self) -> String {
+        match self {
+            ColType::Int2 => "smallint".into(),
+            ColType::Int4 => "integer".into(),
+            ColType::Int8 => "bigint".into(),
+            ColType::Numeric(p, s) | ColType::WideNumeric(p, s) => format!("numeric({p},{s})"),
+            ColType::FreeNumeric => "numeric".into(),
+            ColType::Float4 => "real".into(),
+            ColType::Float8 => "double precision".into(),
+            ColType::Bool => "boolean".into(),
+            ColType::Text | ColType::Toasted => "text".into(),
+            ColType::Varchar(n) => format!("varchar({n})"),
+            ColType::Char(n) => format!("char({n})"),
+            ColType::Date => "date".into(),
+            ColType::Timestamp => "timestamp".into(),
+            ColType::Timestamp3 => "timestamp(3)".into(),
+            ColType::Timestamptz => "timestamptz".into(),
+            ColType::Timestamptz6 => "timestamptz(6)".into(),
+            ColType::Jsonb => "jsonb".into(),
+            ColType::Bytea => "bytea".into(),
+            ColType::Uuid => "uuid".into(),
+            ColType::Inet => "inet".into(),
+            ColType::Interval => "interval".into(),
+            ColType::Time => "time".into(),
+            ColType::IntArray => "int[]".into(),
+        }
+    }
+
+    /// A value as an SQL expression (NULL now and then).
+    pub fn value(self, rng: &mut Rng) -> String {
+        if rng.chance(12) {
+            return "NULL".into();
+        }
+        let pick = |rng: &mut Rng, options: &[&str]| {
+            options[rng.below(options.len() as u64) as usize].to_owned()
+        };
+        match self {
+            ColType::Int2 => match rng.below(4) {
+                0 => pick(rng, &["-32768", "32767", "0"]),
+                _ => (rng.below(65536) as i64 - 32768).to_string(),
+            },
+            ColType::Int4 => match rng.below(4) {
+                0 => pick(rng, &["-2147483648", "2147483647", "0"]),
+                _ => (rng.below(1 << 32) as i64 - (1 << 31)).to_string(),
+            },
+            ColType::Int8 => match rng.below(4) {
+                0 => pick(rng, &["-9223372036854775808", "9223372036854775807", "0"]),
+                _ => (rng.next() as i64).to_string(),
+            },
+            ColType::Numeric(p, s) | ColType::WideNumeric(p, s) => decimal(rng, p - s, s),
+            ColType::FreeNumeric => match rng.below(6) {
+                0 => pick(rng, &["'NaN'", "'Infinity'", "'-Infinity'", "0.00000000001", "-0.0"]),
+                1 => format!("{}.{}", digits(rng, 30), digits(rng, 18)),
+                _ => {
+                    let int = rng.below(12) as u8;
+                    let frac = rng.below(14) as u8;
+                    decimal(rng, int, frac)
+                }
+            },
+            ColType::Float4 | ColType::Float8 => match rng.below(4) {
+                0 => pick(rng, &["'NaN'", "'Infinity'", "'-Infinity'", "'-0'", "1e-30", "3.4e38"]),
+                _ => format!(
+                    "{}e{}",
+                    rng.below(2_000_000) as i64 - 1_000_000,
+                    rng.below(20) as i64 - 12
+                ),
+            },
+            ColType::Bool => pick(rng, &["true", "false"]),
+            ColType::Text => quote(&text(rng, 0, 14)),
+            ColType::Toasted => {
+                let unit = text(rng, 3, 8).replace('\'', "q");
+                format!("repeat({}, {})", quote(&unit), rng.between(600, 6000))
+            }
+            ColType::Varchar(n) => quote(&text(rng, 0, n as u64)),
+            ColType::Char(n) => quote(text(rng, 0, n as u64).trim_end()),
+            ColType::Date => match rng.below(6) {
+                0 => pick(
+                    rng,
+                    &[
+                        "'infinity'",
+                        "'-infinity'",
+                        "'0044-03-15 BC'",
+                        "'9999-12-31'",
+                        "'0001-01-01'",
+                    ],
+                ),
+                _ => format!("date '2000-01-01' + {}", rng.below(40_000) as i64 - 20_000),
+            },
+            ColType::Timestamp
+            | ColType::Timestamp3
+            | ColType::Timestamptz
+            | ColType::Timestamptz6 => {
+                let ty = self.sql();
+                match rng.below(6) {
+                    0 => format!(
+                        "{}::{ty}",
+                        pick(
+                            rng,
+                            &[
+                                "'infinity'",
+                                "'-infinity'",
+                                "'0001-01-01 00:00:00'",
+                                "'1999-12-31 23:59:59.999999'"
+                            ]
+                        )
+                    ),
+                    _ => format!(
+                        "(timestamptz '2000-01-01 00:00:00+00' + {} * interval '1 microsecond')::{ty}",
+                        (rng.next() % 4_000_000_000_000_000) as i64 - 2_000_000_000_000_000
+                    ),
+                }
+            }
+            ColType::Jsonb => pick(
+                rng,
+                &[
+                    "'{\"a\": 1}'",
+                    "'[1, 2.50, \"x\"]'",
+                    "'null'",
+                    "'{\"k\": {\"n\": [true, null]}}'",
+                    "'\"s\"'",
+                    "'1e3'",
+                ],
+            ),
+            ColType::Bytea => {
+                let n = rng.below(12) as usize;
+                format!("'\\x{}'", hex(rng, n))
+            }
+            ColType::Uuid => format!("'{}'", uuid(rng)),
+            ColType::Inet => pick(
+                rng,
+                &["'::1'", "'10.1.2.3/8'", "'192.168.0.1'", "'2001:db8::1/64'", "'127.0.0.1/32'"],
+            ),
+            ColType::Interval => pick(
+                rng,
+                &["'1 day 02:03:04'", "'-1 mon'", "'3 years'", "'0'", "'00:00:00.000001'"],
+            ),
+            ColType::Time => {
+                format!("time '00:00' + {} * interval '1 microsecond'", rng.below(86_400_000_000))
+            }
+            ColType::IntArray => pick(rng, &["'{1,2,NULL}'", "'{}'", "'{{1,2},{3,4}}'", "'{-1}'"]),
+        }
+    }
+}
+
+/// A primary key's shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KeyShape {
+    Int,
+    BigInt,
+    /// `text`, compared in byte order.
+    TextC,
+    /// `text COLLATE "en-x-icu"`: the upstream's index orders it unlike Sluice's keys.
+    TextIcu,
+    /// `(text, int)`.
+    Composite,
+    Uuid,
+    /// `numeric(18, 4)`.
+    Numeric,
+}
+
+impl KeyShape {
+    pub const ALL: [KeyShape; 7] = [
+        KeyShape::Int,
+        KeyShape::BigInt,
+        KeyShape::TextC,
+        KeyShape::TextIcu,
+        KeyShape::Composite,
+        KeyShape::Uuid,
+        KeyShape::Numeric,
+    ];
+
+    /// The key columns' definitions.
+    pub fn columns(self) -> Vec<(String, String)> {
+        let one = |ty: &str| vec![("k".to_owned(), ty.to_owned())];
+        match self {
+            KeyShape::Int => one("integer"),
+            KeyShape::BigInt => one("bigint"),
+            KeyShape::TextC => one("text COLLATE \"C\""),
+            KeyShape::TextIcu => one("text COLLATE \"en-x-icu\""),
+            KeyShape::Composite => {
+                vec![("k".into(), "text".into()), ("k2".into(), "integer".into())]
+            }
+            KeyShape::Uuid => one("uuid"),
+            KeyShape::Numeric => one("numeric(18,4)"),
+        }
+    }
+
+    /// A new key (its columns' literals), never one of `used`.
+    pub fn fresh(self, rng: &mut Rng, used: &mut BTreeSet<Vec<String>>) -> Vec<String> {
+        loop {
+            let key = match self {
+                KeyShape::Int => vec![(rng.below(1 << 32) as i64 - (1 << 31)).to_string()],
+                KeyShape::BigInt => vec![match rng.below(8) {
+                    0 => (i64::MAX - rng.below(1000) as i64).to_string(),
+                    1 => (i64::MIN + rng.below(1000) as i64).to_string(),
+                    _ => (rng.next() as i64 / 1_000).to_string(),
+                }],
+                KeyShape::TextC | KeyShape::TextIcu => vec![quote(&text(rng, 1, 10))],
+                KeyShape::Composite => {
+                    vec![quote(&text(rng, 0, 2)), (rng.below(40) as i64 - 20).to_string()]
+                }
+                KeyShape::Uuid => vec![format!("'{}'", uuid(rng))],
+                KeyShape::Numeric => {
+                    let v = rng.below(2_000_000_000) as i64 - 1_000_000_000;
+                    let sign = if v < 0 { "-" } else { "" };
+                    vec![format!("{sign}{}.{:04}", v.abs() / 10_000, v.abs() % 10_000)]
+                }
+            };
+            if used.insert(key.clone()) {
+                return key;
+            }
+        }
+    }
+}
+
+/// `int` digits before the point and `frac` after, signed at random, as a literal.
+fn decimal(rng: &mut Rng, int: u8, frac: u8) -> String {
+    let sign = if rng.chance(30) { "-" } else { "" };
+    let int = match int {
+        0 => "0".to_owned(),
+        n => {
+            let n = rng.between(1, n as u64) as u8;
+            digits(rng, n)
+        }
+    };
+    match frac {
+        0 => format!("{sign}{int}"),
+        n => format!("{sign}{int}.{}", digits(rng, n)),
+    }
+}
+
+/// `n` random decimal digits, the first not zero (when there are more than one).
+fn digits(rng: &mut Rng, n: u8) -> String {
+    let mut s: String = (0..n).map(|_| char::from(b'0' + rng.below(10) as u8)).collect();
+    if n > 1 && s.starts_with('0') {
+        s.replace_range(0..1, "7");
+    }
+    s
+}
+
+/// A string of `lo..=hi` characters, mixed case, accents, quotes, spaces and digits.
+fn text(rng: &mut Rng, lo: u64, hi: u64) -> String {
+    const ALPHABET: [&str; 24] = [
+        "a", "A", "b", "B", "z", "Z", "é", "É", "ö", "Ö", "ß", "æ", "Æ", " ", "-", "_", "0", "9",
+        "'", "\\", "\"", "☃", "Ω", "a",
+    ];
+    let n = rng.between(lo, hi.max(lo));
+    (0..n).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect()
+}
+
+fn hex(rng: &mut Rng, bytes: usize) -> String {
+    (0..bytes).map(|_| format!("{:02x}", rng.below(256))).collect()
+}
+
+fn uuid(rng: &mut Rng) -> String {
+    let h = hex(rng, 16);
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// A string literal (standard strings: only quotes are doubled).
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}

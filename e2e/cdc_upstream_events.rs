@@ -1,0 +1,291 @@
+//! Upstream habits that once made a CDC table differ from its upstream without a word; each
+//! must now be followed, or stop the table (or the source) with a clear error:
+//!
+//! - a MySQL source killed before its first change is recorded: the changes made meanwhile
+//!   (a `TRUNCATE` among them) arrive after the restart;
+//! - upstream schema changes on Postgres and MariaDB: a column added after the others is
+//!   followed; a column dropped, retyped, or dropped and added again, and a table dropped or
+//!   created again, stop the table with the reason in `rw_cdc_progress.table_error`, the jobs
+//!   view (the dashboard's source) and the log, and the server stays up;
+//! - a MariaDB change logged as a statement stops the source at it, with the reason in
+//!   `rw_cdc_progress.source_error`, never skipped;
+//! - a second source on a replication slot another source reads is refused.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use tokio_postgres::Client;
+
+use crate::harness::{Sluice, retry_until, sorted, text_rows, wait_jobs};
+use crate::mysql_upstream::MySqlUpstream;
+use crate::upstream::Upstream;
+
+/// Waits until Sluice's rows of `ours` equal MariaDB's rows of `theirs`.
+async fn converges_mysql(
+    client: &Client,
+    upstream: &MySqlUpstream,
+    ours: &str,
+    theirs: &str,
+) -> anyhow::Result<()> {
+    retry_until(Duration::from_secs(60), || async {
+        let (a, b) = (sorted(client, ours).await?, upstream.rows(theirs).await?);
+        ensure!(
+            a == b,
+            "Sluice has {} rows, the upstream {}: {:?} vs {:?}",
+            a.len(),
+            b.len(),
+            a.first(),
+            b.first()
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// The `table_error` of CDC table `table` once it has one.
+async fn stopped(client: &Client, table: &str) -> anyhow::Result<String> {
+    let sql =
+        format!("SELECT table_error FROM rw_catalog.rw_cdc_progress WHERE table_name = '{table}'");
+    retry_until(Duration::from_secs(30), || async {
+        let rows = text_rows(client, &sql).await?;
+        rows.first()
+            .and_then(|r| r[0].clone())
+            .with_context(|| format!("{table} has not stopped: {rows:?}"))
+    })
+    .await
+}
+
+/// Fails if CDC table `table` has stopped.
+async fn not_stopped(client: &Client, table: &str) -> anyhow::Result<()> {
+    let sql =
+        format!("SELECT table_error FROM rw_catalog.rw_cdc_progress WHERE table_name = '{table}'");
+    let rows = text_rows(client, &sql).await?;
+    ensure!(rows.len() == 1 && rows[0][0].is_none(), "{table}: {rows:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_mysql_source_killed_before_its_first_change_loses_nothing() -> anyhow::Result<()> {
+    if !MySqlUpstream::available() {
+        eprintln!("\n!!!!!!!! SKIPPED: mariadbd is missing (install mariadb-server) !!!!!!!!\n");
+        return Ok(());
+    }
+    let upstream = MySqlUpstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = killed_before_first_change(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn killed_before_first_change(
+    upstream: &MySqlUpstream,
+    server: &mut Sluice,
+) -> anyhow::Result<()> {
+    upstream
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.t (id int PRIMARY KEY, v varchar(10));
+             INSERT INTO shop.t SELECT seq, 'old' FROM shop.seq_1_to_2000;
+             CREATE TABLE shop.u (id int PRIMARY KEY, v int);",
+        )
+        .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("my", ", server.id = '5411'")).await?;
+    client.batch_execute("CREATE TABLE t (*) FROM my TABLE 't'").await?;
+    // Killed before any change streamed: the position to resume from is the source's start.
+    server.kill9().await?;
+    upstream
+        .execute(
+            "TRUNCATE shop.t;
+             INSERT INTO shop.t VALUES (1, 'a'), (2, 'b'), (3, 'c');
+             UPDATE shop.t SET v = 'bb' WHERE id = 2;",
+        )
+        .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_mysql(&client, upstream, "SELECT id, v FROM t", "SELECT id, v FROM shop.t").await?;
+
+    // The same right after a table's creation, before its first change, with a new table.
+    client.batch_execute("CREATE TABLE u (*) FROM my TABLE 'u'").await?;
+    server.kill9().await?;
+    upstream.execute("INSERT INTO shop.u VALUES (1, 1), (2, 2)").await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_mysql(&client, upstream, "SELECT id, v FROM u", "SELECT id, v FROM shop.u").await?;
+    server.ensure_running()
+}
+
+#[tokio::test]
+async fn upstream_schema_changes_are_followed_or_stop_the_table() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = pg_schema_changes(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    let tables = ["added", "dropped", "retyped", "readded", "gone", "again"];
+    for t in tables {
+        up.batch_execute(&format!(
+            "CREATE TABLE {t} (id int PRIMARY KEY, a text, b int);
+             INSERT INTO {t} SELECT i, 'a' || i, i FROM generate_series(1, 50) i;"
+        ))
+        .await?;
+    }
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    for t in tables {
+        client.batch_execute(&format!("CREATE TABLE {t} (*) FROM pg TABLE 'public.{t}'")).await?;
+    }
+    up.batch_execute(
+        "ALTER TABLE added ADD COLUMN c int DEFAULT 5; INSERT INTO added VALUES (51, 'x', 51, 9);
+         UPDATE added SET b = -1 WHERE id <= 3;
+         ALTER TABLE dropped DROP COLUMN a; INSERT INTO dropped VALUES (51, 51);
+         ALTER TABLE retyped ALTER COLUMN b TYPE text; INSERT INTO retyped VALUES (51, 'x', 'y');
+         ALTER TABLE readded DROP COLUMN b; ALTER TABLE readded ADD COLUMN b int;
+         INSERT INTO readded VALUES (51, 'x', 1);
+         DROP TABLE gone;
+         DROP TABLE again; CREATE TABLE again (id int PRIMARY KEY, a text, b int);",
+    )
+    .await?;
+    let ours = "SELECT id, a, b FROM added";
+    retry_until(Duration::from_secs(60), || async {
+        let (a, b) = (sorted(&client, ours).await?, sorted(&up, ours).await?);
+        ensure!(a == b, "added: {} rows vs {}", a.len(), b.len());
+        Ok(())
+    })
+    .await?;
+    not_stopped(&client, "added").await?;
+    for (t, why) in [
+        ("dropped", "column a was dropped or renamed upstream"),
+        ("retyped", "column b changed type upstream from integer to text"),
+        ("readded", "column numbers changed"),
+        ("gone", "the upstream table was dropped"),
+        ("again", "dropped and created again"),
+    ] {
+        let error = stopped(&client, t).await?;
+        ensure!(error.contains(why), "{t}: {error}");
+        ensure!(error.contains("Drop it and create it again"), "{t}: {error}");
+    }
+    // Stopped tables keep what they had and take nothing more; the others go on.
+    up.batch_execute("UPDATE dropped SET b = 0; UPDATE added SET a = 'after'").await?;
+    retry_until(Duration::from_secs(30), || async {
+        let rows = text_rows(&client, "SELECT count(*) FROM added WHERE a = 'after'").await?;
+        ensure!(rows[0][0].as_deref() == Some("51"), "{rows:?}");
+        Ok(())
+    })
+    .await?;
+    let kept = text_rows(&client, "SELECT count(*), sum(b) FROM dropped").await?;
+    ensure!(kept[0] == [Some("50".into()), Some("1275".into())], "dropped: {kept:?}");
+    // The jobs view (the dashboard's) says why.
+    let (status, body) = server.http("GET", "/api/jobs").await?;
+    ensure!(status == 200, "{status}: {body}");
+    ensure!(body.contains("stopped: the table stopped following public.gone"), "{body}");
+    // And a restart finds every stopped table stopped again.
+    server.restart().await?;
+    let client = server.connect().await?;
+    up.batch_execute(
+        "INSERT INTO dropped VALUES (52, 52); INSERT INTO readded VALUES (52, 'y', 2)",
+    )
+    .await?;
+    for t in ["dropped", "retyped", "readded", "gone", "again"] {
+        stopped(&client, t).await.with_context(|| format!("{t} after a restart"))?;
+    }
+    not_stopped(&client, "added").await?;
+    server.ensure_running()
+}
+
+#[tokio::test]
+async fn mysql_schema_changes_and_statement_logging_stop_with_a_clear_error() -> anyhow::Result<()>
+{
+    if !MySqlUpstream::available() {
+        eprintln!("\n!!!!!!!! SKIPPED: mariadbd is missing (install mariadb-server) !!!!!!!!\n");
+        return Ok(());
+    }
+    let upstream = MySqlUpstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = mysql_events(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::Result<()> {
+    let mut setup = String::from("CREATE DATABASE shop;");
+    for t in ["added", "dropped", "moved", "gone"] {
+        setup.push_str(&format!(
+            "CREATE TABLE shop.{t} (id int PRIMARY KEY, a varchar(20), b int);
+             INSERT INTO shop.{t} SELECT seq, CONCAT('a', seq), seq FROM shop.seq_1_to_50;"
+        ));
+    }
+    upstream.execute(&setup).await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("my", ", server.id = '5412'")).await?;
+    for t in ["added", "dropped", "moved", "gone"] {
+        client.batch_execute(&format!("CREATE TABLE {t} (*) FROM my TABLE '{t}'")).await?;
+    }
+    wait_jobs(&client, Duration::from_secs(60)).await?;
+    upstream
+        .execute(
+            "ALTER TABLE shop.added ADD COLUMN c int DEFAULT 5;
+             INSERT INTO shop.added VALUES (51, 'x', 51, 9);
+             ALTER TABLE shop.dropped DROP COLUMN a; INSERT INTO shop.dropped VALUES (51, 51);
+             ALTER TABLE shop.moved MODIFY COLUMN b int FIRST;
+             INSERT INTO shop.moved VALUES (51, 51, 'x');
+             DROP TABLE shop.gone;",
+        )
+        .await?;
+    converges_mysql(
+        &client,
+        upstream,
+        "SELECT id, a, b FROM added",
+        "SELECT id, a, b FROM shop.added",
+    )
+    .await?;
+    not_stopped(&client, "added").await?;
+    for (t, why) in [
+        ("dropped", "column a was dropped or renamed upstream"),
+        ("moved", "moved upstream"),
+        ("gone", "the upstream table was dropped"),
+    ] {
+        let error = stopped(&client, t).await?;
+        ensure!(error.contains(why), "{t}: {error}");
+    }
+
+    // A change logged as a statement: the source stops at it and says why.
+    upstream
+        .execute(
+            "SET SESSION binlog_format = 'STATEMENT';
+             UPDATE shop.added SET b = 0 WHERE id = 1;",
+        )
+        .await?;
+    let error = retry_until(Duration::from_secs(30), || async {
+        let rows = text_rows(
+            &client,
+            "SELECT source_error FROM rw_catalog.rw_cdc_progress WHERE table_name = 'added'",
+        )
+        .await?;
+        rows.first().and_then(|r| r[0].clone()).context("no source error yet")
+    })
+    .await?;
+    ensure!(error.contains("as a statement, not as rows"), "{error}");
+    let row = text_rows(&client, "SELECT b FROM added WHERE id = 1").await?;
+    ensure!(row == [[Some("1".to_owned())]], "the statement's change was applied: {row:?}");
+    server.ensure_running()
+}
+
+#[tokio::test]
+async fn a_replication_slot_has_one_source() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    upstream.create_database("shop").await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("one", ", slot.name = 'shared'")).await?;
+    let second = client.batch_execute(&upstream.source_sql("two", ", slot.name = 'shared'")).await;
+    let error = second.err().context("a second source on the same slot was accepted")?;
+    let db = error.as_db_error().context("not a server error")?;
+    ensure!(db.code().code() == "42710", "{db:?}");
+    ensure!(db.message().contains("another slot.name"), "{}", db.message());
+    let sources = text_rows(&client, "SHOW SOURCES").await?;
+    ensure!(sources.len() == 1, "{sources:?}");
+    Ok(())
+}
