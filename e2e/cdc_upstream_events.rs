@@ -9,6 +9,9 @@
 //!   view (the dashboard's source) and the log, and the server stays up;
 //! - a MariaDB change logged as a statement stops the source at it, with the reason in
 //!   `rw_cdc_progress.source_error`, never skipped;
+//! - values: infinite and BC dates and timestamps and inet values read as Postgres prints
+//!   them; a value the table cannot hold exactly (a numeric NaN, more fraction digits than
+//!   its column keeps) stops the table, naming the value and the key, instead of NULL;
 //! - a second source on a replication slot another source reads is refused.
 
 use std::time::Duration;
@@ -271,6 +274,81 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     let row = text_rows(&client, "SELECT b FROM added WHERE id = 1").await?;
     ensure!(row == [[Some("1".to_owned())]], "the statement's change was applied: {row:?}");
     server.ensure_running()
+}
+
+#[tokio::test]
+async fn values_are_kept_exactly_or_stop_the_table_naming_the_key() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let server = Sluice::start().await?;
+    let outcome = exact_values(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "SET TimeZone = 'UTC';
+         CREATE TABLE held (id int PRIMARY KEY, d date, ts timestamp, tz timestamptz, a inet);
+         INSERT INTO held VALUES (1, 'infinity', '-infinity', 'infinity', '::1'),
+           (2, '0044-03-15 BC', '0001-12-31 23:59:59.5 BC', '2000-01-01 00:00:00+00', '10.0.0.1/8'),
+           (3, NULL, NULL, NULL, NULL);
+         CREATE TABLE nan (id int PRIMARY KEY, n numeric);
+         INSERT INTO nan VALUES (1, 1.5), (2, 'NaN');
+         CREATE TABLE fine (id int PRIMARY KEY, n numeric);
+         INSERT INTO fine VALUES (1, 1.5), (2, 0.0000000001);",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "SET background_ddl = true;
+             CREATE TABLE held (*) FROM pg TABLE 'public.held';
+             CREATE TABLE nan (*) FROM pg TABLE 'public.nan';
+             CREATE TABLE fine (*) FROM pg TABLE 'public.fine';",
+        )
+        .await?;
+    // Infinite and BC dates and timestamps, inet: from the snapshot and from the stream alike.
+    up.batch_execute("INSERT INTO held SELECT id + 10, d, ts, tz, a FROM held").await?;
+    let query = "SELECT id, d, ts, tz, a FROM held";
+    retry_until(Duration::from_secs(60), || async {
+        let (a, b) = (sorted(&client, query).await?, sorted(&up, query).await?);
+        ensure!(a == b, "held: {a:?} vs {b:?}");
+        Ok(())
+    })
+    .await?;
+    // A value the table cannot hold exactly stops it, naming it: from a snapshot page, and
+    // from a change (with its key).
+    let error = stopped(&client, "nan").await?;
+    ensure!(
+        error.contains("the upstream value NaN cannot be held exactly by numeric(38,10)"),
+        "{error}"
+    );
+    // A foreground CREATE of such a table fails with the reason and leaves nothing.
+    client.batch_execute("SET background_ddl = false").await?;
+    let created = client.batch_execute("CREATE TABLE nan2 (*) FROM pg TABLE 'public.nan'").await;
+    let error = created.err().context("a table that cannot hold its rows was created")?;
+    let db = error.as_db_error().context("not a server error")?;
+    ensure!(db.code().code() == "22003", "{db:?}");
+    ensure!(db.message().contains("value NaN cannot be held exactly"), "{}", db.message());
+    let left = text_rows(
+        &client,
+        "SELECT count(*) FROM rw_catalog.rw_cdc_progress WHERE table_name = 'nan2'",
+    )
+    .await?;
+    ensure!(left == [[Some("0".to_owned())]], "{left:?}");
+    up.batch_execute("INSERT INTO fine VALUES (7, 0.00000000001)").await?;
+    let error = stopped(&client, "fine").await?;
+    ensure!(
+        error.contains(
+            "the upstream value 0.00000000001 of column n (key 7) cannot be held exactly"
+        ),
+        "{error}"
+    );
+    let kept = text_rows(&client, "SELECT n FROM fine ORDER BY id").await?;
+    ensure!(kept == [[Some("1.5".to_owned())], [Some("0.0000000001".to_owned())]], "{kept:?}");
+    Ok(())
 }
 
 #[tokio::test]

@@ -266,11 +266,22 @@ pub enum Expect {
 }
 
 impl Case {
-    /// The original columns, key first, as a select list.
-    pub fn select_list(&self) -> String {
+    /// The original columns, key first, as a select list. Upstream, an unconstrained numeric
+    /// is read without its trailing fraction zeros: Sluice keeps its value, not its display
+    /// scale (`1.50` reads `1.5`).
+    pub fn select_list(&self, upstream: bool) -> String {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
-        names.extend((0..self.columns.len()).map(|i| format!("c{i}")));
+        names.extend(self.columns.iter().enumerate().map(|(i, ty)| match (ty, upstream) {
+            (ColType::FreeNumeric, true) => format!("trim_scale(c{i}) AS c{i}"),
+            _ => format!("c{i}"),
+        }));
         names.join(", ")
+    }
+
+    /// Whether the table may hold values Sluice's columns cannot hold exactly (it then stops,
+    /// naming the value).
+    pub fn may_not_hold(&self) -> bool {
+        self.columns.iter().any(|t| matches!(t, ColType::FreeNumeric | ColType::WideNumeric(..)))
     }
 
     /// A schema change of the upstream table, then a change the table must see under it

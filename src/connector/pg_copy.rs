@@ -68,8 +68,8 @@ impl Wire {
     /// The format for an upstream column of type `upstream_type` (as `format_type` prints it)
     /// that Sluice holds as `data_type`.
     pub fn of(upstream_type: &str, data_type: DataType) -> Self {
-        let base = upstream_type.split('(').next().unwrap_or(upstream_type).trim();
-        match (base, data_type) {
+        let base = crate::connector::pg_reader::base_type(upstream_type);
+        match (base.as_str(), data_type) {
             ("boolean", DataType::Boolean) => Wire::Bool,
             ("smallint", DataType::Int16) => Wire::Int2,
             ("integer", DataType::Int32) => Wire::Int4,
@@ -160,7 +160,7 @@ impl Column {
             Column::Float4(b) => b.append_value(pg::float4_from_sql(value).map_err(bad)?),
             Column::Float8(b) => b.append_value(pg::float8_from_sql(value).map_err(bad)?),
             Column::Numeric(b, precision, scale) => {
-                b.append_option(numeric(value, *precision, *scale)?)
+                b.append_value(numeric(value, *precision, *scale)?)
             }
             Column::Date(b) => {
                 let days = pg::date_from_sql(value).map_err(bad)?;
@@ -511,10 +511,17 @@ fn take<const N: usize>(data: &[u8], at: &mut usize) -> Result<[u8; N]> {
     Ok(bytes.try_into().expect("N bytes"))
 }
 
-/// A numeric in its send format (`ndigits, weight, sign, dscale` and base-10000 digits, most
-/// significant first) as a decimal of `precision` and `scale`, rounded half away from zero;
-/// `None` for `NaN`, the infinities and values beyond `precision`.
-fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<Option<i128>> {
+/// A numeric in its send format as the unscaled value of a `numeric(precision, scale)`. A
+/// value the column cannot hold exactly (NaN, an infinity, more digits than the precision, a
+/// fraction digit below the scale) is an error (22003): the table stops there rather than
+/// hold NULL or a rounded value.
+fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i128> {
+    let lost = || {
+        let text = numeric_text(value).unwrap_or_else(|_| "?".to_owned());
+        Error::OutOfRange(format!(
+            "the upstream value {text} cannot be held exactly by numeric({precision},{scale})"
+        ))
+    };
     let mut at = 0;
     let ndigits = i16::from_be_bytes(take::<2>(value, &mut at)?);
     let weight = i16::from_be_bytes(take::<2>(value, &mut at)?) as i32;
@@ -523,7 +530,7 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<Option<i128>> {
     let negative = match sign {
         0x0000 => false,
         0x4000 => true,
-        _ => return Ok(None), // NaN, +Infinity, -Infinity
+        _ => return Err(lost()), // NaN, +Infinity, -Infinity
     };
     let mut magnitude: i128 = 0;
     for i in 0..ndigits.max(0) as i32 {
@@ -535,32 +542,20 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<Option<i128>> {
                 .checked_pow(exponent as u32)
                 .and_then(|p| p.checked_mul(digit))
                 .and_then(|d| magnitude.checked_add(d));
-            match add {
-                Some(m) => magnitude = m,
-                None => return Ok(None),
-            }
+            magnitude = add.ok_or_else(lost)?;
             continue;
         }
-        // The first digit reaching below the scale: keep its digits above, round on the
-        // first one below (the rest cannot tip a half-away-from-zero rounding).
-        let (kept, first_cut) = if exponent > -4 {
-            let cut = 10i128.pow((-exponent) as u32);
-            (digit / cut, digit / (cut / 10) % 10)
-        } else if exponent == -4 {
-            (0, digit / 1000)
-        } else {
-            (0, 0)
-        };
-        match magnitude.checked_add(kept + i128::from(first_cut >= 5)) {
-            Some(m) => magnitude = m,
-            None => return Ok(None),
+        // A digit reaching below the scale: what lies below must be zero.
+        let cut = 10i128.pow((-exponent).min(4) as u32);
+        if digit % cut != 0 {
+            return Err(lost());
         }
-        break;
+        magnitude = magnitude.checked_add(digit / cut).ok_or_else(lost)?;
     }
     if magnitude >= 10i128.pow(precision as u32) {
-        return Ok(None);
+        return Err(lost());
     }
-    Ok(Some(if negative { -magnitude } else { magnitude }))
+    Ok(if negative { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
@@ -641,7 +636,7 @@ mod tests {
     }
 
     #[test]
-    fn numerics_decode_as_their_text_casts() {
+    fn numerics_decode_as_their_text_casts_or_fail_where_not_exact() {
         let cases = [
             "0",
             "1",
@@ -659,20 +654,37 @@ mod tests {
             "123456789012345678",
             "-0.5",
             "1000000000000000000000000000000000000000",
+            "1.50",
         ];
         for (precision, scale) in [(10, 2), (38, 10), (20, 0), (5, 4)] {
-            let data =
-                stream(&cases.iter().map(|c| vec![Some(numeric_send(c))]).collect::<Vec<_>>());
-            let binary = decode(&data, &[Wire::Numeric { precision, scale }], 4).unwrap().columns;
-            let text: ArrayRef = Arc::new(StringArray::from(cases.to_vec()));
             let ty = DataType::Decimal { precision, scale };
-            let cast = cast_to(&text, ty, CastMode::Upstream).unwrap();
-            assert_eq!(show(&binary[0]), show(&cast), "numeric({precision},{scale})");
+            for case in cases {
+                let data = stream(&[vec![Some(numeric_send(case))]]);
+                let binary = decode(&data, &[Wire::Numeric { precision, scale }], 1);
+                let (int, fraction) =
+                    case.trim_start_matches('-').split_once('.').unwrap_or((case, ""));
+                let int = int.trim_start_matches('-').trim_start_matches('0');
+                let exact = fraction.trim_end_matches('0').len() <= scale as usize
+                    && int.len() + scale as usize <= precision as usize;
+                match binary {
+                    Ok(binary) => {
+                        assert!(exact, "{case} as numeric({precision},{scale}) decoded");
+                        let text: ArrayRef = Arc::new(StringArray::from(vec![case]));
+                        let cast = cast_to(&text, ty, CastMode::Upstream).unwrap();
+                        assert_eq!(show(&binary.columns[0]), show(&cast), "{case} {ty}");
+                    }
+                    Err(Error::OutOfRange(message)) => {
+                        assert!(!exact, "{case} as numeric({precision},{scale}): {message}");
+                        assert!(message.contains(case), "{message}");
+                    }
+                    Err(e) => panic!("{case}: {e}"),
+                }
+            }
         }
     }
 
     #[test]
-    fn numeric_nan_and_infinities_are_null() {
+    fn numeric_nan_and_infinities_are_not_held() {
         let special = |sign: u16| {
             let mut v = 0i16.to_be_bytes().to_vec();
             v.extend(0i16.to_be_bytes());
@@ -680,13 +692,12 @@ mod tests {
             v.extend(0u16.to_be_bytes());
             v
         };
-        let data = stream(&[
-            vec![Some(special(0xC000))],
-            vec![Some(special(0xD000))],
-            vec![Some(special(0xF000))],
-        ]);
-        let out = decode(&data, &[Wire::Numeric { precision: 38, scale: 10 }], 3).unwrap().columns;
-        assert_eq!(show(&out[0]), ["NULL", "NULL", "NULL"]);
+        for (sign, text) in [(0xC000, "NaN"), (0xD000, "Infinity"), (0xF000, "-Infinity")] {
+            let data = stream(&[vec![Some(special(sign))]]);
+            let out = decode(&data, &[Wire::Numeric { precision: 38, scale: 10 }], 1);
+            let Err(Error::OutOfRange(message)) = out else { panic!("{text}: {:?}", out.err()) };
+            assert!(message.contains(&format!("value {text} cannot be held")), "{message}");
+        }
     }
 
     #[test]

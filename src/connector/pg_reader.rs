@@ -144,9 +144,21 @@ pub async fn table_identity(client: &Client, schema: &str, table: &str) -> Resul
     Ok(rows.first().map(|r| r.get(0)))
 }
 
+/// An upstream type as `format_type` prints it, without its modifier: `timestamp(3) without
+/// time zone` is a `timestamp without time zone`, `numeric(10,2)` a `numeric`.
+pub fn base_type(ty: &str) -> String {
+    match (ty.find('('), ty.find(')')) {
+        (Some(open), Some(close)) if open < close => {
+            format!("{}{}", &ty[..open], &ty[close + 1..]).trim().to_owned()
+        }
+        _ => ty.trim().to_owned(),
+    }
+}
+
 /// The Sluice type that holds values of an upstream type (arrays, enums and other types as text).
 fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
-    let base = ty.split('(').next().unwrap_or(ty).trim();
+    let base = base_type(ty);
+    let base = base.as_str();
     if category == "A" || typtype == "e" {
         return DataType::Varchar;
     }
@@ -634,6 +646,8 @@ mod tests {
 
     #[test]
     fn upstream_types_map_to_sluice_types() {
+        assert_eq!(map_type("timestamp(3) without time zone", "b", "D"), DataType::Timestamp);
+        assert_eq!(map_type("timestamp(6) with time zone", "b", "D"), DataType::Timestamptz);
         assert_eq!(
             map_type("numeric(10,2)", "b", "N"),
             DataType::Decimal { precision: 10, scale: 2 }

@@ -14,6 +14,9 @@ use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::stream::graph::creating::{CreatingJob, JobEnd, JobProgress, create_type};
 
+/// How often a foreground CREATE looks whether its job stopped for good.
+const STOPPED_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Engine {
     /// Removes internal tables whose view is gone: a crash between writing a new view's
     /// internal tables and the view itself leaves them behind.
@@ -99,22 +102,22 @@ impl Engine {
     /// `progress_notice_interval`; a job that stops without finishing was cancelled (its
     /// relation is gone) or failed.
     pub(crate) async fn wait_created(&self, job: &CreatingJob, session: &Session) -> Result<()> {
-        let end = match session.progress_notice_interval()? {
-            None => job.wait().await,
-            Some(interval) => {
-                let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
-                let end = job.wait();
-                tokio::pin!(end);
-                loop {
-                    tokio::select! {
-                        end = &mut end => break end,
-                        _ = ticks.tick() => {
-                            let limit = self
-                                .catalog
-                                .table_by_id(job.id)
-                                .and_then(|t| t.backfill_rate_limit);
-                            session.notice(progress_notice(&job.name, &job.progress(limit)));
-                        }
+        let notices = session.progress_notice_interval()?;
+        let mut ticks = notices.map(|i| tokio::time::interval_at(Instant::now() + i, i));
+        let mut checks = tokio::time::interval(STOPPED_CHECK);
+        let end = job.wait();
+        tokio::pin!(end);
+        let end = loop {
+            tokio::select! {
+                end = &mut end => break end,
+                _ = async { ticks.as_mut().expect("ticking").tick().await }, if ticks.is_some() => {
+                    let limit =
+                        self.catalog.table_by_id(job.id).and_then(|t| t.backfill_rate_limit);
+                    session.notice(progress_notice(&job.name, &job.progress(limit)));
+                }
+                _ = checks.tick() => {
+                    if let Some(reason) = job.stopped() {
+                        return Err(self.drop_stopped(job, reason).await);
                     }
                 }
             }
@@ -131,6 +134,23 @@ impl Engine {
             )));
         }
         Err(Error::Stream(format!("the job of \"{}\" stopped before it finished", job.name)))
+    }
+
+    /// A CDC table whose creation cannot finish (it stopped following its upstream, see
+    /// `stream::executor::backfill::upstream_guard`) is dropped, as a failed CREATE leaves
+    /// nothing; the error says why.
+    async fn drop_stopped(&self, job: &CreatingJob, reason: String) -> Error {
+        let _ddl = self.ddl_lock.lock().await;
+        if let Some(relation) = self.catalog.table_by_id(job.id)
+            && let Err(e) = self.drop_with_dependents(&relation).await
+        {
+            tracing::warn!(relation = %job.name, error = %e, "dropping a stopped table failed");
+        }
+        let code = match reason.contains("cannot be held exactly") {
+            true => "22003",
+            false => "55000",
+        };
+        Error::Upstream { code, message: format!("CREATE TABLE {} failed: {reason}", job.name) }
     }
 
     /// `SHOW JOBS`: the jobs still creating.

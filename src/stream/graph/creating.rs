@@ -109,6 +109,12 @@ impl CreatingJob {
         self.backfills.lock().1.iter().map(|b| b.status.borrow().clone()).collect()
     }
 
+    /// Why one of the job's CDC tables stopped following its upstream, if one did: the job
+    /// will not finish.
+    pub fn stopped(&self) -> Option<String> {
+        self.statuses().into_iter().find_map(|s| s.stopped)
+    }
+
     /// The current backfill executors and their generation.
     fn watches(&self) -> (u64, Vec<BackfillWatch>) {
         self.backfills.lock().clone()

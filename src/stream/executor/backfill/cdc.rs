@@ -682,6 +682,12 @@ impl CdcBackfill {
                 self.failed(e);
                 return Ok(Vec::new());
             }
+            Err(Error::OutOfRange(what)) => {
+                // A value the table cannot hold exactly: stopped, rather than NULL or rounded.
+                let name = &self.upstream_name;
+                self.stop(format!("the table stopped following {name}: a snapshot row: {what}"));
+                return Ok(Vec::new());
+            }
             Err(e) => return Err(e),
         };
         let low = low.position();
@@ -1043,7 +1049,13 @@ impl CdcBackfill {
             return Ok(None);
         }
         let fetched = self.fetch_unchanged(changes, rows).await?;
-        let data = self.typed(|u| fetched.gather(changes, rows, u))?;
+        let data = match self.typed(|u| fetched.gather(changes, rows, u)) {
+            Err(Error::OutOfRange(what)) => {
+                self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
+                return Ok(None);
+            }
+            data => data?,
+        };
         let unchanged = self.unchanged_columns(changes, rows);
         let all_sent: Vec<bool> = (0..rows.len())
             .map(|i| unchanged.is_null(i) || unchanged.value_length(i) == 0)
@@ -1237,12 +1249,69 @@ fn typed_batch(
     mut text: impl FnMut(usize) -> Result<ArrayRef>,
 ) -> Result<RecordBatch> {
     let schema: SchemaRef = table.full_schema();
-    let columns = upstream_columns
+    let inputs = upstream_columns.iter().map(|&u| text(u)).collect::<Result<Vec<_>>>()?;
+    let columns = inputs
         .iter()
         .zip(&table.columns)
-        .map(|(&u, column)| cast_to(&text(u)?, column.data_type, CastMode::Upstream))
+        .map(|(input, column)| cast_to(input, column.data_type, CastMode::Upstream))
         .collect::<Result<Vec<_>>>()?;
+    if let Some((row, c)) = lost_value(table, &inputs, &columns) {
+        let key: Vec<String> = table
+            .pk
+            .iter()
+            .map(|&k| inputs[k].as_string_opt::<i32>().map_or("?", |t| t.value(row)).to_owned())
+            .collect();
+        let value = inputs[c].as_string::<i32>().value(row);
+        let column = &table.columns[c];
+        return Err(Error::OutOfRange(format!(
+            "the upstream value {value} of column {} (key {}) cannot be held exactly by {}; \
+             declare the column with a type that holds it (numeric(p, s) up to 38 digits, or \
+             varchar for its text) and create the table again",
+            column.name,
+            key.join(", "),
+            column.data_type
+        )));
+    }
     Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+}
+
+/// The first value (row, column) of `inputs` (upstream text) that its cast in `columns` did not
+/// keep: it became NULL, or a numeric lost fraction digits to the column's scale.
+fn lost_value(
+    table: &TableCatalog,
+    inputs: &[ArrayRef],
+    columns: &[ArrayRef],
+) -> Option<(usize, usize)> {
+    for (c, (input, cast)) in inputs.iter().zip(columns).enumerate() {
+        let Some(text) = input.as_string_opt::<i32>() else { continue };
+        let scale = match table.columns[c].data_type {
+            crate::types::DataType::Decimal { scale, .. } => Some(scale.max(0) as usize),
+            _ => None,
+        };
+        for row in 0..text.len() {
+            if text.is_null(row) {
+                continue;
+            }
+            if cast.is_null(row) {
+                return Some((row, c));
+            }
+            if let Some(scale) = scale
+                && fraction_digits(text.value(row)) > scale
+            {
+                return Some((row, c));
+            }
+        }
+    }
+    None
+}
+
+/// The digits after the point of a number as text, trailing zeros aside.
+fn fraction_digits(number: &str) -> usize {
+    let mantissa = number.split(['e', 'E']).next().unwrap_or(number);
+    match mantissa.split_once('.') {
+        Some((_, fraction)) => fraction.trim_end_matches('0').len(),
+        None => 0,
+    }
 }
 
 /// A page as read from the upstream: the table's rows (typed) and the key of the last one as
