@@ -325,6 +325,13 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
         error.contains("the upstream value NaN cannot be held exactly by numeric(38,10)"),
         "{error}"
     );
+    // WAIT does not wait for a job that cannot finish: it says which.
+    let waited = client.batch_execute("WAIT").await.err().context("WAIT waited for nan")?;
+    let db = waited.as_db_error().context("not a server error")?;
+    ensure!(
+        db.code().code() == "55000" && db.message().contains("nan: the table stopped"),
+        "{db:?}"
+    );
     // A foreground CREATE of such a table fails with the reason and leaves nothing.
     client.batch_execute("SET background_ddl = false").await?;
     let created = client.batch_execute("CREATE TABLE nan2 (*) FROM pg TABLE 'public.nan'").await;

@@ -23,7 +23,7 @@ pub enum ColType {
     Float8,
     Bool,
     Text,
-    /// `text` with `STORAGE EXTERNAL` and values of 3 to 40 kB: TOASTed out of line.
+    /// `text` with `STORAGE EXTERNAL` and values of 2 to 300 kB: TOASTed out of line.
     Toasted,
     Varchar(u8),
     Char(u8),
@@ -143,7 +143,12 @@ impl ColType {
             ColType::Text => quote(&text(rng, 0, 14)),
             ColType::Toasted => {
                 let unit = text(rng, 3, 8).replace('\'', "q");
-                format!("repeat({}, {})", quote(&unit), rng.between(600, 6000))
+                // Now and then far past a page (up to about 300 kB).
+                let times = match rng.chance(10) {
+                    true => rng.between(20_000, 40_000),
+                    false => rng.between(600, 6000),
+                };
+                format!("repeat({}, {times})", quote(&unit))
             }
             ColType::Varchar(n) => quote(&text(rng, 0, n as u64)),
             ColType::Char(n) => quote(text(rng, 0, n as u64).trim_end()),

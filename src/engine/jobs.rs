@@ -173,10 +173,33 @@ impl Engine {
         text_rows(&["Id", "Statement", "Create Type", "Progress"], rows)
     }
 
-    /// `WAIT`: returns once no job is creating.
+    /// `WAIT`: returns once no job is creating; fails when the only jobs left are CDC tables
+    /// that stopped following their upstream (they will never finish), naming them.
     pub(crate) async fn wait_jobs(&self) -> Result<Output> {
-        self.graph.creating.wait_all().await;
-        Ok(Output::Command(CommandTag::new("WAIT")))
+        let all = self.graph.creating.wait_all();
+        tokio::pin!(all);
+        let mut checks = tokio::time::interval(STOPPED_CHECK);
+        loop {
+            tokio::select! {
+                _ = &mut all => return Ok(Output::Command(CommandTag::new("WAIT"))),
+                _ = checks.tick() => {
+                    let jobs = self.graph.creating.jobs();
+                    let stopped: Vec<String> = jobs
+                        .iter()
+                        .filter_map(|job| job.stopped().map(|why| format!("{}: {why}", job.name)))
+                        .collect();
+                    if !jobs.is_empty() && stopped.len() == jobs.len() {
+                        return Err(Error::Upstream {
+                            code: "55000",
+                            message: format!(
+                                "jobs that cannot finish (DROP them, or CANCEL JOBS): {}",
+                                stopped.join("; ")
+                            ),
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// `CANCEL JOBS id, ..`: drops each creating job with its state; lists the cancelled ids.

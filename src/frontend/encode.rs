@@ -340,7 +340,7 @@ fn trim_fraction_zeros(digits: &str) -> &str {
 /// precision, 6 for real): `6`, `1.5`, `1e+15`, `1e+06`, `1.5e-05`, `NaN`, `Infinity`.
 fn format_float<F>(v: F, max_exponent: i32) -> String
 where
-    F: Copy + Into<f64> + std::fmt::Display + std::fmt::LowerExp,
+    F: Copy + Into<f64> + std::fmt::LowerExp,
 {
     let wide: f64 = v.into();
     if wide.is_nan() {
@@ -352,14 +352,158 @@ where
     if wide == 0.0 {
         return if wide.is_sign_negative() { "-0".into() } else { "0".into() };
     }
-    let s = format!("{v:e}");
+    let s = shortest_digits(v);
     let (mantissa, exponent) = s.split_once('e').expect("exponent format");
     let exponent: i32 = exponent.parse().expect("exponent is a number");
     if exponent < -4 || exponent >= max_exponent {
         let sign = if exponent < 0 { '-' } else { '+' };
         return format!("{mantissa}e{sign}{:02}", exponent.abs());
     }
-    format!("{v}")
+    // The same digits without an exponent.
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits = mantissa.replace('.', "");
+    let point = exponent + 1;
+    if point <= 0 {
+        return format!("{sign}0.{}{digits}", "0".repeat((-point) as usize));
+    }
+    let point = point as usize;
+    match digits.len() > point {
+        true => format!("{sign}{}.{}", &digits[..point], &digits[point..]),
+        false => format!("{sign}{digits}{}", "0".repeat(point - digits.len())),
+    }
+}
+
+/// The shortest `d.ddde±x` that reads back as `v`, as Postgres finds it. For `real` Postgres
+/// excludes the decimals that lie exactly halfway to a neighbour (they read back as `v` only by
+/// round-half-even) and rounds an exact tie of the last digit to even, where Rust's shortest
+/// digits take either (`-7.4796403e+08`, not `-7.47964e+08`; `3.0617342e+06`, not
+/// `3.0617343e+06`): the shortest correctly rounded decimal that is strictly nearer to `v`
+/// than to its neighbours is its output.
+fn shortest_digits<F>(v: F) -> String
+where
+    F: Copy + Into<f64> + std::fmt::LowerExp,
+{
+    if std::mem::size_of::<F>() != 4 {
+        return shortest_double(v.into());
+    }
+    let wide: f64 = v.into();
+    let narrow = wide as f32;
+    // The neighbours' midpoints, exact in a double.
+    let step = |up: bool| {
+        let bits = narrow.to_bits();
+        let away = (narrow > 0.0) == up;
+        f64::from(f32::from_bits(if away { bits + 1 } else { bits - 1 }))
+    };
+    let (low, high) = ((wide + step(false)) / 2.0, (wide + step(true)) / 2.0);
+    let (low, high) = (low.min(high), low.max(high));
+    // Every digit of `v` (a float's exact decimal expansion ends), to round by hand: an exact
+    // tie goes to the even digit.
+    let exact = format!("{wide:.120e}");
+    let (mantissa, exponent) = exact.split_once('e').expect("exponent format");
+    let exponent: i32 = exponent.parse().expect("exponent is a number");
+    let sign = if mantissa.starts_with('-') { "-" } else { "" };
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    for precision in 0..9 {
+        let text = rounded(sign, &digits, exponent, precision + 1);
+        let inside = text.parse::<f64>().is_ok_and(|d| d > low && d < high);
+        if inside {
+            let (mantissa, exponent) = text.split_once('e').expect("exponent format");
+            let mantissa = match mantissa.contains('.') {
+                true => mantissa.trim_end_matches('0').trim_end_matches('.'),
+                false => mantissa,
+            };
+            return format!("{mantissa}e{exponent}");
+        }
+    }
+    format!("{v:e}")
+}
+
+/// [`shortest_digits`] of a double, whose neighbours' midpoints a double cannot hold: a
+/// decimal lies on one when it reads back as `v` yet moving it by a hair (a digit far past
+/// the double's precision) toward the neighbour reads back as the neighbour.
+fn shortest_double(v: f64) -> String {
+    let shortest = format!("{v:e}");
+    let length =
+        shortest.split_once('e').map_or(1, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count());
+    let on_midpoint = |text: &str| -> bool {
+        let (mantissa, exponent) = text.split_once('e').expect("exponent format");
+        let mantissa =
+            if mantissa.contains('.') { mantissa.to_owned() } else { format!("{mantissa}.") };
+        let toward = |nudge: &str| format!("{mantissa}000000000000000000000000{nudge}e{exponent}");
+        let parse = |t: &str| t.parse::<f64>().unwrap_or(v);
+        // Away from zero and toward it: either reaching another double means a midpoint.
+        let above = parse(&toward("1"));
+        let below = {
+            let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+            // The same value less a hair: the last digit down one, then nines.
+            let minus = (digits.parse::<u128>().unwrap_or(0)).saturating_sub(1);
+            let width = digits.len();
+            let minus = format!("{minus:0width$}");
+            let sign = if mantissa.starts_with('-') { "-" } else { "" };
+            parse(&format!(
+                "{sign}{}.{}999999999999999999999999e{exponent}",
+                &minus[..1],
+                &minus[1..]
+            ))
+        };
+        above != v || below != v
+    };
+    let exact = format!("{v:.60e}");
+    let (mantissa, exponent) = exact.split_once('e').expect("exponent format");
+    let exponent: i32 = exponent.parse().expect("exponent is a number");
+    let sign = if mantissa.starts_with('-') { "-" } else { "" };
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    for n in length..=17 {
+        let text = rounded(sign, &digits, exponent, n);
+        if text.parse::<f64>() == Ok(v) && !on_midpoint(&text) {
+            let (mantissa, exponent) = text.split_once('e').expect("exponent format");
+            let mantissa = match mantissa.contains('.') {
+                true => mantissa.trim_end_matches('0').trim_end_matches('.'),
+                false => mantissa,
+            };
+            return format!("{mantissa}e{exponent}");
+        }
+    }
+    shortest
+}
+
+/// `digits` (a mantissa `d.ddd..` times 10^`exponent`) rounded to `n` digits, half to even, as
+/// `d.ddde±x` text.
+fn rounded(sign: &str, digits: &[u8], exponent: i32, n: usize) -> String {
+    let mut kept: Vec<u8> = digits[..n].to_vec();
+    let rest = &digits[n..];
+    let up = match rest.first() {
+        Some(&d) if d > 5 => true,
+        Some(5) => rest[1..].iter().any(|&d| d != 0) || kept[n - 1] % 2 == 1,
+        _ => false,
+    };
+    let mut exponent = exponent;
+    if up {
+        let mut i = n;
+        loop {
+            if i == 0 {
+                kept.insert(0, 1);
+                kept.pop();
+                exponent += 1;
+                break;
+            }
+            i -= 1;
+            if kept[i] == 9 {
+                kept[i] = 0;
+            } else {
+                kept[i] += 1;
+                break;
+            }
+        }
+    }
+    let text: String = kept.iter().map(|d| char::from(b'0' + d)).collect();
+    match text.len() {
+        1 => format!("{sign}{text}e{exponent}"),
+        _ => format!("{sign}{}.{}e{exponent}", &text[..1], &text[1..]),
+    }
 }
 
 /// `2024-01-02 03:04:05.25` from microseconds since the epoch.
@@ -490,5 +634,16 @@ mod tests {
         assert_eq!(real(123456.0), "123456");
         assert_eq!(real(1e6), "1e+06");
         assert_eq!(real(1e-5), "1e-05");
+        // Rust's shortest digits lie halfway to the neighbour here; Postgres prints one more.
+        assert_eq!(real(-747964032.0), "-7.4796403e+08");
+        assert_eq!(real(747964032.0), "7.4796403e+08");
+        // An exact tie of the last digit goes to the even one (checked against Postgres 15 on
+        // 20 000 random reals and 25 000 random doubles).
+        assert_eq!(real(f32::from_bits(1245372313)), "3.0617342e+06");
+        assert_eq!(real(f32::from_bits(3366537236)), "-346688.62");
+        let bits = |b: u64| double(f64::from_bits(b));
+        assert_eq!(bits(4850769698733276994), "1.9585998730493192e+16");
+        assert_eq!(bits(14051413960075750994), "-585840288396746.2");
+        assert_eq!(bits(4861681139036488600), "1.0881185169750259e+17");
     }
 }
