@@ -214,7 +214,7 @@ async fn mysql_schema_changes_and_statement_logging_stop_with_a_clear_error() ->
 
 async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::Result<()> {
     let mut setup = String::from("CREATE DATABASE shop;");
-    for t in ["added", "dropped", "moved", "gone"] {
+    for t in ["added", "dropped", "moved", "gone", "again"] {
         setup.push_str(&format!(
             "CREATE TABLE shop.{t} (id int PRIMARY KEY, a varchar(20), b int);
              INSERT INTO shop.{t} SELECT seq, CONCAT('a', seq), seq FROM shop.seq_1_to_50;"
@@ -223,7 +223,7 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     upstream.execute(&setup).await?;
     let client = server.connect().await?;
     client.batch_execute(&upstream.source_sql("my", ", server.id = '5412'")).await?;
-    for t in ["added", "dropped", "moved", "gone"] {
+    for t in ["added", "dropped", "moved", "gone", "again"] {
         client.batch_execute(&format!("CREATE TABLE {t} (*) FROM my TABLE '{t}'")).await?;
     }
     wait_jobs(&client, Duration::from_secs(60)).await?;
@@ -234,7 +234,9 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
              ALTER TABLE shop.dropped DROP COLUMN a; INSERT INTO shop.dropped VALUES (51, 51);
              ALTER TABLE shop.moved MODIFY COLUMN b int FIRST;
              INSERT INTO shop.moved VALUES (51, 51, 'x');
-             DROP TABLE shop.gone;",
+             DROP TABLE shop.gone;
+             DROP TABLE shop.again; CREATE TABLE shop.again (id int PRIMARY KEY, a varchar(20), b int);
+             INSERT INTO shop.again VALUES (1, 'new', 1);",
         )
         .await?;
     converges_mysql(
@@ -245,14 +247,26 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     )
     .await?;
     not_stopped(&client, "added").await?;
+    // The binlog's DDL says why first (the next table map or the identity check would too).
     for (t, why) in [
-        ("dropped", "column a was dropped or renamed upstream"),
-        ("moved", "moved upstream"),
-        ("gone", "the upstream table was dropped"),
+        ("dropped", "the upstream ran ALTER TABLE shop.dropped DROP COLUMN a"),
+        ("moved", "the upstream ran ALTER TABLE shop.moved MODIFY COLUMN b int FIRST"),
+        ("gone", "the upstream ran DROP TABLE"),
+        ("again", "the upstream ran DROP TABLE"),
     ] {
         let error = stopped(&client, t).await?;
         ensure!(error.contains(why), "{t}: {error}");
     }
+    // A restart finds them stopped, though nothing upstream says so again (the table created
+    // again has the old one's name and columns).
+    server.restart().await?;
+    let client = server.connect().await?;
+    upstream.execute("INSERT INTO shop.again VALUES (2, 'newer', 2)").await?;
+    for t in ["dropped", "moved", "gone", "again"] {
+        stopped(&client, t).await.with_context(|| format!("{t} after a restart"))?;
+    }
+    let again = text_rows(&client, "SELECT count(*) FROM again WHERE a LIKE 'new%'").await?;
+    ensure!(again == [[Some("0".to_owned())]], "again took the new table's rows: {again:?}");
 
     // A change logged as a statement: the source stops at it and says why.
     upstream

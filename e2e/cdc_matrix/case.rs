@@ -7,6 +7,9 @@ use std::collections::BTreeSet;
 use crate::cdc_matrix::space::{ColType, KeyShape, quote};
 use crate::harness::Rng;
 
+/// Cases whose upstream table gets a schema change at the end, in percent.
+const SCHEMA_CHANGE_PERCENT: u64 = 30;
+
 /// A generated upstream table and the model of its live keys.
 pub struct Case {
     /// Its place in the run (the table is `t<index>`).
@@ -20,14 +23,23 @@ pub struct Case {
     pub full_identity: bool,
     /// `snapshot.batch_size` of the Sluice table.
     pub batch_size: usize,
+    /// Rows inserted before the table is created in Sluice.
+    pub initial_rows: usize,
+    /// The upstream table gets a schema change at the end.
+    pub schema_changes: bool,
+    /// The upstream is MariaDB (else Postgres).
+    pub mysql: bool,
+    /// What else happened to it, for reports.
+    notes: Vec<String>,
     rng: Rng,
     used: BTreeSet<Vec<String>>,
     live: Vec<Vec<String>>,
 }
 
 impl Case {
-    /// Draws case `index` of a run from `seed`, its columns from `types`.
-    pub fn new(index: usize, seed: u64, types: &[ColType]) -> Self {
+    /// Draws case `index` of a run from `seed`, its columns from `types`, for a MariaDB
+    /// upstream when `mysql`.
+    pub fn new(index: usize, seed: u64, types: &[ColType], mysql: bool) -> Self {
         let mut rng = Rng::new(seed);
         let key = KeyShape::ALL[rng.below(KeyShape::ALL.len() as u64) as usize];
         let width = rng.between(1, 5) as usize;
@@ -39,6 +51,8 @@ impl Case {
         }
         let full_identity = rng.chance(30);
         let batch_size = [3, 7, 16, 50][rng.below(4) as usize];
+        let initial_rows = rng.below(150) as usize;
+        let schema_changes = rng.chance(SCHEMA_CHANGE_PERCENT);
         Self {
             index,
             seed,
@@ -46,6 +60,10 @@ impl Case {
             columns,
             full_identity,
             batch_size,
+            initial_rows,
+            schema_changes,
+            mysql,
+            notes: Vec::new(),
             rng,
             used: BTreeSet::new(),
             live: Vec::new(),
@@ -56,8 +74,53 @@ impl Case {
         format!("t{}", self.index)
     }
 
+    /// The table's name in upstream statements (MariaDB sessions have no default database).
+    pub fn upstream(&self) -> String {
+        match self.mysql {
+            true => format!("shop.t{}", self.index),
+            false => self.table(),
+        }
+    }
+
+    /// The key columns' definitions upstream.
+    fn key_columns(&self) -> Vec<(String, String)> {
+        match self.mysql {
+            true => self.key.mysql_columns(),
+            false => self.key.columns(),
+        }
+    }
+
+    /// A new key upstream.
+    fn fresh_key(&mut self) -> Vec<String> {
+        match self.mysql {
+            true => self.key.mysql_fresh(&mut self.rng, &mut self.used),
+            false => self.key.fresh(&mut self.rng, &mut self.used),
+        }
+    }
+
+    /// A value of `ty` upstream.
+    fn value(&mut self, ty: ColType) -> String {
+        match self.mysql {
+            true => ty.mysql_value(&mut self.rng),
+            false => ty.value(&mut self.rng),
+        }
+    }
+
     /// The upstream DDL of the table.
     pub fn ddl(&self) -> String {
+        if self.mysql {
+            let mut defs: Vec<String> =
+                self.key_columns().iter().map(|(name, ty)| format!("{name} {ty}")).collect();
+            defs.extend(
+                self.columns.iter().enumerate().map(|(i, ty)| format!("c{i} {}", ty.mysql_sql())),
+            );
+            return format!(
+                "CREATE TABLE {} ({}, PRIMARY KEY ({}))",
+                self.upstream(),
+                defs.join(", "),
+                self.key_list()
+            );
+        }
         let table = self.table();
         let mut defs: Vec<String> =
             self.key.columns().iter().map(|(name, ty)| format!("{name} {ty}")).collect();
@@ -81,18 +144,24 @@ impl Case {
         sql
     }
 
+    /// Adds `note` to what [`Self::describe`] says.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
     /// One line describing the case, for failure reports.
     pub fn describe(&self) -> String {
         let types: Vec<String> = self.columns.iter().map(|t| t.sql()).collect();
         format!(
-            "t{} (seed {}): key {:?}, columns [{}], replica identity {}, batch {}",
+            "{}t{} (seed {}): key {:?}, columns [{}], replica identity {}, batch {}",
+            if self.mysql { "mysql " } else { "" },
             self.index,
             self.seed,
             self.key,
             types.join(", "),
             if self.full_identity { "FULL" } else { "DEFAULT" },
             self.batch_size
-        )
+        ) + &self.notes.iter().map(|n| format!("; {n}")).collect::<String>()
     }
 
     /// The key columns, comma-separated (for ORDER BY and ON CONFLICT).
@@ -102,8 +171,7 @@ impl Case {
     }
 
     fn row(&mut self, key: &[String]) -> String {
-        let values: Vec<String> =
-            self.columns.clone().iter().map(|t| t.value(&mut self.rng)).collect();
+        let values: Vec<String> = self.columns.clone().into_iter().map(|t| self.value(t)).collect();
         format!("({})", [key.to_vec(), values].concat().join(", "))
     }
 
@@ -111,12 +179,12 @@ impl Case {
     pub fn insert(&mut self, n: usize) -> String {
         let rows: Vec<String> = (0..n)
             .map(|_| {
-                let key = self.key.fresh(&mut self.rng, &mut self.used);
+                let key = self.fresh_key();
                 self.live.push(key.clone());
                 self.row(&key)
             })
             .collect();
-        format!("INSERT INTO {} VALUES {}", self.table(), rows.join(", "))
+        format!("INSERT INTO {} VALUES {}", self.upstream(), rows.join(", "))
     }
 
     fn where_key(&self, key: &[String]) -> String {
@@ -149,7 +217,7 @@ impl Case {
         Some(
             picked
                 .into_iter()
-                .map(|i| format!("c{i} = {}", self.columns[i].value(&mut self.rng)))
+                .map(|i| format!("c{i} = {}", self.value(self.columns[i])))
                 .collect::<Vec<_>>()
                 .join(", "),
         )
@@ -176,7 +244,7 @@ impl Case {
 
     /// One statement.
     fn single(&mut self) -> String {
-        let table = self.table();
+        let table = self.upstream();
         let roll = self.rng.below(100);
         let Some(at) = self.any_live().filter(|_| roll >= 22) else {
             let n = self.rng.between(1, 3) as usize;
@@ -204,20 +272,32 @@ impl Case {
                 let key = match self.rng.chance(60) {
                     true => key,
                     false => {
-                        let fresh = self.key.fresh(&mut self.rng, &mut self.used);
+                        let fresh = self.fresh_key();
                         self.live.push(fresh.clone());
                         fresh
                     }
                 };
                 let row = self.row(&key);
-                let set: Vec<String> =
-                    (0..self.columns.len()).map(|i| format!("c{i} = excluded.c{i}")).collect();
-                match set.is_empty() {
-                    true => format!("INSERT INTO {table} VALUES {row} ON CONFLICT DO NOTHING"),
-                    false => format!(
+                let width = self.columns.len();
+                match (self.mysql, width) {
+                    (false, 0) => {
+                        format!("INSERT INTO {table} VALUES {row} ON CONFLICT DO NOTHING")
+                    }
+                    (false, _) => format!(
                         "INSERT INTO {table} VALUES {row} ON CONFLICT ({}) DO UPDATE SET {}",
                         self.key_list(),
-                        set.join(", ")
+                        (0..width)
+                            .map(|i| format!("c{i} = excluded.c{i}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    (true, 0) => format!("INSERT IGNORE INTO {table} VALUES {row}"),
+                    (true, _) => format!(
+                        "INSERT INTO {table} VALUES {row} ON DUPLICATE KEY UPDATE {}",
+                        (0..width)
+                            .map(|i| format!("c{i} = VALUES(c{i})"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 }
             }
@@ -242,7 +322,7 @@ impl Case {
 
     /// Moves the row at `live[at]` to a new key, sometimes changing a column too.
     fn key_change(&mut self, at: usize, whr: &str) -> String {
-        let new = self.key.fresh(&mut self.rng, &mut self.used);
+        let new = self.fresh_key();
         let names = self.key.columns();
         let mut set: Vec<String> =
             names.iter().zip(&new).map(|((name, _), v)| format!("{name} = {v}")).collect();
@@ -252,7 +332,7 @@ impl Case {
             set.push(more);
         }
         self.live[at] = new;
-        format!("UPDATE {} SET {} WHERE {whr}", self.table(), set.join(", "))
+        format!("UPDATE {} SET {} WHERE {whr}", self.upstream(), set.join(", "))
     }
 }
 
@@ -288,9 +368,12 @@ impl Case {
     /// (Postgres describes a table's new columns with its next change), and what the CDC
     /// table must do.
     pub fn schema_change(&mut self) -> (String, Expect) {
-        let table = self.table();
+        if self.mysql {
+            return self.mysql_schema_change();
+        }
+        let table = self.upstream();
         let keys: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
-        let key = self.key.fresh(&mut self.rng, &mut self.used);
+        let key = self.fresh_key();
         let insert =
             format!("INSERT INTO {table} ({}) VALUES ({})", keys.join(", "), key.join(", "));
         let column =
@@ -325,6 +408,52 @@ impl Case {
             (4, _) => (format!("DROP TABLE {table}"), Expect::Stop),
             _ => (format!("DROP TABLE {table}; {}; {insert}", self.ddl()), Expect::Stop),
         }
+    }
+}
+
+impl Case {
+    /// [`Case::schema_change`] on MariaDB.
+    fn mysql_schema_change(&mut self) -> (String, Expect) {
+        let table = self.upstream();
+        let key = self.fresh_key();
+        let insert =
+            format!("INSERT INTO {table} ({}) VALUES ({})", self.key_list(), key.join(", "));
+        let column =
+            (!self.columns.is_empty()).then(|| self.rng.below(self.columns.len() as u64) as usize);
+        match (self.rng.below(6), column) {
+            (0, _) | (_, None) => (
+                format!("ALTER TABLE {table} ADD COLUMN extra int DEFAULT 7; {insert}"),
+                Expect::Follow,
+            ),
+            (1, Some(c)) => {
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Stop)
+            }
+            (2, Some(c)) => {
+                let ty = match self.columns[c] {
+                    ColType::Text | ColType::Toasted => "longtext",
+                    _ => "varchar(200)",
+                };
+                (format!("ALTER TABLE {table} MODIFY COLUMN c{c} {ty}; {insert}"), Expect::Stop)
+            }
+            (3, Some(c)) => (
+                format!(
+                    "ALTER TABLE {table} DROP COLUMN c{c}; ALTER TABLE {table} ADD COLUMN c{c} {}; {insert}",
+                    self.columns[c].mysql_sql()
+                ),
+                Expect::Stop,
+            ),
+            (4, _) => (format!("DROP TABLE {table}"), Expect::Stop),
+            _ => (format!("DROP TABLE {table}; {}; {insert}", self.ddl()), Expect::Stop),
+        }
+    }
+
+    /// The original columns, key first, as MariaDB's values read as Sluice prints them.
+    pub fn mysql_select_list(&self) -> String {
+        let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
+        names.extend(
+            self.columns.iter().enumerate().map(|(i, ty)| ty.mysql_select(&format!("c{i}"))),
+        );
+        names.join(", ")
     }
 }
 

@@ -100,6 +100,84 @@ impl ColType {
         }
     }
 
+    /// The types the MySQL matrix draws: what MariaDB has (no infinite dates, no arrays,
+    /// intervals or inet; its floats and JSON print otherwise than Sluice's, so are left out).
+    pub const MYSQL: [ColType; 15] = [
+        ColType::Int2,
+        ColType::Int4,
+        ColType::Int8,
+        ColType::Numeric(12, 3),
+        ColType::WideNumeric(60, 20),
+        ColType::Bool,
+        ColType::Text,
+        ColType::Toasted,
+        ColType::Varchar(12),
+        ColType::Char(10),
+        ColType::Date,
+        ColType::Timestamp,
+        ColType::Timestamptz,
+        ColType::Bytea,
+        ColType::Uuid,
+    ];
+
+    /// The MariaDB type of a [`Self::MYSQL`] type.
+    pub fn mysql_sql(self) -> String {
+        match self {
+            ColType::Int2 => "smallint".into(),
+            ColType::Int4 => "int".into(),
+            ColType::Int8 => "bigint".into(),
+            ColType::Numeric(p, s) | ColType::WideNumeric(p, s) => format!("decimal({p},{s})"),
+            ColType::Bool => "tinyint(1)".into(),
+            ColType::Text => "varchar(40)".into(),
+            ColType::Toasted => "mediumtext".into(),
+            ColType::Varchar(n) => format!("varchar({n})"),
+            ColType::Char(n) => format!("char({n})"),
+            ColType::Date => "date".into(),
+            ColType::Timestamp => "datetime".into(),
+            ColType::Timestamptz => "timestamp NULL".into(),
+            ColType::Bytea => "varbinary(16)".into(),
+            ColType::Uuid => "char(36)".into(),
+            other => panic!("{other:?} is not in the MySQL space"),
+        }
+    }
+
+    /// How MariaDB's value of column `name` reads as Sluice prints the column.
+    pub fn mysql_select(self, name: &str) -> String {
+        match self {
+            ColType::Timestamptz => format!("CONCAT({name}, '+00') AS {name}"),
+            ColType::Bytea => format!("CONCAT('\\x', LOWER(HEX({name}))) AS {name}"),
+            _ => name.to_owned(),
+        }
+    }
+
+    /// A value for MariaDB (with `NO_BACKSLASH_ESCAPES`), as an SQL expression.
+    pub fn mysql_value(self, rng: &mut Rng) -> String {
+        if rng.chance(12) {
+            return "NULL".into();
+        }
+        match self {
+            ColType::Date => {
+                format!(
+                    "DATE_ADD('2000-01-01', INTERVAL {} DAY)",
+                    rng.below(40_000) as i64 - 20_000
+                )
+            }
+            ColType::Timestamp => format!(
+                "TIMESTAMPADD(SECOND, {}, '2000-01-01 00:00:00')",
+                rng.below(60_000_000_000) as i64 - 30_000_000_000
+            ),
+            ColType::Timestamptz => format!(
+                "TIMESTAMPADD(SECOND, {}, '2000-01-01 00:00:00')",
+                rng.below(1_800_000_000) as i64 - 900_000_000
+            ),
+            ColType::Bytea => {
+                let n = rng.below(12) as usize;
+                format!("X'{}'", hex(rng, n))
+            }
+            other => other.value(rng),
+        }
+    }
+
     /// A value as an SQL expression (NULL now and then).
     pub fn value(self, rng: &mut Rng) -> String {
         if rng.chance(12) {
@@ -261,6 +339,54 @@ impl KeyShape {
             }
             KeyShape::Uuid => one("uuid"),
             KeyShape::Numeric => one("numeric(18,4)"),
+        }
+    }
+
+    /// The key columns' definitions in MariaDB: text in byte order (`utf8mb4_bin`), or under
+    /// the case- and accent-blind `utf8mb4_unicode_ci` for [`KeyShape::TextIcu`].
+    pub fn mysql_columns(self) -> Vec<(String, String)> {
+        let one = |ty: &str| vec![("k".to_owned(), ty.to_owned())];
+        match self {
+            KeyShape::Int => one("int"),
+            KeyShape::BigInt => one("bigint"),
+            KeyShape::TextC => one("varchar(40) COLLATE utf8mb4_bin"),
+            KeyShape::TextIcu => one("varchar(40) COLLATE utf8mb4_unicode_ci"),
+            KeyShape::Composite => vec![
+                ("k".into(), "varchar(10) COLLATE utf8mb4_bin".into()),
+                ("k2".into(), "int".into()),
+            ],
+            KeyShape::Uuid => one("char(36)"),
+            KeyShape::Numeric => one("decimal(18,4)"),
+        }
+    }
+
+    /// A new key for MariaDB, never one of `used`: text keys of letters and digits only (its
+    /// collations pad with spaces, and a case-blind one takes `a` for `A`).
+    pub fn mysql_fresh(self, rng: &mut Rng, used: &mut BTreeSet<Vec<String>>) -> Vec<String> {
+        const ASCII: &[u8] = b"aAbBzZ09_-";
+        const LOWER: &[u8] = b"abcz09_";
+        let word = |rng: &mut Rng, alphabet: &[u8], lo: u64, hi: u64| {
+            let n = rng.between(lo, hi);
+            let w: String = (0..n)
+                .map(|_| char::from(alphabet[rng.below(alphabet.len() as u64) as usize]))
+                .collect();
+            quote(&w)
+        };
+        loop {
+            let key = match self {
+                KeyShape::TextC => vec![word(rng, ASCII, 1, 10)],
+                KeyShape::TextIcu => vec![word(rng, LOWER, 1, 10)],
+                KeyShape::Composite => {
+                    vec![word(rng, ASCII, 1, 2), (rng.below(40) as i64 - 20).to_string()]
+                }
+                other => {
+                    let mut scratch = BTreeSet::new();
+                    other.fresh(rng, &mut scratch)
+                }
+            };
+            if used.insert(key.clone()) {
+                return key;
+            }
         }
     }
 

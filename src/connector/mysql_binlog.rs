@@ -308,8 +308,12 @@ impl BinlogReader {
                     // a `TRUNCATE` of the source's tables is a change of its own. Inside one
                     // (SAVEPOINT, ..) it moves nothing.
                     q if log_pos > 0 && !self.in_transaction => {
-                        let truncated = truncated_tables(q, &query.schema(), &self.config.database);
+                        let (schema, database) = (query.schema(), &self.config.database);
+                        let truncated = truncated_tables(q, &schema, database);
                         self.pending.extend(truncated.into_iter().map(RowChange::truncation));
+                        let reshaped = reshaped_tables(q, &schema, database);
+                        self.pending
+                            .extend(reshaped.into_iter().map(|t| RowChange::reshaped(t, q)));
                         return Ok(Some(self.commit(log_pos)));
                     }
                     _ => {}
@@ -445,40 +449,85 @@ fn statement_logged(statement: &str, database: &str, at: CdcOffset) -> Error {
 /// parse) truncates nothing.
 fn truncated_tables(statement: &str, schema: &str, database: &str) -> Vec<String> {
     use datafusion::sql::sqlparser::ast::Statement;
-    use datafusion::sql::sqlparser::dialect::MySqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
     if !statement.to_ascii_lowercase().contains("truncate") {
         return Vec::new();
     }
-    let Ok(statements) = Parser::parse_sql(&MySqlDialect {}, statement) else {
-        tracing::warn!(
-            statement,
-            "an upstream statement did not parse: if it truncated a table of the source, the \
-             CDC table keeps its rows"
-        );
-        return Vec::new();
-    };
     let mut tables = Vec::new();
-    for statement in statements {
+    for statement in parsed(statement, "truncated a table") {
         let Statement::Truncate(truncate) = statement else { continue };
         for target in truncate.table_names {
-            let parts: Vec<String> = target
-                .name
-                .0
-                .iter()
-                .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
-                .collect();
-            let (db, table) = match parts.as_slice() {
-                [table] => (schema.to_owned(), table.clone()),
-                [db, table] => (db.clone(), table.clone()),
-                _ => continue,
-            };
-            if db == database {
-                tables.push(format!("{db}.{table}"));
-            }
+            tables.extend(of_database(&target.name, schema, database));
         }
     }
     tables
+}
+
+/// The tables of `database` whose rows `statement` (DDL) takes away from what a CDC table
+/// reads: dropped or renamed tables, and tables whose columns it drops, renames, retypes or
+/// adds before others. Adding a column after the others is not among them: it is followed.
+fn reshaped_tables(statement: &str, schema: &str, database: &str) -> Vec<String> {
+    use datafusion::sql::sqlparser::ast::{AlterTableOperation as Op, ObjectType, Statement};
+    let lower = statement.trim_start().to_ascii_lowercase();
+    if !["drop", "rename", "alter"].iter().any(|k| lower.starts_with(k)) {
+        return Vec::new();
+    }
+    let mut tables = Vec::new();
+    for statement in parsed(statement, "reshaped a table") {
+        match statement {
+            Statement::Drop { object_type: ObjectType::Table, names, .. } => {
+                names.iter().for_each(|n| tables.extend(of_database(n, schema, database)));
+            }
+            Statement::RenameTable(renames) => {
+                renames
+                    .iter()
+                    .for_each(|r| tables.extend(of_database(&r.old_name, schema, database)));
+            }
+            Statement::AlterTable(alter) => {
+                let reshapes = alter.operations.iter().any(|op| match op {
+                    Op::AddColumn { column_position, .. } => column_position.is_some(),
+                    Op::DropColumn { .. }
+                    | Op::RenameColumn { .. }
+                    | Op::ChangeColumn { .. }
+                    | Op::ModifyColumn { .. }
+                    | Op::AlterColumn { .. }
+                    | Op::RenameTable { .. } => true,
+                    _ => false,
+                });
+                if reshapes {
+                    tables.extend(of_database(&alter.name, schema, database));
+                }
+            }
+            _ => {}
+        }
+    }
+    tables
+}
+
+/// The statements of `text` (MySQL's dialect); none, said in the log, when it does not parse.
+fn parsed(text: &str, what: &str) -> Vec<datafusion::sql::sqlparser::ast::Statement> {
+    use datafusion::sql::sqlparser::dialect::MySqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    Parser::parse_sql(&MySqlDialect {}, text).unwrap_or_else(|e| {
+        tracing::warn!(statement = text, error = %e, "an upstream statement did not parse: if it {what} of the source, Sluice does not see it", what = what);
+        Vec::new()
+    })
+}
+
+/// `database.table` for `name` (`table` in the default database `schema`, or `db.table`), when
+/// it is a table of `database`.
+fn of_database(
+    name: &datafusion::sql::sqlparser::ast::ObjectName,
+    schema: &str,
+    database: &str,
+) -> Option<String> {
+    let parts: Vec<String> =
+        name.0.iter().filter_map(|p| p.as_ident().map(|i| i.value.clone())).collect();
+    let (db, table) = match parts.as_slice() {
+        [table] => (schema.to_owned(), table.clone()),
+        [db, table] => (db.clone(), table.clone()),
+        _ => return None,
+    };
+    (db == database).then(|| format!("{db}.{table}"))
 }
 
 /// MariaDB's GTID position at binlog `file` and `pos` (empty where it has none), so a later
@@ -1036,5 +1085,31 @@ mod tests {
             assert_eq!(truncated_tables(statement, "shop", "shop"), tables, "{statement}");
         }
         assert_eq!(truncated_tables("TRUNCATE t", "other", "shop"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn ddl_that_reshapes_a_table_of_the_source_database_names_it() {
+        let cases = [
+            ("DROP TABLE t", vec!["shop.t"]),
+            ("DROP TABLE IF EXISTS `t`, other.u /* generated by server */", vec!["shop.t"]),
+            ("RENAME TABLE t TO t_old", vec!["shop.t"]),
+            ("ALTER TABLE t DROP COLUMN b", vec!["shop.t"]),
+            ("ALTER TABLE shop.t MODIFY COLUMN b bigint", vec!["shop.t"]),
+            ("ALTER TABLE t CHANGE b c int", vec!["shop.t"]),
+            ("ALTER TABLE t ADD COLUMN c int FIRST", vec!["shop.t"]),
+            ("ALTER TABLE t RENAME COLUMN b TO c", vec!["shop.t"]),
+            // Followed: a column after the others, an index.
+            ("DROP TABLE `shop`.`t` /* generated by server */", vec!["shop.t"]),
+            ("ALTER TABLE shop.t MODIFY COLUMN c0 varchar(200)", vec!["shop.t"]),
+            ("ALTER TABLE shop.t MODIFY COLUMN c0 longtext", vec!["shop.t"]),
+            ("ALTER TABLE shop.t DROP COLUMN c1", vec!["shop.t"]),
+            ("ALTER TABLE t ADD COLUMN c int DEFAULT 5", vec![]),
+            ("ALTER TABLE t ADD INDEX (b)", vec![]),
+            ("CREATE TABLE u (id int)", vec![]),
+            ("DROP TABLE other.t", vec![]),
+        ];
+        for (statement, tables) in cases {
+            assert_eq!(reshaped_tables(statement, "shop", "shop"), tables, "{statement}");
+        }
     }
 }

@@ -473,6 +473,13 @@ impl RowChange {
         Self { table, delete: true, truncate: true, ..Self::default() }
     }
 
+    /// `table` was reshaped by DDL the stream names (`statement`) rather than describes: a
+    /// relation whose first name is NULL, then the statement (see [`Self::relation`]).
+    pub fn reshaped(table: String, statement: &str) -> Self {
+        let values = vec![None, Some(statement.to_owned())];
+        Self { table, values, relation: true, ..Self::default() }
+    }
+
     /// The columns (by name) of `table` from here on in the stream (see [`Self::relation`]).
     pub fn relation(table: String, columns: Vec<String>) -> Self {
         Self {

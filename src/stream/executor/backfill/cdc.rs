@@ -364,6 +364,8 @@ struct CdcBackfill {
     stopped: Option<String>,
     /// The upstream's columns have been checked since the start.
     columns_checked: bool,
+    /// The stop is recorded in the state table (or there is none to record).
+    stop_recorded: bool,
 }
 
 impl CdcBackfill {
@@ -395,11 +397,19 @@ impl CdcBackfill {
             guard,
             stopped: None,
             columns_checked: false,
+            stop_recorded: true,
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
-        if persisted.num_rows() > 0 {
-            let rows = (0..persisted.num_rows()).map(|r| CdcProgress::decode(&persisted, r));
-            backfill.restore(rows.collect::<Result<_>>()?)?;
+        let rows = (0..persisted.num_rows()).map(|r| CdcProgress::decode(&persisted, r));
+        let (stops, rows): (Vec<CdcProgress>, Vec<CdcProgress>) =
+            rows.collect::<Result<Vec<_>>>()?.into_iter().partition(|r| r.stopped().is_some());
+        if let Some(reason) = stops.first().and_then(CdcProgress::stopped) {
+            // Stopped before the restart: stays stopped, without anything upstream to say so.
+            backfill.stop(reason.to_owned());
+            backfill.stop_recorded = true;
+        }
+        if !rows.is_empty() {
+            backfill.restore(rows)?;
             backfill.restore_ahead()?;
         } else if !backfill.config.snapshot || !backfill.splits_wanted() {
             let mut split = Split::new(backfill.upstream_name.clone(), SplitRange::default(), None);
@@ -1007,6 +1017,8 @@ impl CdcBackfill {
         self.config.metrics.cdc_table_error(self.config.table.id.0, Some(reason.clone()));
         self.status.send_modify(|s| s.stopped = Some(reason.clone()));
         self.stopped = Some(reason);
+        self.stop_recorded = false;
+        self.config.barrier.request_checkpoint();
     }
 
     /// An upstream `TRUNCATE`, committed at `lsn`: the table is empty there, and each row it
@@ -1189,6 +1201,11 @@ impl CdcBackfill {
             let batch = progress.encode(&schema)?;
             self.state.write_chunk(&StreamChunk::inserts(batch))?;
             self.splits[index].dirty = false;
+        }
+        if let (Some(reason), false) = (&self.stopped, self.stop_recorded) {
+            let stop = CdcProgress::stop(reason, self.config.source.offset_at(0));
+            self.state.write_chunk(&StreamChunk::inserts(stop.encode(&schema)?))?;
+            self.stop_recorded = true;
         }
         self.state.commit(epoch);
         if self.phase == Phase::Finishing {
@@ -1599,7 +1616,8 @@ mod tests {
     #[tokio::test]
     async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut b = load(&Store::open(dir.path()).unwrap(), true);
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = load(&store, true);
         read_page(&mut b, 3, 100);
         b.splits[0].finished = true;
         b.phase = Phase::Finishing;
@@ -1619,9 +1637,16 @@ mod tests {
         assert_eq!(b.status.borrow().stopped, Some(reason));
         // And stays stopped: no change applies, no page is read.
         assert_eq!(apply(&mut b, "+ public.t f 130 [10, x, j] . f").await, "-");
-        b.phase = Phase::Reading;
-        b.splits[0].finished = false;
-        assert!(b.next_read(0).is_none());
+        // Also after a restart, recorded with the checkpoint, while the progress is as it was.
+        b.persist(Epoch(1)).unwrap();
+        store.commit(Epoch(1)).unwrap();
+        let mut restored = load(&store, true);
+        assert_eq!(restored.stopped, b.stopped);
+        assert_eq!((restored.splits.len(), restored.rows()), (1, b.rows()));
+        assert_eq!(apply(&mut restored, "+ public.t f 140 [11, x, k] . f").await, "-");
+        restored.phase = Phase::Reading;
+        restored.splits[0].finished = false;
+        assert!(restored.next_read(0).is_none());
     }
 
     #[tokio::test]

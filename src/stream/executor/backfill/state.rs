@@ -135,7 +135,29 @@ pub struct CdcProgress {
     pub offset: CdcOffset,
 }
 
+/// The `split_id` of the row that records why a CDC table stopped following its upstream (its
+/// `split_start` holds the reason): a stop survives a restart even where nothing upstream
+/// would show the reason again (a MySQL table dropped and created again).
+pub const STOPPED_SPLIT: &str = "#stopped";
+
 impl CdcProgress {
+    /// The row recording that the table stopped, for `reason` (see [`STOPPED_SPLIT`]).
+    pub fn stop(reason: &str, offset: CdcOffset) -> Self {
+        Self {
+            split: STOPPED_SPLIT.to_owned(),
+            range: SplitRange { start: Some(reason.to_owned()), end: None },
+            cursor: None,
+            finished: false,
+            rows: 0,
+            offset,
+        }
+    }
+
+    /// Why the table stopped, when this is the row recording it.
+    pub fn stopped(&self) -> Option<&str> {
+        (self.split == STOPPED_SPLIT).then(|| self.range.start.as_deref().unwrap_or("stopped"))
+    }
+
     /// The row as a batch of the progress table of `schema` (see [`cdc_columns`]).
     pub fn encode(&self, schema: &SchemaRef) -> Result<RecordBatch> {
         let split: ArrayRef = Arc::new(StringArray::from(vec![self.split.as_str()]));
@@ -271,6 +293,9 @@ pub fn persisted_progress(store: &Arc<Store>, table: &TableCatalog) -> Result<Pe
     for row in 0..batch.num_rows() {
         if has(CDC_OFFSET) {
             let split = CdcProgress::decode(&batch, row)?;
+            if split.stopped().is_some() {
+                continue;
+            }
             units.push((split.finished, split.rows));
             let later = |o: &CdcOffset| {
                 offset.as_ref().is_none_or(|s: &CdcOffset| o.position() > s.position())
@@ -295,7 +320,8 @@ pub fn persisted_splits(store: &Arc<Store>, table: &TableCatalog) -> Result<Vec<
         return Ok(Vec::new());
     }
     let batch = read_rows(table, &table.state_table(store.clone()))?;
-    (0..batch.num_rows()).map(|row| CdcProgress::decode(&batch, row)).collect()
+    let splits = (0..batch.num_rows()).map(|row| CdcProgress::decode(&batch, row));
+    splits.filter(|s| s.as_ref().map_or(true, |s| s.stopped().is_none())).collect()
 }
 
 #[cfg(test)]

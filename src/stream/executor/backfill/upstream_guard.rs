@@ -54,6 +54,10 @@ impl UpstreamGuard {
 
     /// What keeps the table from following changes with the columns `names`, if anything.
     pub fn check_names(&self, names: &[Option<&str>]) -> Option<String> {
+        if let [None, Some(statement)] = names {
+            // Not a description but DDL that drops, renames or reshapes the table (MySQL).
+            return Some(self.stopped(&format!("the upstream ran {statement}")));
+        }
         let ours = self.names.join(", ");
         let theirs: Vec<&str> = names.iter().map(|n| n.unwrap_or("?")).collect();
         let theirs = theirs.join(", ");
