@@ -109,21 +109,7 @@ impl MySqlUpstream {
         let mut conn = self.connect().await?;
         let rows: Vec<mysql_async::Row> = conn.query(sql).await.with_context(|| sql.to_owned())?;
         conn.disconnect().await?;
-        let mut rows: Vec<Vec<Option<String>>> = rows
-            .into_iter()
-            .map(|row| {
-                row.unwrap()
-                    .into_iter()
-                    .map(|v| match v {
-                        mysql_async::Value::NULL => None,
-                        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into()),
-                        other => Some(other.as_sql(true)),
-                    })
-                    .collect()
-            })
-            .collect();
-        rows.sort();
-        Ok(rows)
+        Ok(sorted_text(rows))
     }
 
     /// Stops the server cleanly and starts it again on the same data and port.
@@ -264,4 +250,23 @@ fn which(program: &str) -> Option<PathBuf> {
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
+}
+
+/// MariaDB's `rows` as text (NULL as `None`), sorted.
+pub fn sorted_text(rows: Vec<mysql_async::Row>) -> Vec<Vec<Option<String>>> {
+    let mut rows: Vec<Vec<Option<String>>> = rows
+        .into_iter()
+        .map(|row| {
+            row.unwrap()
+                .into_iter()
+                .map(|v| match v {
+                    mysql_async::Value::NULL => None,
+                    mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into()),
+                    other => Some(other.as_sql(true)),
+                })
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
 }

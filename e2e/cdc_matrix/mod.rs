@@ -36,7 +36,7 @@ use anyhow::{Context, bail, ensure};
 use tokio_postgres::Client;
 
 use crate::harness::{Rng, Sluice, retry_until, sorted, text_rows};
-use crate::mysql_upstream::MySqlUpstream;
+use crate::mysql_upstream::{MySqlUpstream, sorted_text};
 use crate::upstream::Upstream;
 use case::{Case, Expect, key_of, short};
 use mysql_async::prelude::Queryable;
@@ -204,26 +204,7 @@ impl Up {
     async fn rows(&mut self, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
         match self {
             Up::Pg(client) => sorted(client, sql).await,
-            Up::My(conn) => {
-                let rows: Vec<mysql_async::Row> = conn.query(sql).await?;
-                let mut rows: Vec<Vec<Option<String>>> = rows
-                    .into_iter()
-                    .map(|row| {
-                        row.unwrap()
-                            .into_iter()
-                            .map(|v| match v {
-                                mysql_async::Value::NULL => None,
-                                mysql_async::Value::Bytes(b) => {
-                                    Some(String::from_utf8_lossy(&b).into())
-                                }
-                                other => Some(other.as_sql(true)),
-                            })
-                            .collect()
-                    })
-                    .collect();
-                rows.sort();
-                Ok(rows)
-            }
+            Up::My(conn) => Ok(sorted_text(conn.query(sql).await?)),
         }
     }
 

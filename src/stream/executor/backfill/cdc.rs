@@ -955,59 +955,40 @@ impl CdcBackfill {
         if let Some(reason) = self.guard.check_names(names) {
             return self.stop(reason);
         }
-        let checked = match self.take_session().await {
-            Ok(mut session) => {
-                let checked = match self.guard.check_types(&mut session).await {
-                    Ok(None) => self.guard.check_identity(&mut session).await,
-                    other => other,
-                };
-                self.session = Some(session);
-                checked
-            }
-            Err(e) => Err(e),
-        };
-        match checked {
-            Ok(Some(reason)) => self.stop(reason),
-            Ok(None) => {}
-            Err(e) => {
-                // The names still match; the types are checked again at the next description.
-                tracing::warn!(table = %self.upstream_name, error = %e, "cannot check the upstream table's column types");
-                self.session = None;
-            }
-        }
+        self.check_upstream(true).await;
     }
 
     /// Checks the upstream table is still the one the table was created over; the first
     /// check after a start also checks its columns (a change made while Sluice was down may
     /// have altered them before any change shows it).
     async fn check_identity(&mut self) {
-        if self.stopped.is_some() {
-            return;
+        if self.stopped.is_none() {
+            let columns = !self.columns_checked;
+            self.columns_checked |= self.check_upstream(columns).await;
         }
-        let columns_too = !self.columns_checked;
+    }
+
+    /// Asks the upstream (see [`UpstreamGuard::check`]) and stops the table at a change it
+    /// cannot follow; whether the upstream answered (if not, the next check asks again).
+    async fn check_upstream(&mut self, columns: bool) -> bool {
         let checked = match self.take_session().await {
             Ok(mut session) => {
-                let checked = match columns_too {
-                    true => match self.guard.check_types(&mut session).await {
-                        Ok(None) => self.guard.check_identity(&mut session).await,
-                        other => other,
-                    },
-                    false => self.guard.check_identity(&mut session).await,
-                };
+                let checked = self.guard.check(&mut session, columns).await;
                 self.session = Some(session);
                 checked
             }
             Err(e) => Err(e),
         };
-        self.columns_checked |= checked.is_ok();
         match checked {
             Ok(Some(reason)) => self.stop(reason),
             Ok(None) => {}
             Err(e) => {
-                tracing::debug!(table = %self.upstream_name, error = %e, "cannot check the upstream table");
+                tracing::warn!(table = %self.upstream_name, error = %e, "cannot check the upstream table");
                 self.session = None;
+                return false;
             }
         }
+        true
     }
 
     /// Stops following the upstream: no page is read and no change applied from here on; the

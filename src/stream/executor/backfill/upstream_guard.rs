@@ -104,6 +104,19 @@ impl UpstreamGuard {
         Ok(None)
     }
 
+    /// What keeps the table from following its upstream: its identity, and its columns too
+    /// when `columns` (see [`Self::check_types`]).
+    pub async fn check(
+        &mut self,
+        session: &mut UpstreamSession,
+        columns: bool,
+    ) -> Result<Option<String>> {
+        if columns && let Some(reason) = self.check_types(session).await? {
+            return Ok(Some(reason));
+        }
+        self.check_identity(session).await
+    }
+
     /// What keeps the table from following its upstream, by the upstream table's identity:
     /// dropped, or dropped and created again.
     pub async fn check_identity(
