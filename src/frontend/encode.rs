@@ -64,6 +64,65 @@ fn jsonb_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")
 }
 
+/// The date and timestamp columns of `batch` going out in binary format that hold `infinity`
+/// or `-infinity` (the extremes of their types, see [`crate::types::infinite_date`]), as their
+/// binary form: days or microseconds since 2000-01-01 as big-endian integers, the extremes as
+/// Postgres writes them. The encoder has no date for them and would send NULL.
+fn temporal_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
+    use arrow::array::BinaryArray;
+    use arrow::datatypes::Date32Type;
+    const DAYS: i32 = 10_957;
+    const MICROS: i64 = 946_684_800_000_000;
+    let infinite = |i: usize| {
+        let column = batch.column(i);
+        !format.is_text(i)
+            && match column.data_type() {
+                ArrowType::Date32 => column
+                    .as_primitive::<Date32Type>()
+                    .iter()
+                    .any(|v| matches!(v, Some(i32::MAX | i32::MIN))),
+                ArrowType::Timestamp(TimeUnit::Microsecond, _) => column
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .iter()
+                    .any(|v| matches!(v, Some(i64::MAX | i64::MIN))),
+                _ => false,
+            }
+    };
+    if !(0..batch.num_columns()).any(infinite) {
+        return batch;
+    }
+    let schema = batch.schema();
+    let mut columns = batch.columns().to_vec();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for i in (0..columns.len()).filter(|&i| infinite(i)) {
+        let binary: BinaryArray = match columns[i].data_type() {
+            ArrowType::Date32 => columns[i]
+                .as_primitive::<Date32Type>()
+                .iter()
+                .map(|v| {
+                    v.map(|d| match d {
+                        i32::MAX | i32::MIN => d.to_be_bytes(),
+                        d => (d - DAYS).to_be_bytes(),
+                    })
+                })
+                .collect(),
+            _ => columns[i]
+                .as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .map(|v| {
+                    v.map(|t| match t {
+                        i64::MAX | i64::MIN => t.to_be_bytes(),
+                        t => (t - MICROS).to_be_bytes(),
+                    })
+                })
+                .collect(),
+        };
+        columns[i] = Arc::new(binary);
+        fields[i] = Field::new(fields[i].name(), ArrowType::Binary, true);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")
+}
+
 /// `schema` with each column's name as the user sees it: a repeated output name carries a
 /// suffix inside Sluice (see [`crate::sql::names::DUPLICATE_MARK`]), which the client does
 /// not see, as Postgres allows `SELECT v, v`.
@@ -96,7 +155,8 @@ pub fn rows(
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> = match batch {
                 Ok(batch) => {
-                    let batch = jsonb_binary(postgres_text(batch, &format), &format);
+                    let batch = postgres_text(batch, &format);
+                    let batch = jsonb_binary(temporal_binary(batch, &format), &format);
                     encode_recordbatch(encoder_fields.clone(), batch)
                 }
                 Err(e) => Box::new(std::iter::once(Err(pg_error(&Error::DataFusion(e))))),
@@ -129,7 +189,10 @@ pub fn copy_out(
         .map(move |batch| {
             let fields = &row_fields;
             let batch = batch.map_err(|e| pg_error(&Error::DataFusion(e)))?;
-            let batch = if binary { batch } else { postgres_text(batch, &wire_format) };
+            let batch = match binary {
+                true => temporal_binary(batch, &wire_format),
+                false => postgres_text(batch, &wire_format),
+            };
             let mut messages = Vec::with_capacity(batch.num_rows());
             match &mut encoder {
                 Some(encoder) => {
@@ -611,6 +674,38 @@ mod tests {
         assert_eq!(format_timestamp(0, ""), "1970-01-01 00:00:00");
         assert_eq!(format_timestamp(1_250_000, "+00"), "1970-01-01 00:00:01.25+00");
         assert_eq!(format_timestamp(-1, ""), "1969-12-31 23:59:59.999999");
+    }
+
+    #[test]
+    fn infinite_and_bc_dates_and_timestamps_go_out_as_postgres_sends_them() {
+        use arrow::array::{Array, ArrayRef, Date32Array, TimestampMicrosecondArray};
+        let dates: ArrayRef = Arc::new(Date32Array::from(vec![i32::MAX, i32::MIN, 0, -735_000]));
+        let times: ArrayRef =
+            Arc::new(TimestampMicrosecondArray::from(vec![i64::MIN, 0, i64::MAX, 1]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("d", ArrowType::Date32, true),
+            Field::new("t", ArrowType::Timestamp(TimeUnit::Microsecond, None), true),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![dates, times]).unwrap();
+        // Text: as psql shows them (checked against Postgres 15).
+        let text = postgres_text(batch.clone(), &Format::UnifiedText);
+        let shown = |c: usize| -> Vec<String> {
+            let a = text.column(c).as_string::<i32>();
+            (0..a.len()).map(|i| a.value(i).to_owned()).collect()
+        };
+        assert_eq!(shown(0), ["infinity", "-infinity", "1970-01-01", "0044-08-22 BC"]);
+        assert_eq!(
+            shown(1),
+            ["-infinity", "1970-01-01 00:00:00", "infinity", "1970-01-01 00:00:00.000001"]
+        );
+        // Binary: the extremes as Postgres sends them, the rest from its epoch, 2000-01-01.
+        let binary = temporal_binary(batch, &Format::UnifiedBinary);
+        let bytes = |c: usize, r: usize| binary.column(c).as_binary::<i32>().value(r).to_vec();
+        assert_eq!(bytes(0, 0), i32::MAX.to_be_bytes());
+        assert_eq!(bytes(0, 1), i32::MIN.to_be_bytes());
+        assert_eq!(bytes(0, 2), (-10_957i32).to_be_bytes());
+        assert_eq!(bytes(1, 0), i64::MIN.to_be_bytes());
+        assert_eq!(bytes(1, 3), (1 - 946_684_800_000_000i64).to_be_bytes());
     }
 
     #[test]
