@@ -193,11 +193,18 @@ enum Up {
 }
 
 impl Up {
+    /// Runs `sql`; a statement that waits a minute (on a lock Sluice holds upstream, say)
+    /// fails rather than hang the run.
     async fn exec(&mut self, sql: &str) -> anyhow::Result<()> {
-        match self {
-            Up::Pg(client) => Ok(client.batch_execute(sql).await?),
-            Up::My(conn) => Ok(conn.query_drop(sql).await?),
-        }
+        let run = async {
+            match self {
+                Up::Pg(client) => Ok(client.batch_execute(sql).await?),
+                Up::My(conn) => Ok(conn.query_drop(sql).await?),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .with_context(|| format!("the upstream did not finish {sql} within a minute"))?
     }
 
     /// The rows of `sql` as text, sorted.
