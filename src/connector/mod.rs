@@ -4,6 +4,9 @@
 pub mod mysql_binlog;
 /// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages.
 pub mod mysql_cdc;
+/// What the binlog's statements (query events) say: truncates, reshaping DDL, row changes
+/// logged as statements.
+pub mod mysql_statements;
 /// Upstream positions (`CdcOffset`) and how progress tables store them.
 pub mod offset;
 /// Postgres snapshot pages in binary `COPY` format, decoded into Arrow arrays.
