@@ -78,6 +78,45 @@ async def run(conn):
         "SELECT id, n, t, d, tz FROM ap WHERE id < 10 ORDER BY id", output=sink, format="binary")
     out["copy out"] = b"".join(chunks)
     await conn.execute("DROP TABLE ap")
+    out.update(await numerics_and_dates(conn))
+    return out
+
+
+def comparable(value):
+    """A value as the comparison sees it: a Decimal by its digits (`NaN` equals itself; the
+    display scale of an unconstrained numeric is not kept: `1.50` compares as `1.5`)."""
+    if isinstance(value, decimal.Decimal):
+        return format(value.normalize(), "f") if value.is_finite() else str(value)
+    if isinstance(value, (tuple, list, asyncpg.Record)):
+        return tuple(comparable(v) for v in value)
+    return value
+
+
+async def numerics_and_dates(conn):
+    """Numerics of every width and their special values, and the first and last dates, as
+    binary parameters and binary results."""
+    out = {}
+    await conn.execute("DROP TABLE IF EXISTS apn")
+    await conn.execute("CREATE TABLE apn (id int PRIMARY KEY, n numeric, w numeric(60,10), d date)")
+    rows = [
+        (1, decimal.Decimal("12345678901234567890.123"), decimal.Decimal("1" * 50 + ".5"),
+         datetime.date(1, 1, 1)),
+        (2, decimal.Decimal("NaN"), decimal.Decimal("-0.0000000001"), datetime.date(9999, 12, 31)),
+        (3, decimal.Decimal("Infinity"), decimal.Decimal("NaN"), None),
+        (4, decimal.Decimal("-Infinity"), None, datetime.date(1970, 1, 1)),
+        (5, decimal.Decimal("-0.00000000000000000001"), decimal.Decimal("1e40"), None),
+        (6, decimal.Decimal("1.50"), decimal.Decimal("-" + "9" * 50), None),
+    ]
+    await conn.executemany("INSERT INTO apn VALUES ($1, $2, $3, $4)", rows)
+    out["wide rows"] = comparable(await conn.fetch("SELECT * FROM apn ORDER BY id"))
+    out["numeric order"] = comparable(await conn.fetch("SELECT id FROM apn ORDER BY n, id"))
+    out["nan equals nan"] = comparable(
+        await conn.fetch("SELECT id FROM apn WHERE n = $1 ORDER BY id", decimal.Decimal("NaN")))
+    out["wide params"] = comparable(await conn.fetchrow(
+        "SELECT $1::numeric, $2::numeric(60,10), $3::date, $4::date",
+        decimal.Decimal("-" + "12345" * 10), decimal.Decimal("3" * 45 + ".25"),
+        datetime.date(1, 1, 1), datetime.date(9999, 12, 31)))
+    await conn.execute("DROP TABLE apn")
     return out
 
 

@@ -307,10 +307,13 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
          INSERT INTO held VALUES (1, 'infinity', '-infinity', 'infinity', '::1'),
            (2, '0044-03-15 BC', '0001-12-31 23:59:59.5 BC', '2000-01-01 00:00:00+00', '10.0.0.1/8'),
            (3, NULL, NULL, NULL, NULL);
-         CREATE TABLE nan (id int PRIMARY KEY, n numeric);
-         INSERT INTO nan VALUES (1, 1.5), (2, 'NaN');
+         CREATE TABLE nan (id int PRIMARY KEY, n numeric, w numeric(60, 10));
+         INSERT INTO nan VALUES (1, 1.5, 1), (2, 'NaN', 'NaN'), (3, 'Infinity', -0.5),
+           (4, '-Infinity', 12345678901234567890123456789012345678901234567890.0123456789);
+         CREATE TABLE tiny (id int PRIMARY KEY, n numeric);
+         INSERT INTO tiny VALUES (1, 1.5), (2, 0.000000000000000000001);
          CREATE TABLE fine (id int PRIMARY KEY, n numeric);
-         INSERT INTO fine VALUES (1, 1.5), (2, 0.0000000001);",
+         INSERT INTO fine VALUES (1, 1.5), (2, 0.00000000000000000001);",
     )
     .await?;
     let client = server.connect().await?;
@@ -320,6 +323,7 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
             "SET background_ddl = true;
              CREATE TABLE held (*) FROM pg TABLE 'public.held';
              CREATE TABLE nan (*) FROM pg TABLE 'public.nan';
+             CREATE TABLE tiny (*) FROM pg TABLE 'public.tiny';
              CREATE TABLE fine (*) FROM pg TABLE 'public.fine';",
         )
         .await?;
@@ -332,43 +336,60 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
         Ok(())
     })
     .await?;
+    // Numeric NaN, the infinities and 60-digit numerics: from the snapshot and the stream.
+    up.batch_execute("INSERT INTO nan SELECT id + 10, n, w FROM nan").await?;
+    let query = "SELECT id, n::text, w::text FROM nan";
+    retry_until(Duration::from_secs(60), || async {
+        let (a, b) = (sorted(&client, query).await?, sorted(&up, query).await?);
+        ensure!(a == b, "nan: {a:?} vs {b:?}");
+        Ok(())
+    })
+    .await?;
     // A value the table cannot hold exactly stops it, naming it: from a snapshot page, and
     // from a change (with its key).
-    let error = stopped(&client, "nan").await?;
+    let error = stopped(&client, "tiny").await?;
     ensure!(
-        error.contains("the upstream value NaN cannot be held exactly by numeric(38,10)"),
+        error.contains(
+            "the upstream value 0.000000000000000000001 cannot be held exactly by numeric"
+        ),
         "{error}"
     );
     // WAIT does not wait for a job that cannot finish: it says which.
-    let waited = client.batch_execute("WAIT").await.err().context("WAIT waited for nan")?;
+    let waited = client.batch_execute("WAIT").await.err().context("WAIT waited for tiny")?;
     let db = waited.as_db_error().context("not a server error")?;
     ensure!(
-        db.code().code() == "55000" && db.message().contains("nan: the table stopped"),
+        db.code().code() == "55000" && db.message().contains("tiny: the table stopped"),
         "{db:?}"
     );
     // A foreground CREATE of such a table fails with the reason and leaves nothing.
     client.batch_execute("SET background_ddl = false").await?;
-    let created = client.batch_execute("CREATE TABLE nan2 (*) FROM pg TABLE 'public.nan'").await;
+    let created = client.batch_execute("CREATE TABLE tiny2 (*) FROM pg TABLE 'public.tiny'").await;
     let error = created.err().context("a table that cannot hold its rows was created")?;
     let db = error.as_db_error().context("not a server error")?;
     ensure!(db.code().code() == "22003", "{db:?}");
-    ensure!(db.message().contains("value NaN cannot be held exactly"), "{}", db.message());
+    ensure!(
+        db.message().contains("value 0.000000000000000000001 cannot be held exactly"),
+        "{}",
+        db.message()
+    );
     let left = text_rows(
         &client,
-        "SELECT count(*) FROM rw_catalog.rw_cdc_progress WHERE table_name = 'nan2'",
+        "SELECT count(*) FROM rw_catalog.rw_cdc_progress WHERE table_name = 'tiny2'",
     )
     .await?;
     ensure!(left == [[Some("0".to_owned())]], "{left:?}");
-    up.batch_execute("INSERT INTO fine VALUES (7, 0.00000000001)").await?;
+    up.batch_execute("INSERT INTO fine VALUES (7, 1e57)").await?;
     let error = stopped(&client, "fine").await?;
     ensure!(
-        error.contains(
-            "the upstream value 0.00000000001 of column n (key 7) cannot be held exactly"
-        ),
+        error.contains(&format!(
+            "the upstream value 1{} of column n (key 7) cannot be held exactly",
+            "0".repeat(57)
+        )),
         "{error}"
     );
     let kept = text_rows(&client, "SELECT n FROM fine ORDER BY id").await?;
-    ensure!(kept == [[Some("1.5".to_owned())], [Some("0.0000000001".to_owned())]], "{kept:?}");
+    let tiny = "0.00000000000000000001".to_owned();
+    ensure!(kept == [[Some("1.5".to_owned())], [Some(tiny)]], "{kept:?}");
     Ok(())
 }
 

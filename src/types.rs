@@ -22,8 +22,11 @@ use crate::unsupported;
 /// The time zone attached to `timestamptz` columns: values are UTC instants.
 pub const UTC: &str = "+00:00";
 
-/// Precision and scale used for `numeric` without a declared precision.
-pub const DEFAULT_NUMERIC: (u8, i8) = (38, 10);
+/// Precision and scale used for `numeric` without a declared precision: 56 digits before the
+/// point and 20 after (Postgres's division gives 20 fraction digits to small quotients; token
+/// amounts use 18). Values print with their own digits, not the scale (see
+/// [`crate::numeric::is_unconstrained`]).
+pub const DEFAULT_NUMERIC: (u8, i8) = (crate::numeric::MAX_PRECISION, 20);
 
 /// A SQL column type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,6 +74,9 @@ impl DataType {
             DataType::Int64 => ArrowType::Int64,
             DataType::Float32 => ArrowType::Float32,
             DataType::Float64 => ArrowType::Float64,
+            DataType::Decimal { precision, scale } if precision > 38 => {
+                ArrowType::Decimal256(precision, scale)
+            }
             DataType::Decimal { precision, scale } => ArrowType::Decimal128(precision, scale),
             DataType::Varchar | DataType::Jsonb => ArrowType::Utf8,
             DataType::Date => ArrowType::Date32,
@@ -93,7 +99,7 @@ impl DataType {
             ArrowType::UInt64 => DataType::Decimal { precision: 20, scale: 0 },
             ArrowType::Float16 | ArrowType::Float32 => DataType::Float32,
             ArrowType::Float64 => DataType::Float64,
-            ArrowType::Decimal128(p, s) if *s >= 0 => {
+            ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s) if *s >= 0 => {
                 DataType::Decimal { precision: *p, scale: *s }
             }
             ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::Varchar,
@@ -144,9 +150,10 @@ fn decimal(info: &ast::ExactNumberInfo) -> Result<DataType> {
         ast::ExactNumberInfo::Precision(p) => (narrow(*p)?, 0),
         ast::ExactNumberInfo::PrecisionAndScale(p, s) => (narrow(*p)?, narrow(*s as u64)? as i8),
     };
-    if precision == 0 || precision > 38 || scale < 0 || scale as u8 > precision {
+    let max = crate::numeric::MAX_PRECISION;
+    if precision == 0 || precision > max || scale < 0 || scale as u8 > precision {
         return Err(Error::InvalidStatement(format!(
-            "numeric({precision},{scale}) is out of range: precision must be 1..38 and scale 0..precision"
+            "numeric({precision},{scale}) is out of range: precision must be 1..{max} and scale 0..precision"
         )));
     }
     Ok(DataType::Decimal { precision, scale })
@@ -180,6 +187,11 @@ impl fmt::Display for DataType {
             DataType::Int64 => f.write_str("bigint"),
             DataType::Float32 => f.write_str("real"),
             DataType::Float64 => f.write_str("double precision"),
+            DataType::Decimal { precision, scale }
+                if crate::numeric::is_unconstrained(*precision, *scale) =>
+            {
+                f.write_str("numeric")
+            }
             DataType::Decimal { precision, scale } => write!(f, "numeric({precision},{scale})"),
             DataType::Varchar => f.write_str("character varying"),
             DataType::Date => f.write_str("date"),
@@ -286,6 +298,17 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if array.data_type() == &target {
         return Ok(array.clone());
     }
+    if crate::numeric::has_special(array.as_ref()) {
+        return match to {
+            DataType::Decimal { .. } => {
+                crate::numeric::cast_keeping_specials(array, to, |n| cast_to(n, to, mode))
+            }
+            DataType::Varchar => Ok(Arc::new(crate::numeric::texts(array.as_ref()))),
+            _ => Err(Error::OutOfRange(format!(
+                "cannot convert NaN or infinite numeric values to {to}"
+            ))),
+        };
+    }
     if let Some(text) = array.as_string_opt::<i32>() {
         match (to, mode) {
             (DataType::Bytea, _) => return bytea_from_text(text, mode),
@@ -303,16 +326,10 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                 let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
             }
-            (DataType::Decimal { .. }, CastMode::Strict) => {
-                let special = |v: &str| {
-                    let v = v.trim().trim_start_matches(['+', '-']).to_ascii_lowercase();
-                    matches!(v.as_str(), "nan" | "infinity" | "inf")
-                };
-                if let Some(value) = text.iter().flatten().find(|v| special(v)) {
-                    return Err(unsupported!(
-                        "numeric value {value}: Sluice's numerics hold finite numbers only"
-                    ));
-                }
+            (DataType::Decimal { precision, scale }, _)
+                if text.iter().flatten().any(|v| crate::numeric::Special::parse(v).is_some()) =>
+            {
+                return crate::numeric::with_specials(text, precision, scale, mode);
             }
             _ => {}
         }
@@ -332,7 +349,11 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     cast_with_options(array, &target, &options).map_err(|e| {
         // A number that does not fit the column is out of range (22003), as in Postgres;
         // text that does not parse is invalid input (22P02).
-        if array.data_type().is_numeric() && target.is_numeric() {
+        // A number too wide for a numeric column (given as a number or as text) is Postgres's
+        // "numeric field overflow" (22003).
+        let too_wide = matches!(to, DataType::Decimal { .. })
+            && e.to_string().contains("is too large to store in a Decimal");
+        if (array.data_type().is_numeric() && target.is_numeric()) || too_wide {
             Error::OutOfRange(format!("{to} out of range: {e}"))
         } else {
             Error::InvalidInput(format!("cannot convert {} to {to}: {e}", array.data_type()))
@@ -347,6 +368,9 @@ pub fn rounding_scale(from: &ArrowType, to: &ArrowType) -> Option<ArrowType> {
     match from {
         ArrowType::Decimal128(p, s) if *s > 0 && to.is_integer() => {
             Some(ArrowType::Decimal128((*p as i8 - *s + 1).clamp(1, 38) as u8, 0))
+        }
+        ArrowType::Decimal256(p, s) if *s > 0 && to.is_integer() => {
+            Some(ArrowType::Decimal256((*p as i8 - *s + 1).clamp(1, 76) as u8, 0))
         }
         _ => None,
     }
@@ -512,7 +536,9 @@ mod tests {
         for (sql, expected) in cases {
             assert_eq!(bind(sql).unwrap(), expected, "{sql}");
         }
-        assert!(matches!(bind("numeric(50,2)"), Err(Error::InvalidStatement(_))));
+        assert_eq!(bind("numeric(50,2)").unwrap(), DataType::Decimal { precision: 50, scale: 2 });
+        assert_eq!(bind("numeric(50,2)").unwrap().to_arrow(), ArrowType::Decimal256(50, 2));
+        assert!(matches!(bind("numeric(77,2)"), Err(Error::InvalidStatement(_))));
         assert!(matches!(bind("int[]"), Err(Error::Unsupported(_))));
     }
 

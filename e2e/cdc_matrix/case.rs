@@ -358,10 +358,19 @@ impl Case {
         names.join(", ")
     }
 
-    /// Whether the table may hold values Sluice's columns cannot hold exactly (it then stops,
-    /// naming the value).
-    pub fn may_not_hold(&self) -> bool {
-        self.columns.iter().any(|t| matches!(t, ColType::FreeNumeric | ColType::WideNumeric(..)))
+    /// Whether `error` is the clear stop for a value this table's columns cannot hold exactly:
+    /// an unconstrained numeric of more than 56 integer or 20 fraction digits (NaN, the
+    /// infinities and every other value are held).
+    pub fn cannot_hold(&self, error: &str) -> bool {
+        let free = self.columns.iter().any(|t| matches!(t, ColType::FreeNumeric));
+        let value = error
+            .split_once("the upstream value ")
+            .filter(|_| error.contains("cannot be held exactly"))
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(|value| value.trim_start_matches('-'));
+        let Some(value) = value.filter(|_| free) else { return false };
+        let (int, frac) = value.split_once('.').unwrap_or((value, ""));
+        int.trim_start_matches('0').len() > 56 || frac.trim_end_matches('0').len() > 20
     }
 
     /// A schema change of the upstream table, then a change the table must see under it

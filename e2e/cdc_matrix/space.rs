@@ -200,9 +200,13 @@ impl ColType {
                 _ => (rng.next() as i64).to_string(),
             },
             ColType::Numeric(p, s) | ColType::WideNumeric(p, s) => decimal(rng, p - s, s),
-            ColType::FreeNumeric => match rng.below(6) {
+            // Sluice's unconstrained numeric holds 56 integer and 20 fraction digits; a value
+            // beyond (one in 50) stops the table, naming it.
+            ColType::FreeNumeric => match rng.below(7) {
                 0 => pick(rng, &["'NaN'", "'Infinity'", "'-Infinity'", "0.00000000001", "-0.0"]),
                 1 => format!("{}.{}", digits(rng, 30), digits(rng, 18)),
+                2 if rng.chance(7) => pick(rng, &["1e-21", "1e56", "-0.000000000000000000001"]),
+                2 => format!("{}.{}", digits(rng, 56), digits(rng, 20)),
                 _ => {
                     let int = rng.below(12) as u8;
                     let frac = rng.below(14) as u8;

@@ -35,7 +35,7 @@ use parking_lot::RwLock;
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog, TableId};
 use crate::sql::functions::shaped_like;
 use crate::storage::store::Store;
-use crate::types::{DEFAULT_NUMERIC, DataType};
+use crate::types::DataType;
 
 /// The OIDs `pg_class` last gave Sluice's relations, for the size functions.
 #[derive(Debug, Default)]
@@ -345,7 +345,9 @@ pub fn pg_type(ty: DataType) -> (i32, i32) {
         DataType::Int64 => (20, -1),
         DataType::Float32 => (700, -1),
         DataType::Float64 => (701, -1),
-        DataType::Decimal { precision, scale } if (precision, scale) == DEFAULT_NUMERIC => {
+        DataType::Decimal { precision, scale }
+            if crate::numeric::is_unconstrained(precision, scale) =>
+        {
             (1700, -1)
         }
         DataType::Decimal { precision, scale } => {
@@ -710,6 +712,8 @@ mod tests {
     fn declared_types_map_to_postgres_oids_and_modifiers() {
         assert_eq!(pg_type(DataType::Decimal { precision: 10, scale: 2 }), (1700, 655366));
         assert_eq!(pg_type(DataType::Decimal { precision: 38, scale: 10 }), (1700, -1));
+        assert_eq!(pg_type(DataType::Decimal { precision: 76, scale: 20 }), (1700, -1));
+        assert_eq!(pg_type(DataType::Decimal { precision: 50, scale: 2 }), (1700, 3276806));
         assert_eq!(pg_type(DataType::Jsonb), (3802, -1));
     }
 }

@@ -387,8 +387,13 @@ fn decimal(column_type: &str) -> DataType {
         .map_or("", |(inner, _)| inner);
     let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
     match (parts.next(), parts.next()) {
-        (Some(Ok(p)), Some(Ok(s))) if p <= 38 => DataType::Decimal { precision: p, scale: s as i8 },
-        (Some(Ok(p)), None) if p <= 38 => DataType::Decimal { precision: p, scale: 0 },
+        // MySQL's decimals hold at most 65 digits, Sluice's 76.
+        (Some(Ok(p)), Some(Ok(s))) if p <= crate::numeric::MAX_PRECISION => {
+            DataType::Decimal { precision: p, scale: s as i8 }
+        }
+        (Some(Ok(p)), None) if p <= crate::numeric::MAX_PRECISION => {
+            DataType::Decimal { precision: p, scale: 0 }
+        }
         _ => DataType::Varchar,
     }
 }
@@ -754,7 +759,10 @@ mod tests {
             map_type("decimal", "decimal(10,2)"),
             DataType::Decimal { precision: 10, scale: 2 }
         );
-        assert_eq!(map_type("decimal", "decimal(65,2)"), DataType::Varchar);
+        assert_eq!(
+            map_type("decimal", "decimal(65,30)"),
+            DataType::Decimal { precision: 65, scale: 30 }
+        );
         assert_eq!(map_type("datetime", "datetime(6)"), DataType::Timestamp);
         assert_eq!(map_type("timestamp", "timestamp"), DataType::Timestamptz);
         assert_eq!(map_type("varbinary", "varbinary(10)"), DataType::Bytea);

@@ -6,22 +6,24 @@
 //! format chosen from its type; types Sluice has no binary decoder for are selected as `::text`
 //! and read as text, as the text protocol would print them.
 //!
-//! Values that the text path turns into NULL (they do not fit the column's Arrow type) are NULL
-//! here too: numeric `NaN` and infinities, numerics beyond the column's precision. `infinity`
-//! and `-infinity` dates and timestamps are the extremes of their Arrow types, as in Postgres. Numerics with more fraction digits than the column's scale are rounded
-//! half away from zero, as the cast of their text is.
+//! A numeric the column cannot hold exactly (more digits than its precision, a fraction digit
+//! below its scale) stops the page with an error (22003) naming it. Numeric `NaN` and the
+//! infinities, and `infinity` and `-infinity` dates and timestamps, are the special values of
+//! their Arrow types (see [`crate::numeric`] and [`crate::types::infinite_date`]).
 
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Decimal256Builder,
+    Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
     TimestampMicrosecondBuilder,
 };
 use postgres_protocol::types as pg;
 
 use crate::error::{Error, Result};
+use crate::numeric::Special;
 use crate::types::{DataType, UTC};
+use arrow::datatypes::i256;
 
 /// Microseconds from the Unix epoch to Postgres's epoch, 2000-01-01.
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -103,6 +105,7 @@ enum Column {
     Float4(Float32Builder),
     Float8(Float64Builder),
     Numeric(Decimal128Builder, u8, i8),
+    Numeric256(Decimal256Builder, u8, i8),
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
     Bytea(BinaryBuilder),
@@ -118,6 +121,12 @@ impl Column {
             Wire::Int8 => Column::Int8(Int64Builder::with_capacity(rows)),
             Wire::Float4 => Column::Float4(Float32Builder::with_capacity(rows)),
             Wire::Float8 => Column::Float8(Float64Builder::with_capacity(rows)),
+            Wire::Numeric { precision, scale } if precision > 38 => Column::Numeric256(
+                Decimal256Builder::with_capacity(rows)
+                    .with_precision_and_scale(precision, scale)?,
+                precision,
+                scale,
+            ),
             Wire::Numeric { precision, scale } => Column::Numeric(
                 Decimal128Builder::with_capacity(rows)
                     .with_precision_and_scale(precision, scale)?,
@@ -143,6 +152,7 @@ impl Column {
             Column::Float4(b) => b.append_null(),
             Column::Float8(b) => b.append_null(),
             Column::Numeric(b, ..) => b.append_null(),
+            Column::Numeric256(b, ..) => b.append_null(),
             Column::Date(b) => b.append_null(),
             Column::Timestamp(b) => b.append_null(),
             Column::Bytea(b) => b.append_null(),
@@ -160,6 +170,13 @@ impl Column {
             Column::Float4(b) => b.append_value(pg::float4_from_sql(value).map_err(bad)?),
             Column::Float8(b) => b.append_value(pg::float8_from_sql(value).map_err(bad)?),
             Column::Numeric(b, precision, scale) => {
+                let v = numeric(value, *precision, *scale)?;
+                b.append_value(match Special::of_i256(v) {
+                    Some(special) => special.as_i128(),
+                    None => v.as_i128(),
+                })
+            }
+            Column::Numeric256(b, precision, scale) => {
                 b.append_value(numeric(value, *precision, *scale)?)
             }
             Column::Date(b) => {
@@ -192,6 +209,7 @@ impl Column {
             Column::Float4(b) => Arc::new(b.finish()),
             Column::Float8(b) => Arc::new(b.finish()),
             Column::Numeric(b, ..) => Arc::new(b.finish()),
+            Column::Numeric256(b, ..) => Arc::new(b.finish()),
             Column::Date(b) => Arc::new(b.finish()),
             Column::Timestamp(b) => Arc::new(b.finish()),
             Column::Bytea(b) => Arc::new(b.finish()),
@@ -511,11 +529,12 @@ fn take<const N: usize>(data: &[u8], at: &mut usize) -> Result<[u8; N]> {
     Ok(bytes.try_into().expect("N bytes"))
 }
 
-/// A numeric in its send format as the unscaled value of a `numeric(precision, scale)`. A
-/// value the column cannot hold exactly (NaN, an infinity, more digits than the precision, a
-/// fraction digit below the scale) is an error (22003): the table stops there rather than
-/// hold NULL or a rounded value.
-fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i128> {
+/// A numeric in its send format as the unscaled value of a `numeric(precision, scale)`, or its
+/// special value (`NaN` in any numeric, the infinities in an unconstrained one, as Postgres
+/// allows). A value the column cannot hold exactly (more digits than the precision, a fraction
+/// digit below the scale) is an error (22003): the table stops there rather than hold NULL or
+/// a rounded value.
+fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i256> {
     let lost = || {
         let text = numeric_text(value).unwrap_or_else(|_| "?".to_owned());
         Error::OutOfRange(format!(
@@ -527,20 +546,26 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i128> {
     let weight = i16::from_be_bytes(take::<2>(value, &mut at)?) as i32;
     let sign = u16::from_be_bytes(take::<2>(value, &mut at)?);
     at += 2; // dscale: the digits carry the value.
+    let unconstrained = crate::numeric::is_unconstrained(precision, scale);
     let negative = match sign {
         0x0000 => false,
         0x4000 => true,
-        _ => return Err(lost()), // NaN, +Infinity, -Infinity
+        0xC000 => return Ok(Special::NaN.as_i256()),
+        0xD000 if unconstrained => return Ok(Special::Infinity.as_i256()),
+        0xF000 if unconstrained => return Ok(Special::NegInfinity.as_i256()),
+        _ => return Err(lost()),
     };
-    let mut magnitude: i128 = 0;
+    let ten = i256::from_i128(10);
+    let mut magnitude = i256::ZERO;
     for i in 0..ndigits.max(0) as i32 {
         let digit = i16::from_be_bytes(take::<2>(value, &mut at)?) as i128;
         // The power of ten of this base-10000 digit's last decimal digit, at `scale`.
         let exponent = 4 * (weight - i) + scale as i32;
         if exponent >= 0 {
-            let add = 10i128
-                .checked_pow(exponent as u32)
-                .and_then(|p| p.checked_mul(digit))
+            let add = u32::try_from(exponent)
+                .ok()
+                .and_then(|e| ten.checked_pow(e))
+                .and_then(|p| p.checked_mul(i256::from_i128(digit)))
                 .and_then(|d| magnitude.checked_add(d));
             magnitude = add.ok_or_else(lost)?;
             continue;
@@ -550,12 +575,12 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i128> {
         if digit % cut != 0 {
             return Err(lost());
         }
-        magnitude = magnitude.checked_add(digit / cut).ok_or_else(lost)?;
+        magnitude = magnitude.checked_add(i256::from_i128(digit / cut)).ok_or_else(lost)?;
     }
-    if magnitude >= 10i128.pow(precision as u32) {
+    if magnitude >= ten.checked_pow(precision as u32).ok_or_else(lost)? {
         return Err(lost());
     }
-    Ok(if negative { -magnitude } else { magnitude })
+    Ok(if negative { magnitude.wrapping_neg() } else { magnitude })
 }
 
 #[cfg(test)]
@@ -624,6 +649,10 @@ mod tests {
     }
 
     fn show(array: &ArrayRef) -> Vec<String> {
+        if array.data_type().is_numeric() && crate::numeric::has_special(array.as_ref()) {
+            let texts = crate::numeric::texts(array.as_ref());
+            return texts.iter().map(|v| v.unwrap_or("NULL").to_owned()).collect();
+        }
         (0..array.len())
             .map(|i| {
                 if array.is_null(i) {
@@ -655,8 +684,11 @@ mod tests {
             "-0.5",
             "1000000000000000000000000000000000000000",
             "1.50",
+            "123456789012345678901234567890123456789012345678901234.5678",
+            "-0.00000000000000000001",
+            "0.000000000000000000001",
         ];
-        for (precision, scale) in [(10, 2), (38, 10), (20, 0), (5, 4)] {
+        for (precision, scale) in [(10, 2), (38, 10), (20, 0), (5, 4), (76, 20), (60, 4)] {
             let ty = DataType::Decimal { precision, scale };
             for case in cases {
                 let data = stream(&[vec![Some(numeric_send(case))]]);
@@ -684,7 +716,7 @@ mod tests {
     }
 
     #[test]
-    fn numeric_nan_and_infinities_are_not_held() {
+    fn numeric_nan_is_held_and_infinities_by_unconstrained_numerics_only() {
         let special = |sign: u16| {
             let mut v = 0i16.to_be_bytes().to_vec();
             v.extend(0i16.to_be_bytes());
@@ -692,11 +724,19 @@ mod tests {
             v.extend(0u16.to_be_bytes());
             v
         };
+        let (p, s) = crate::types::DEFAULT_NUMERIC;
         for (sign, text) in [(0xC000, "NaN"), (0xD000, "Infinity"), (0xF000, "-Infinity")] {
             let data = stream(&[vec![Some(special(sign))]]);
-            let out = decode(&data, &[Wire::Numeric { precision: 38, scale: 10 }], 1);
-            let Err(Error::OutOfRange(message)) = out else { panic!("{text}: {:?}", out.err()) };
-            assert!(message.contains(&format!("value {text} cannot be held")), "{message}");
+            let out = decode(&data, &[Wire::Numeric { precision: p, scale: s }], 1).unwrap();
+            assert_eq!(show(&out.columns[0]), [text.to_owned()]);
+            let out = decode(&data, &[Wire::Numeric { precision: 10, scale: 2 }], 1);
+            match text {
+                "NaN" => assert_eq!(show(&out.unwrap().columns[0]), ["NaN".to_owned()]),
+                _ => {
+                    let Err(Error::OutOfRange(message)) = out else { panic!("{text} held") };
+                    assert!(message.contains(&format!("value {text} cannot be held")), "{message}");
+                }
+            }
         }
     }
 

@@ -179,12 +179,18 @@ fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
     }
 }
 
+/// Sluice's type for an upstream `numeric` column: its own precision and scale when Sluice's
+/// numerics hold them (76 digits), else unconstrained (whose values past 76 digits stop the
+/// table with an error naming them).
 fn numeric(ty: &str) -> DataType {
+    use crate::numeric::MAX_PRECISION;
     let inner = ty.trim_start_matches("numeric").trim_matches(|c| c == '(' || c == ')');
     let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
     match (parts.next(), parts.next()) {
-        (Some(Ok(p)), Some(Ok(s))) if p <= 38 => DataType::Decimal { precision: p, scale: s as i8 },
-        (Some(Ok(p)), None) if p <= 38 => DataType::Decimal { precision: p, scale: 0 },
+        (Some(Ok(p)), Some(Ok(s))) if p <= MAX_PRECISION && s <= p => {
+            DataType::Decimal { precision: p, scale: s as i8 }
+        }
+        (Some(Ok(p)), None) if p <= MAX_PRECISION => DataType::Decimal { precision: p, scale: 0 },
         _ => {
             let (precision, scale) = crate::types::DEFAULT_NUMERIC;
             DataType::Decimal { precision, scale }

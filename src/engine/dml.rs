@@ -46,6 +46,7 @@ impl Engine {
         let mut source = insert.source.ok_or_else(|| unsupported!("INSERT .. DEFAULT VALUES"))?;
         refuse_subqueries_in_values(&source)?;
         fill_default_values(&table, &targets, &mut source)?;
+        numeric_values_as_text(&table, &targets, &mut source);
         alias_positionally(&mut source);
         with_defaults(&table, &mut targets, &mut source)?;
         let job = self.graph.job(table.id)?;
@@ -499,6 +500,44 @@ fn fill_default_values(
         }
     }
     Ok(())
+}
+
+/// In `INSERT .. VALUES` rows, writes the number literals of a numeric column as text when
+/// another row gives that column text (`(1.5), ('NaN')`): the rows then share a type (text),
+/// which is cast to the column's type as one text value alone would be, where the planner
+/// would cast the text to a number type and fail on `NaN` or `Infinity`.
+fn numeric_values_as_text(table: &TableCatalog, targets: &[usize], source: &mut ast::Query) {
+    let ast::SetExpr::Values(values) = source.body.as_mut() else { return };
+    let text = |v: &ast::Expr| {
+        matches!(
+            v,
+            ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::SingleQuotedString(_), .. })
+        )
+    };
+    for (j, &column) in targets.iter().enumerate() {
+        let numeric =
+            matches!(table.columns[column].data_type, crate::types::DataType::Decimal { .. });
+        if !numeric || !values.rows.iter().any(|row| row.get(j).is_some_and(text)) {
+            continue;
+        }
+        for row in &mut values.rows {
+            let Some(value) = row.get_mut(j) else { continue };
+            let written = match &*value {
+                ast::Expr::Value(ast::ValueWithSpan {
+                    value: ast::Value::Number(n, _), ..
+                }) => n.clone(),
+                ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => match expr.as_ref() {
+                    ast::Expr::Value(ast::ValueWithSpan {
+                        value: ast::Value::Number(n, _),
+                        ..
+                    }) => format!("-{n}"),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            *value = ast::Expr::Value(ast::Value::SingleQuotedString(written).into());
+        }
+    }
 }
 
 /// When the INSERT leaves out columns that have a DEFAULT, extends the source by their default

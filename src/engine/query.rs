@@ -72,23 +72,6 @@ pub fn session_context(
     Ok(ctx)
 }
 
-/// Sluice's numbers hold 38 digits (Decimal128); a result wider than that (a longer literal)
-/// cannot be sent to the client.
-fn refuse_wide_decimals(plan: &LogicalPlan) -> Result<()> {
-    let wide = plan
-        .schema()
-        .fields()
-        .iter()
-        .find(|f| matches!(f.data_type(), arrow::datatypes::DataType::Decimal256(..)));
-    match wide {
-        Some(field) => Err(Error::OutOfRange(format!(
-            "numeric value of column \"{}\" is out of range: numbers hold at most 38 digits",
-            field.name()
-        ))),
-        None => Ok(()),
-    }
-}
-
 impl Engine {
     /// A planning state whose scans all read one snapshot of the last committed epoch.
     pub(crate) fn query_state(&self) -> SessionState {
@@ -122,7 +105,6 @@ impl Engine {
             state.register_udf(Arc::new(crate::sql::functions::set_config_udf(variables)))?;
         }
         let plan = self.plan(&state, stmt).await?;
-        refuse_wide_decimals(&plan)?;
         self.run_plan(state, plan).await
     }
 

@@ -28,7 +28,7 @@ use crate::frontend::sqlstate::pg_error;
 
 /// The wire fields of a result schema, in `format`, named as the query names its columns.
 pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
-    let mut fields = arrow_schema_to_pg_fields(&shown_names(schema), format, None)?;
+    let mut fields = arrow_schema_to_pg_fields(&announced(&shown_names(schema)), format, None)?;
     for (field, info) in schema.fields().iter().zip(fields.iter_mut()) {
         if crate::sql::jsonb::is_marked(field) {
             // Text is the jsonb text format; the binary format is written by `jsonb_binary`.
@@ -42,6 +42,53 @@ pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo
         }
     }
     Ok(fields)
+}
+
+/// An error when a numeric column of `batch` holds what arithmetic on `NaN` or an infinity
+/// gives (see [`crate::numeric::check_range`]).
+fn numbers_in_range(batch: &RecordBatch) -> Result<(), Error> {
+    batch.columns().iter().try_for_each(|c| crate::numeric::check_range(c.as_ref()))
+}
+
+/// `schema` with the types the encoder announces columns by: a wide numeric (`Decimal256`,
+/// which the encoder does not know) as a numeric.
+fn announced(schema: &SchemaRef) -> SchemaRef {
+    let wide = |f: &Arc<Field>| matches!(f.data_type(), ArrowType::Decimal256(..));
+    if !schema.fields().iter().any(wide) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match wide(f) {
+            true => f.as_ref().clone().with_data_type(ArrowType::Decimal128(38, 0)),
+            false => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The numeric columns of `batch` that go out in binary format, as Postgres's binary numeric
+/// (see [`crate::numeric::binaries`]): every digit, and the special values.
+fn numeric_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
+    let decimal = |i: usize| {
+        !format.is_text(i)
+            && matches!(
+                batch.column(i).data_type(),
+                ArrowType::Decimal128(..) | ArrowType::Decimal256(..)
+            )
+    };
+    if !(0..batch.num_columns()).any(decimal) {
+        return batch;
+    }
+    let schema = batch.schema();
+    let mut columns = batch.columns().to_vec();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for i in (0..columns.len()).filter(|&i| decimal(i)) {
+        columns[i] = Arc::new(crate::numeric::binaries(columns[i].as_ref()));
+        fields[i] = Field::new(fields[i].name(), ArrowType::Binary, true);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")
 }
 
 /// The jsonb columns of `batch` that go out in binary format, as jsonb's binary form: the
@@ -154,9 +201,13 @@ pub fn rows(
     let rows = stream
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> = match batch {
+                Ok(batch) if let Err(e) = numbers_in_range(&batch) => {
+                    Box::new(std::iter::once(Err(pg_error(&e))))
+                }
                 Ok(batch) => {
                     let batch = postgres_text(batch, &format);
                     let batch = jsonb_binary(temporal_binary(batch, &format), &format);
+                    let batch = numeric_binary(batch, &format);
                     encode_recordbatch(encoder_fields.clone(), batch)
                 }
                 Err(e) => Box::new(std::iter::once(Err(pg_error(&Error::DataFusion(e))))),
@@ -189,8 +240,9 @@ pub fn copy_out(
         .map(move |batch| {
             let fields = &row_fields;
             let batch = batch.map_err(|e| pg_error(&Error::DataFusion(e)))?;
+            numbers_in_range(&batch).map_err(|e| pg_error(&e))?;
             let batch = match binary {
-                true => temporal_binary(batch, &wire_format),
+                true => numeric_binary(temporal_binary(batch, &wire_format), &wire_format),
                 false => postgres_text(batch, &wire_format),
             };
             let mut messages = Vec::with_capacity(batch.num_rows());
@@ -341,9 +393,19 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
                     continue;
                 };
                 let micros = micros.as_primitive::<TimestampMicrosecondType>();
+                // `infinity` in another unit (a literal's nanoseconds) is still the extreme.
+                let extreme = |i: usize| match column.data_type() {
+                    ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
+                        let nanos =
+                            column.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+                        Some(nanos.value(i)).filter(|v| *v == i64::MAX || *v == i64::MIN)
+                    }
+                    _ => None,
+                };
                 micros
                     .iter()
-                    .map(|v| v.map(|v| format_timestamp(v, suffix)))
+                    .enumerate()
+                    .map(|(i, v)| v.map(|v| format_timestamp(extreme(i).unwrap_or(v), suffix)))
                     .collect::<StringArray>()
             }
             ArrowType::Date32 => {
@@ -358,17 +420,10 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
                 let values = column.as_primitive::<Float32Type>();
                 values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
             }
-            // Arrow prints every digit; the encoder's own path goes through a 28-digit decimal
-            // and fails on larger numbers (`numeric` holds 38).
-            ArrowType::Decimal128(precision, scale) => {
-                let Ok(text) = arrow::compute::cast(column, &ArrowType::Utf8) else { continue };
-                let text = text.as_string::<i32>();
-                match (*precision, *scale) == crate::types::DEFAULT_NUMERIC {
-                    // An unconstrained `numeric`: Postgres prints a value's own digits, not the
-                    // column's scale (`3.14`, not `3.1400000000`).
-                    true => text.iter().map(|v| v.map(trim_fraction_zeros)).collect(),
-                    false => text.clone(),
-                }
+            // Every digit (the encoder's own path goes through a 28-digit decimal), special
+            // values as words, an unconstrained numeric's values with their own digits.
+            ArrowType::Decimal128(..) | ArrowType::Decimal256(..) => {
+                crate::numeric::texts(column.as_ref())
             }
             _ => continue,
         };
@@ -386,15 +441,6 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()).with_nullable(true))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
-}
-
-/// `digits` without the trailing zeros of its fraction (and without the point, when nothing of
-/// the fraction is left).
-fn trim_fraction_zeros(digits: &str) -> &str {
-    if !digits.contains('.') {
-        return digits;
-    }
-    digits.trim_end_matches('0').trim_end_matches('.')
 }
 
 /// A float as Postgres prints it: the shortest digits that read back as the same `f32` or
@@ -629,6 +675,7 @@ pub fn tag(tag: &CommandTag) -> Tag {
 pub fn parameter_type(ty: Option<&arrow::datatypes::DataType>) -> Type {
     match ty {
         Some(arrow::datatypes::DataType::UInt32) => Type::OID,
+        Some(arrow::datatypes::DataType::Decimal256(..)) => Type::NUMERIC,
         Some(t) if crate::frontend::params::is_oid_array(t) => Type::OID_ARRAY,
         _ => ty.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok()).unwrap_or(Type::UNKNOWN),
     }
@@ -661,12 +708,31 @@ mod tests {
     }
 
     #[test]
-    fn unconstrained_numerics_print_their_own_digits() {
-        let cases = [("3.1400000000", "3.14"), ("-12.0000000000", "-12"), ("100", "100")];
-        for (column, shown) in cases {
-            assert_eq!(trim_fraction_zeros(column), shown);
-        }
-        assert_eq!(trim_fraction_zeros("0.0000000000"), "0");
+    fn numerics_print_like_postgres() {
+        use arrow::array::{Decimal128Array, Decimal256Array};
+        use arrow::datatypes::i256;
+        let (p, s) = crate::types::DEFAULT_NUMERIC;
+        let text_of = |array: arrow::array::ArrayRef| {
+            let batch = RecordBatch::try_from_iter([("n", array)]).unwrap();
+            let batch = postgres_text(batch, &Format::UnifiedText);
+            let text = batch.column(0).as_string::<i32>().clone();
+            text.iter().map(|v| v.unwrap_or("NULL").to_owned()).collect::<Vec<_>>()
+        };
+        let wide = |v: &str| i256::from_string(v).unwrap();
+        let unconstrained = Decimal256Array::from(vec![
+            Some(wide("314000000000000000000")),
+            Some(wide("-1200000000000000000000")),
+            Some(i256::ZERO),
+            None,
+            Some(crate::numeric::Special::NaN.as_i256()),
+            Some(wide(&"9".repeat(76))),
+        ])
+        .with_precision_and_scale(p, s)
+        .unwrap();
+        let nines = format!("{}.{}", "9".repeat(56), "9".repeat(20));
+        assert_eq!(text_of(Arc::new(unconstrained)), ["3.14", "-12", "0", "NULL", "NaN", &nines]);
+        let money = Decimal128Array::from(vec![150, -5]).with_precision_and_scale(10, 2).unwrap();
+        assert_eq!(text_of(Arc::new(money)), ["1.50", "-0.05"]);
     }
 
     #[test]

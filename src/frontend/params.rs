@@ -252,9 +252,22 @@ pub fn substitute(
     let mut inferred: Vec<Option<&ArrowType>> =
         prepared.param_types.iter().map(Option::as_ref).collect();
     inferred.resize(count, None);
-    let readable = readable_parameters(portal, &inferred);
+    let original = portal;
+    let numeric: Vec<bool> = (0..count).map(|i| is_numeric(portal, &inferred, i)).collect();
+    let infinite: Vec<Option<&str>> =
+        (0..count).map(|i| infinite_temporal(portal, inferred[i], i)).collect();
+    let own: Vec<bool> = numeric.iter().zip(&infinite).map(|(n, i)| *n || i.is_some()).collect();
+    // Numerics and infinite dates and timestamps are read below, from the original bytes; the
+    // library reads them as NULL.
+    let narrow = ArrowType::Decimal128(38, 0);
+    let library_types: Vec<Option<&ArrowType>> = inferred
+        .iter()
+        .zip(&numeric)
+        .map(|(t, &numeric)| if numeric { Some(&narrow) } else { *t })
+        .collect();
+    let readable = readable_parameters(portal, &inferred, &own);
     let portal = readable.as_ref().unwrap_or(portal);
-    let values = match arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)? {
+    let values = match arrow_pg::datatypes::df::deserialize_parameters(portal, &library_types)? {
         datafusion::common::ParamValues::List(values) => values,
         datafusion::common::ParamValues::Map(_) => {
             return Err(pg_error(&Error::Unsupported("named parameters".into())));
@@ -268,20 +281,25 @@ pub fn substitute(
     // NUMERIC values are read here, as text: the library's path goes through a 28-digit
     // decimal that silently drops digits when it rescales a larger value to the column's scale.
     for (i, literal) in literals.iter_mut().enumerate() {
-        let hinted = portal.statement.parameter_types.get(i).cloned().flatten();
-        let numeric = match (&hinted, inferred[i]) {
-            (Some(ty), _) => *ty == pgwire::api::Type::NUMERIC,
-            (None, Some(ty)) => matches!(ty, ArrowType::Decimal128(..) | ArrowType::Decimal256(..)),
-            (None, None) => false,
+        if let Some(infinite) = infinite[i] {
+            *literal = ast::Expr::Value(ast::Value::SingleQuotedString(infinite.into()).into());
+            continue;
+        }
+        let Some(Some(bytes)) = original.parameters.get(i).filter(|_| numeric[i]) else {
+            continue;
         };
-        let Some(Some(bytes)) = portal.parameters.get(i).filter(|_| numeric) else { continue };
-        let text = match portal.parameter_format.is_binary(i) {
+        let text = match original.parameter_format.is_binary(i) {
             true => numeric_text(bytes).map_err(|e| pg_error(&e))?,
             false => String::from_utf8_lossy(bytes).into_owned(),
         };
         let ty = match inferred[i] {
-            Some(ArrowType::Decimal128(p, s)) => format!("NUMERIC({p},{s})"),
-            _ => "NUMERIC".to_owned(),
+            Some(ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s)) => {
+                format!("NUMERIC({p},{s})")
+            }
+            _ => {
+                let (p, s) = crate::types::DEFAULT_NUMERIC;
+                format!("NUMERIC({p},{s})")
+            }
         };
         let sql = format!("CAST('{}' AS {ty})", text.replace('\'', "''"));
         *literal = Parser::new(&SluiceDialect::for_sql(&sql))
@@ -307,6 +325,7 @@ pub fn substitute(
 fn readable_parameters(
     portal: &Portal<Prepared>,
     inferred: &[Option<&ArrowType>],
+    numeric: &[bool],
 ) -> Option<Portal<Prepared>> {
     use pgwire::api::Type;
     let types = &portal.statement.parameter_types;
@@ -320,7 +339,7 @@ fn readable_parameters(
             }
     };
     let oid_arrays: Vec<usize> = (0..count).filter(|&i| oid_array(i)).collect();
-    if !types.iter().any(is_json) && oid_arrays.is_empty() {
+    if !types.iter().any(is_json) && oid_arrays.is_empty() && !numeric.contains(&true) {
         return None;
     }
     let mut text = Portal::default();
@@ -348,6 +367,11 @@ fn readable_parameters(
             *bytes = bytes::Bytes::from(patched);
         }
     }
+    for (i, _) in numeric.iter().enumerate().filter(|(_, n)| **n) {
+        if let Some(value) = text.parameters.get_mut(i) {
+            *value = None;
+        }
+    }
     let mut types: Vec<Option<Type>> =
         types.iter().map(|t| if is_json(t) { Some(Type::TEXT) } else { t.clone() }).collect();
     types.resize(count, None);
@@ -361,6 +385,55 @@ fn readable_parameters(
         types,
     ));
     Some(text)
+}
+
+/// Whether parameter `i` is a numeric, which Sluice reads itself from its text or binary
+/// form (the library reads numerics through a 28-digit decimal without `NaN`): the client
+/// says so, or the statement's planning inferred a numeric.
+fn is_numeric(portal: &Portal<Prepared>, inferred: &[Option<&ArrowType>], i: usize) -> bool {
+    match (portal.statement.parameter_types.get(i).cloned().flatten(), inferred[i]) {
+        (Some(ty), _) => ty == pgwire::api::Type::NUMERIC,
+        (None, Some(ty)) => matches!(ty, ArrowType::Decimal128(..) | ArrowType::Decimal256(..)),
+        (None, None) => false,
+    }
+}
+
+/// `infinity` or `-infinity` when parameter `i` is a date or timestamp in binary form holding
+/// one (the extremes of its integer, as Postgres and asyncpg write them; the library's date
+/// types cannot hold them).
+fn infinite_temporal(
+    portal: &Portal<Prepared>,
+    inferred: Option<&ArrowType>,
+    i: usize,
+) -> Option<&'static str> {
+    use pgwire::api::Type;
+    let ty = match (portal.statement.parameter_types.get(i).cloned().flatten(), inferred) {
+        (Some(ty), _) => ty,
+        (None, Some(ArrowType::Date32)) => Type::DATE,
+        (None, Some(ArrowType::Timestamp(_, None))) => Type::TIMESTAMP,
+        (None, Some(ArrowType::Timestamp(_, Some(_)))) => Type::TIMESTAMPTZ,
+        (None, _) => return None,
+    };
+    let bytes = portal.parameters.get(i)?.as_ref()?;
+    if !portal.parameter_format.is_binary(i) {
+        return None;
+    }
+    let positive = match (ty, bytes.len()) {
+        (t, 4) if t == Type::DATE => match i32::from_be_bytes(bytes[..4].try_into().ok()?) {
+            i32::MAX => true,
+            i32::MIN => false,
+            _ => return None,
+        },
+        (t, 8) if t == Type::TIMESTAMP || t == Type::TIMESTAMPTZ => {
+            match i64::from_be_bytes(bytes[..8].try_into().ok()?) {
+                i64::MAX => true,
+                i64::MIN => false,
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some(if positive { "infinity" } else { "-infinity" })
 }
 
 /// Whether a parameter's Arrow type stands for `oid[]` (see [`cast_type`]).
@@ -437,7 +510,7 @@ fn literal(value: &ScalarValue) -> Result<ast::Expr> {
         ScalarValue::Float64(Some(_)) => {
             format!("CAST({} AS DOUBLE PRECISION)", quoted(&value.to_string()))
         }
-        ScalarValue::Decimal128(Some(_), p, s) => {
+        ScalarValue::Decimal128(Some(_), p, s) | ScalarValue::Decimal256(Some(_), p, s) => {
             format!("CAST({} AS NUMERIC({p},{s}))", quoted(&value.to_string()))
         }
         ScalarValue::Date32(Some(_)) => format!("CAST({} AS DATE)", quoted(&value.to_string())),

@@ -17,12 +17,16 @@
 //!   `rint` does;
 //! - text cast to `bytea` reads `\x` hex as Postgres does (`'\x00ff'::bytea` is two bytes)
 //!   instead of taking the text's bytes: it is a call of `sql::functions::bytea_in_udf`;
+//! - a `numeric` cast to text, a float or another numeric keeps `NaN` and the infinities and
+//!   prints the value's digits: it is a call of `sql::functions::NumericCast`;
+//! - `'infinity'` and `'-infinity'` cast to a date or timestamp are the values that stand for
+//!   them (Arrow's cast does not read the words);
 //! - `length(bytea)` counts bytes (type coercion had cast the bytes to text, which fails on
 //!   anything but UTF-8): it is `octet_length`.
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::datatypes::{DataType, FieldRef, TimeUnit};
 use datafusion::common::DFSchema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -32,8 +36,9 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
+use datafusion::scalar::ScalarValue;
 
-use crate::sql::functions::{OctetLength, bytea_in_udf, round_half_even_udf};
+use crate::sql::functions::{NumericCast, OctetLength, bytea_in_udf, round_half_even_udf};
 use crate::types::rounding_scale;
 
 /// The analyzer rule described in the module docs; runs after DataFusion's type coercion.
@@ -99,6 +104,18 @@ impl PostgresCasts {
             let rounded = Box::new(Expr::ScalarFunction(call));
             return Transformed::yes(Expr::Cast(Cast::new_from_field(rounded, field)));
         }
+        if let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = expr.as_ref()
+            && let Some(infinite) = infinite_literal(text, field.data_type())
+        {
+            return Transformed::yes(Expr::Literal(infinite, None));
+        }
+        if let Some(from) = &from
+            && NumericCast::applies(from, field.data_type())
+        {
+            let cast = ScalarUDF::from(NumericCast::new(field.data_type().clone()));
+            let call = ScalarFunction::new_udf(Arc::new(cast), vec![*expr]);
+            return Transformed::yes(Expr::ScalarFunction(call));
+        }
         if from == Some(DataType::Utf8) && field.data_type() == &DataType::Binary {
             let call = ScalarFunction::new_udf(Arc::clone(&self.bytea_in), vec![*expr]);
             return Transformed::yes(Expr::ScalarFunction(call));
@@ -119,6 +136,27 @@ impl PostgresCasts {
         }
         Transformed::no(Expr::ScalarFunction(call))
     }
+}
+
+/// `'infinity'` or `'-infinity'` cast to a date or timestamp: the extreme value that stands for
+/// it (see [`crate::types::infinite_date`]); Arrow's cast does not read the words.
+fn infinite_literal(text: &str, to: &DataType) -> Option<ScalarValue> {
+    let positive = match text.trim().to_ascii_lowercase().as_str() {
+        "infinity" | "+infinity" => true,
+        "-infinity" => false,
+        _ => return None,
+    };
+    let micros = Some(crate::types::infinite_timestamp(positive));
+    Some(match to {
+        DataType::Date32 => ScalarValue::Date32(Some(crate::types::infinite_date(positive))),
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            ScalarValue::TimestampMicrosecond(micros, tz.clone())
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+            ScalarValue::TimestampNanosecond(micros, tz.clone())
+        }
+        _ => return None,
+    })
 }
 
 impl AnalyzerRule for PostgresCasts {

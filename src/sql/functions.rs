@@ -13,6 +13,12 @@
 //!
 //! [`OctetLength`]: `octet_length` of text or `bytea` (DataFusion's took text only), which is
 //! also what `length(bytea)` is, as in Postgres.
+//!
+//! [`NumericCast`]: a numeric cast to text, a float or another numeric as Postgres casts it:
+//! `NaN` and the infinities stay themselves (see [`crate::numeric`]; Arrow's cast took them for
+//! the large numbers that stand for them), and text has the value's digits (`1.5`, not the
+//! unconstrained numeric's `1.50000000000000000000`); text cast to a numeric reads `NaN` and
+//! `Infinity` (`WHERE x = 'NaN'`).
 
 use std::sync::Arc;
 
@@ -319,6 +325,88 @@ impl ScalarUDFImpl for OctetLength {
             ColumnarValue::Scalar(scalar) => {
                 let lengths = length(&scalar.to_array()?)?;
                 Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&lengths, 0)?))
+            }
+        }
+    }
+}
+
+/// A numeric cast to text, a float or another numeric, or text cast to a numeric (see the
+/// module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct NumericCast {
+    signature: Signature,
+    to: DataType,
+}
+
+impl NumericCast {
+    /// The cast of a numeric to `to`.
+    pub fn new(to: DataType) -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable), to }
+    }
+
+    /// Whether a cast from `from` to `to` is one of these.
+    pub fn applies(from: &DataType, to: &DataType) -> bool {
+        let numeric =
+            |t: &DataType| matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..));
+        let to_text_or_float = matches!(to, DataType::Utf8 | DataType::Float32 | DataType::Float64);
+        from != to
+            && ((numeric(from) && (numeric(to) || to_text_or_float))
+                || (from == &DataType::Utf8 && numeric(to)))
+    }
+
+    fn cast(
+        &self,
+        array: &arrow::array::ArrayRef,
+    ) -> datafusion::error::Result<arrow::array::ArrayRef> {
+        use crate::numeric::{Special, has_special, values};
+        let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
+        match &self.to {
+            DataType::Utf8 => Ok(Arc::new(crate::numeric::texts(array.as_ref()))),
+            DataType::Float32 | DataType::Float64 if has_special(array.as_ref()) => {
+                let special = values(array.as_ref()).into_iter().map(|v| {
+                    v.and_then(Special::of_i256).map(|s| match s {
+                        Special::NaN => f64::NAN,
+                        Special::Infinity => f64::INFINITY,
+                        Special::NegInfinity => f64::NEG_INFINITY,
+                    })
+                });
+                let numbers = arrow::compute::cast(array, &DataType::Float64)?;
+                let numbers = numbers.as_primitive::<arrow::datatypes::Float64Type>();
+                let floats: arrow::array::Float64Array =
+                    numbers.iter().zip(special).map(|(n, s)| s.or(n)).collect();
+                Ok(arrow::compute::cast(&floats, &self.to)?)
+            }
+            DataType::Float32 | DataType::Float64 => Ok(arrow::compute::cast(array, &self.to)?),
+            to => {
+                let target = crate::types::DataType::from_arrow(to).map_err(external)?;
+                cast_to(array, target, CastMode::Strict).map_err(external)
+            }
+        }
+    }
+}
+
+impl ScalarUDFImpl for NumericCast {
+    fn name(&self) -> &str {
+        "sluice_numeric_cast"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(self.to.clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        match &args.args[0] {
+            ColumnarValue::Array(array) => Ok(ColumnarValue::Array(self.cast(array)?)),
+            ColumnarValue::Scalar(scalar) => {
+                let cast = self.cast(&scalar.to_array()?)?;
+                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?))
             }
         }
     }

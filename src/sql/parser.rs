@@ -112,6 +112,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
             expand_exponent_literals(stmt);
+            unconstrained_numeric_casts(stmt);
             array_subqueries(stmt);
             let _ = ast::VisitMut::visit(stmt.as_mut(), &mut QualifiedUnnest);
             catalog_scalar_subqueries(stmt);
@@ -604,7 +605,7 @@ fn name_user_functions(statement: &mut ast::Statement) {
 /// `0.0025`). Postgres reads them as exact `numeric`; DataFusion would read them as decimals
 /// of negative scale (`1e10` as `Decimal128(1, -10)`), which compare and convert wrongly
 /// (`1e10 = 1e10` was false, `1e15::float8` was `999999999999999.9`). Literals too long to
-/// write out within a numeric's 38 digits become doubles.
+/// write out within a numeric's 76 digits become doubles.
 fn expand_exponent_literals(statement: &mut ast::Statement) {
     use std::ops::ControlFlow;
 
@@ -618,7 +619,7 @@ fn expand_exponent_literals(statement: &mut ast::Statement) {
         }
         match without_exponent(text) {
             Some(plain) => *text = plain,
-            // Beyond a numeric's 38 digits (`1e300`): a double, which holds it; Postgres's
+            // Beyond a numeric's 76 digits (`1e300`): a double, which holds it; Postgres's
             // numeric would hold it exactly, Sluice's cannot.
             None => {
                 let literal = ast::Value::SingleQuotedString(text.clone());
@@ -635,8 +636,27 @@ fn expand_exponent_literals(statement: &mut ast::Statement) {
     });
 }
 
+/// Casts to `numeric` without a precision cast to Sluice's unconstrained numeric
+/// ([`crate::types::DEFAULT_NUMERIC`], 76 digits), as a column declared `numeric` holds, rather
+/// than DataFusion's 38 digits.
+fn unconstrained_numeric_casts(statement: &mut ast::Statement) {
+    use std::ops::ControlFlow;
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if let ast::Expr::Cast { data_type, .. } = expr
+            && let ast::DataType::Numeric(info)
+            | ast::DataType::Decimal(info)
+            | ast::DataType::Dec(info) = data_type
+            && *info == ast::ExactNumberInfo::None
+        {
+            let (precision, scale) = crate::types::DEFAULT_NUMERIC;
+            *info = ast::ExactNumberInfo::PrecisionAndScale(precision as u64, scale as i64);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 /// `text` (a number literal) written without its exponent, if it has one and the result has
-/// at most 38 digits.
+/// at most 76 digits.
 fn without_exponent(text: &str) -> Option<String> {
     let (mantissa, exponent) = text.split_once(['e', 'E'])?;
     let exponent: i64 = exponent.parse().ok()?;
@@ -660,7 +680,7 @@ fn without_exponent(text: &str) -> Option<String> {
         format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
     };
     let significant = written.bytes().filter(u8::is_ascii_digit).count();
-    (significant <= 38).then_some(written)
+    (significant <= crate::numeric::MAX_PRECISION as usize).then_some(written)
 }
 
 /// The deepest bracket nesting that the compatibility parser re-parses. It parses with the plain

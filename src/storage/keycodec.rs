@@ -6,8 +6,8 @@
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, StringArray};
 use arrow::datatypes::{
-    DataType as ArrowType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type,
-    Int32Type, Int64Type, TimestampMicrosecondType,
+    DataType as ArrowType, Date32Type, Decimal128Type, Decimal256Type, Float32Type, Float64Type,
+    Int16Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
 use memcomparable::Serializer;
 use serde::Serialize;
@@ -107,6 +107,14 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
         ArrowType::Decimal128(_, _) => {
             encode_with(column.as_primitive::<Decimal128Type>(), out, |a, i| a.value(i))
         }
+        // Big-endian two's complement with the sign bit flipped, as memcomparable writes i128.
+        ArrowType::Decimal256(_, _) => {
+            encode_with(column.as_primitive::<Decimal256Type>(), out, |a, i| {
+                let mut bytes = a.value(i).to_be_bytes();
+                bytes[0] ^= 0x80;
+                bytes
+            })
+        }
         ArrowType::Date32 => {
             encode_with(column.as_primitive::<Date32Type>(), out, |a, i| a.value(i))
         }
@@ -176,6 +184,12 @@ impl<'a> KeyValues<'a> {
             DataType::Int64 | DataType::Timestamp | DataType::Timestamptz => {
                 let u = be(self.take(8)?) as u64 ^ (1 << 63);
                 out.extend_from_slice(&u.to_le_bytes());
+            }
+            DataType::Decimal { precision, .. } if precision > 38 => {
+                let mut bytes: Vec<u8> = self.take(32)?.to_vec();
+                bytes[0] ^= 0x80;
+                bytes.reverse();
+                out.extend_from_slice(&bytes);
             }
             DataType::Decimal { .. } => {
                 let u = be(self.take(16)?) ^ (1 << 127);

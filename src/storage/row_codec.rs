@@ -27,12 +27,12 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
-    Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    StringBuilder, TimestampMicrosecondBuilder,
+    Decimal128Builder, Decimal256Builder, Float32Builder, Float64Builder, Int16Builder,
+    Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
-    TimestampMicrosecondType,
+    Date32Type, Decimal128Type, Decimal256Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, TimestampMicrosecondType, i256,
 };
 
 use crate::error::{Error, Result};
@@ -140,6 +140,9 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
         A::Float64 => put_fixed(c, out, |i| c.as_primitive::<Float64Type>().value(i).to_le_bytes()),
         A::Decimal128(_, _) => {
             put_fixed(c, out, |i| c.as_primitive::<Decimal128Type>().value(i).to_le_bytes())
+        }
+        A::Decimal256(_, _) => {
+            put_fixed(c, out, |i| c.as_primitive::<Decimal256Type>().value(i).to_le_bytes())
         }
         A::Date32 => put_fixed(c, out, |i| c.as_primitive::<Date32Type>().value(i).to_le_bytes()),
         A::Timestamp(_, _) => put_fixed(c, out, |i| {
@@ -313,6 +316,7 @@ fn fixed_len(ty: DataType) -> Option<usize> {
         DataType::Int16 => 2,
         DataType::Int32 | DataType::Float32 | DataType::Date => 4,
         DataType::Int64 | DataType::Float64 | DataType::Timestamp | DataType::Timestamptz => 8,
+        DataType::Decimal { precision, .. } if precision > 38 => 32,
         DataType::Decimal { .. } => 16,
         DataType::Varchar | DataType::Jsonb | DataType::Bytea => return None,
     })
@@ -328,6 +332,7 @@ enum Builder {
     Float32(Float32Builder),
     Float64(Float64Builder),
     Decimal(Decimal128Builder),
+    Decimal256(Decimal256Builder),
     Text(StringBuilder),
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
@@ -343,6 +348,11 @@ impl Builder {
             DataType::Int64 => Builder::Int64(Int64Builder::with_capacity(capacity)),
             DataType::Float32 => Builder::Float32(Float32Builder::with_capacity(capacity)),
             DataType::Float64 => Builder::Float64(Float64Builder::with_capacity(capacity)),
+            DataType::Decimal { precision, scale } if precision > 38 => Builder::Decimal256(
+                Decimal256Builder::with_capacity(capacity)
+                    .with_precision_and_scale(precision, scale)
+                    .expect("catalog validated precision and scale"),
+            ),
             DataType::Decimal { precision, scale } => Builder::Decimal(
                 Decimal128Builder::with_capacity(capacity)
                     .with_precision_and_scale(precision, scale)
@@ -375,6 +385,7 @@ impl Builder {
             Builder::Float32(b) => b.append_option(payload.map(|p| f32::from_le_bytes(le(p)))),
             Builder::Float64(b) => b.append_option(payload.map(|p| f64::from_le_bytes(le(p)))),
             Builder::Decimal(b) => b.append_option(payload.map(|p| i128::from_le_bytes(le(p)))),
+            Builder::Decimal256(b) => b.append_option(payload.map(|p| i256::from_le_bytes(le(p)))),
             Builder::Date(b) => b.append_option(payload.map(|p| i32::from_le_bytes(le(p)))),
             Builder::Timestamp(b) => b.append_option(payload.map(|p| i64::from_le_bytes(le(p)))),
             Builder::Text(b) => b.append_option(
@@ -397,6 +408,7 @@ impl Builder {
             Builder::Float32(b) => Arc::new(b.finish()),
             Builder::Float64(b) => Arc::new(b.finish()),
             Builder::Decimal(b) => Arc::new(b.finish()),
+            Builder::Decimal256(b) => Arc::new(b.finish()),
             Builder::Text(b) => Arc::new(b.finish()),
             Builder::Date(b) => Arc::new(b.finish()),
             Builder::Timestamp(b) => Arc::new(b.finish()),
@@ -413,6 +425,7 @@ impl Builder {
             Builder::Float32(b) => b,
             Builder::Float64(b) => b,
             Builder::Decimal(b) => b,
+            Builder::Decimal256(b) => b,
             Builder::Text(b) => b,
             Builder::Date(b) => b,
             Builder::Timestamp(b) => b,
