@@ -174,6 +174,26 @@ pub fn check_range(column: &dyn Array) -> Result<()> {
     }
 }
 
+/// `column` with its special values as NULL, when it is a decimal column holding any: what a
+/// view's `sum` and `avg` add up (see docs/sql.md; Postgres's result would be `NaN` or an
+/// infinity, which Sluice's aggregates do not compute yet).
+pub fn specials_as_null(column: ArrayRef) -> ArrayRef {
+    if !has_special(column.as_ref()) {
+        return column;
+    }
+    let specials: Vec<Option<Special>> =
+        values(column.as_ref()).into_iter().map(|v| v.and_then(Special::of_i256)).collect();
+    tracing::warn!(
+        values = specials.iter().flatten().count(),
+        "a sum or average in a view leaves out numeric NaN and infinite values"
+    );
+    let nulls: NullBuffer =
+        specials.iter().enumerate().map(|(i, s)| s.is_none() && column.is_valid(i)).collect();
+    arrow::array::make_array(
+        column.to_data().into_builder().nulls(Some(nulls)).build().expect("same layout"),
+    )
+}
+
 /// A number's digits with the point `scale` digits from the right (`-0.05` for -5 at scale 2).
 pub fn number_text(v: i256, scale: i8) -> String {
     let negative = v < i256::ZERO;

@@ -39,6 +39,8 @@ pub enum ColType {
     Interval,
     Time,
     IntArray,
+    /// MariaDB `point`: Sluice holds a geometry as bytea, MySQL's stored form.
+    Point,
 }
 
 impl ColType {
@@ -97,12 +99,13 @@ impl ColType {
             ColType::Interval => "interval".into(),
             ColType::Time => "time".into(),
             ColType::IntArray => "int[]".into(),
+            ColType::Point => "point".into(),
         }
     }
 
     /// The types the MySQL matrix draws: what MariaDB has (no infinite dates, no arrays,
     /// intervals or inet; its floats and JSON print otherwise than Sluice's, so are left out).
-    pub const MYSQL: [ColType; 15] = [
+    pub const MYSQL: [ColType; 16] = [
         ColType::Int2,
         ColType::Int4,
         ColType::Int8,
@@ -118,6 +121,7 @@ impl ColType {
         ColType::Timestamptz,
         ColType::Bytea,
         ColType::Uuid,
+        ColType::Point,
     ];
 
     /// The MariaDB type of a [`Self::MYSQL`] type.
@@ -137,6 +141,7 @@ impl ColType {
             ColType::Timestamptz => "timestamp NULL".into(),
             ColType::Bytea => "varbinary(16)".into(),
             ColType::Uuid => "char(36)".into(),
+            ColType::Point => "point".into(),
             other => panic!("{other:?} is not in the MySQL space"),
         }
     }
@@ -145,7 +150,9 @@ impl ColType {
     pub fn mysql_select(self, name: &str) -> String {
         match self {
             ColType::Timestamptz => format!("CONCAT({name}, '+00') AS {name}"),
-            ColType::Bytea => format!("CONCAT('\\x', LOWER(HEX({name}))) AS {name}"),
+            ColType::Bytea | ColType::Point => {
+                format!("CONCAT('\\x', LOWER(HEX({name}))) AS {name}")
+            }
             _ => name.to_owned(),
         }
     }
@@ -173,6 +180,11 @@ impl ColType {
             ColType::Bytea => {
                 let n = rng.below(12) as usize;
                 format!("X'{}'", hex(rng, n))
+            }
+            ColType::Point => {
+                let x = rng.below(2_000_000) as f64 / 1000.0 - 1000.0;
+                let y = rng.below(2_000_000) as f64 / 1000.0 - 1000.0;
+                format!("ST_GeomFromText('POINT({x} {y})')")
             }
             other => other.value(rng),
         }
@@ -299,6 +311,7 @@ impl ColType {
                 format!("time '00:00' + {} * interval '1 microsecond'", rng.below(86_400_000_000))
             }
             ColType::IntArray => pick(rng, &["'{1,2,NULL}'", "'{}'", "'{{1,2},{3,4}}'", "'{-1}'"]),
+            ColType::Point => panic!("a Postgres point is not in the matrix"),
         }
     }
 }

@@ -693,6 +693,8 @@ fn value_text(value: &BinlogValue<'_>, column: &BinlogColumn) -> Option<String> 
                 .collect();
             members.join(",")
         }
+        // Geometry: its stored form (SRID, then WKB), as the snapshot reads it.
+        (MYSQL_TYPE_GEOMETRY, Value::Bytes(b)) => hex(b),
         // BINARY(n): the binlog drops trailing zero bytes, the snapshot reads all n.
         (MYSQL_TYPE_STRING, Value::Bytes(b)) if column.charset == BINARY_CHARSET => {
             let (hi, lo) = (column.meta.first().copied()?, column.meta.get(1).copied()?);

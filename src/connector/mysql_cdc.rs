@@ -376,9 +376,23 @@ pub fn map_type(data_type: &str, column_type: &str) -> DataType {
         ("binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob", _) => {
             DataType::Bytea
         }
+        // Geometry: bytea holding MySQL's stored form, a 4-byte SRID then the WKB.
+        (t, _) if GEOMETRY_TYPES.contains(&t) => DataType::Bytea,
         _ => DataType::Varchar,
     }
 }
+
+/// MySQL's spatial column types.
+const GEOMETRY_TYPES: [&str; 8] = [
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+];
 
 fn decimal(column_type: &str) -> DataType {
     let inner = column_type
@@ -407,6 +421,7 @@ fn column_text(table: &UpstreamTable, index: usize) -> String {
         "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
             format!("CONCAT('\\\\x', LOWER(HEX({column})))")
         }
+        t if GEOMETRY_TYPES.contains(&t) => format!("CONCAT('\\\\x', LOWER(HEX({column})))"),
         "timestamp" => format!("CONCAT({column}, '+00')"),
         "bit" => format!("CAST({column} AS UNSIGNED)"),
         // FLOAT prints 6 digits; the double it widens to exactly reads back as the same value.

@@ -477,7 +477,11 @@ impl Aggregation {
                 AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
                 _ => call.state_type(),
             };
-            let arg = cast(eval(call.arg.as_ref(), chunk.data())?, &target)?;
+            let mut arg = eval(call.arg.as_ref(), chunk.data())?;
+            if matches!(call.kind, AggKind::Sum | AggKind::Avg) {
+                arg = crate::numeric::specials_as_null(arg);
+            }
+            let arg = cast(arg, &target)?;
             let valid = validity(&arg);
             match (call.kind, arg.data_type()) {
                 (AggKind::Count, _) => {
