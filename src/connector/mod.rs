@@ -1,5 +1,7 @@
 //! Upstream connectors: the systems Sluice ingests changes from.
 
+/// What both upstreams share: upstream table descriptions and change rows.
+pub mod common;
 /// Reading a MySQL / MariaDB binlog: committed transactions as row changes.
 pub mod mysql_binlog;
 /// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages.

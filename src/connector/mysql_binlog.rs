@@ -1,4 +1,4 @@
-//! Reading a MySQL / MariaDB binlog as a replica: committed transactions as [`RowChange`]s.
+//! Reading a MySQL / MariaDB binlog as a replica: committed transactions as [`RowChange`](crate::connector::common::RowChange)s.
 //!
 //! [`BinlogReader`] registers with the source's `server.id` and streams the binlog from a
 //! position (a transaction boundary). Each transaction (`BEGIN` .. `XID`, or `COMMIT` for
@@ -29,12 +29,12 @@ use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Value};
 
+use crate::connector::common::RowChange;
 use crate::connector::mysql_cdc::{MySqlSourceConfig, master_status, upstream_error};
 use crate::connector::mysql_statements::{
     changes_rows, reshaped_tables, statement_logged, truncated_tables,
 };
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::RowChange;
 use crate::error::{Error, Result};
 
 /// The collation id of binary strings (BINARY, VARBINARY, BLOB).

@@ -23,8 +23,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Row, Value};
 
 use crate::catalog::ColumnCatalog;
+use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::SourceOptions;
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;

@@ -2,7 +2,7 @@
 //!
 //! Snapshot pages are queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`) read
 //! as binary `COPY` (see [`pg_copy`]). Changes are streamed from the logical replication slot
-//! by [`pg_replication`](crate::connector::pg_replication), as [`RowChange`]s.
+//! by [`pg_replication`](crate::connector::pg_replication), as [`RowChange`](crate::connector::common::RowChange)s.
 
 use arrow::array::Array;
 use futures::TryStreamExt;
@@ -10,6 +10,7 @@ use futures::TryStreamExt;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
+use crate::connector::common::UpstreamTable;
 use crate::connector::pg_copy::{self, Decoded, PageDecoder, Wire};
 use crate::connector::postgres_cdc::{quote_ident, upstream_error};
 use crate::connector::upstream::{SnapshotPage, upstream_text};
@@ -17,21 +18,7 @@ use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
 
-/// An upstream table: its columns (with Sluice types) and primary key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UpstreamTable {
-    /// Schema name.
-    pub schema: String,
-    /// Table name.
-    pub name: String,
-    /// Columns in upstream order.
-    pub columns: Vec<ColumnCatalog>,
-    /// Upstream Postgres type of each column, as `format_type` prints it.
-    pub upstream_types: Vec<String>,
-    /// Indices of the primary-key columns, in key order.
-    pub pk: Vec<usize>,
-}
-
+/// What Postgres needs of an upstream table.
 impl UpstreamTable {
     /// How a snapshot page carries each column (typed binary, or text).
     pub fn wires(&self) -> Vec<Wire> {
@@ -40,25 +27,6 @@ impl UpstreamTable {
             .zip(&self.upstream_types)
             .map(|(c, ty)| Wire::of(ty, c.data_type))
             .collect()
-    }
-
-    /// Sets the primary key from its column names, in key order; a table without one cannot
-    /// be followed.
-    pub fn set_key(&mut self, names: &[String]) -> Result<()> {
-        self.pk = names
-            .iter()
-            .map(|name| self.columns.iter().position(|c| &c.name == name))
-            .collect::<Option<_>>()
-            .ok_or_else(|| {
-                Error::Stream(format!("a key column of {} is not a column", self.name))
-            })?;
-        if self.pk.is_empty() {
-            let (schema, table) = (&self.schema, &self.name);
-            return Err(Error::InvalidStatement(format!(
-                "upstream table {schema}.{table} has no primary key; CDC needs one: ALTER TABLE {schema}.{table} ADD PRIMARY KEY (..)"
-            )));
-        }
-        Ok(())
     }
 
     /// `"schema"."name"`.
@@ -443,57 +411,6 @@ fn key_column(table: &UpstreamTable, index: usize) -> String {
         format!("{column} COLLATE \"C\"")
     } else {
         column
-    }
-}
-
-/// A change of one row, from a committed upstream transaction; or an upstream `TRUNCATE` of the
-/// table, which deletes every row ([`RowChange::truncate`]).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RowChange {
-    /// `schema.table` of the row (unquoted).
-    pub table: String,
-    /// True for deletes (the values then only need the key columns).
-    pub delete: bool,
-    /// The new row (or the old key, for a delete), each value as text; `None` is NULL.
-    pub values: Vec<Option<String>>,
-    /// Upstream columns an update left unchanged and did not send (TOASTed values): the stored
-    /// row has them.
-    pub unchanged: Vec<usize>,
-    /// The new row of an update that also sent the old row (its key changed, or the table has
-    /// `REPLICA IDENTITY FULL`): the old row is deleted first, so no stored row holds the
-    /// `unchanged` columns; they are read from the upstream.
-    pub replaces: bool,
-    /// The end LSN of the transaction's commit record: every change of the transaction has it.
-    pub lsn: u64,
-    /// The table was truncated: every row goes (`delete` is set, and there are no values).
-    pub truncate: bool,
-    /// Not a change but the table's columns as the upstream describes them from here on
-    /// (`values` holds their names): a Postgres `Relation` message, a MySQL table map of a
-    /// new layout. The CDC backfill checks them against the columns it reads.
-    pub relation: bool,
-}
-
-impl RowChange {
-    /// An upstream `TRUNCATE` of `table` (`schema.table`); the commit gives its LSN.
-    pub fn truncation(table: String) -> Self {
-        Self { table, delete: true, truncate: true, ..Self::default() }
-    }
-
-    /// `table` was reshaped by DDL the stream names (`statement`) rather than describes: a
-    /// relation whose first name is NULL, then the statement (see [`Self::relation`]).
-    pub fn reshaped(table: String, statement: &str) -> Self {
-        let values = vec![None, Some(statement.to_owned())];
-        Self { table, values, relation: true, ..Self::default() }
-    }
-
-    /// The columns (by name) of `table` from here on in the stream (see [`Self::relation`]).
-    pub fn relation(table: String, columns: Vec<String>) -> Self {
-        Self {
-            table,
-            values: columns.into_iter().map(Some).collect(),
-            relation: true,
-            ..Self::default()
-        }
     }
 }
 

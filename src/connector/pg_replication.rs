@@ -27,7 +27,7 @@ use pg_walstream::protocol::{LogicalReplicationMessage, LogicalReplicationParser
 use pg_walstream::{CancellationToken, PgReplicationConnection, ReplicationError};
 use tokio::sync::mpsc;
 
-use crate::connector::pg_reader::RowChange;
+use crate::connector::common::RowChange;
 use crate::connector::postgres_cdc::{PgSourceConfig, quote_ident};
 use crate::error::{Error, Result};
 

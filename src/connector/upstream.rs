@@ -20,10 +20,11 @@ use std::time::Duration;
 use arrow::array::{Array, ArrayRef, AsArray};
 
 use crate::catalog::Created;
+use crate::connector::common::UpstreamTable;
 use crate::connector::mysql_binlog;
 use crate::connector::mysql_cdc::{self, MySqlSourceConfig};
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::{self, UpstreamTable};
+use crate::connector::pg_reader;
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;

@@ -7,7 +7,8 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, StatePurpose,
     TableCatalog,
 };
-use crate::connector::pg_reader::{UpstreamTable, publish_table};
+use crate::connector::common::UpstreamTable;
+use crate::connector::pg_reader::publish_table;
 use crate::connector::upstream::SourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::{CommandTag, Engine, Output, Session};

@@ -22,10 +22,10 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::common::RowChange;
 use crate::connector::mysql_binlog::BinlogReader;
 use crate::connector::mysql_cdc::MySqlSourceConfig;
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::RowChange;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::storage::row_codec::RowDecoder;

@@ -32,7 +32,8 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{Epoch, TableCatalog};
-use crate::connector::pg_reader::{RowChange, durable_wal_end};
+use crate::connector::common::RowChange;
+use crate::connector::pg_reader::durable_wal_end;
 use crate::connector::pg_replication::{Batch, ChangeStream};
 use crate::connector::postgres_cdc::PgSourceConfig;
 use crate::error::{Error, Result};

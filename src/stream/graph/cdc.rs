@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableCatalog};
-use crate::connector::pg_reader::UpstreamTable;
+use crate::connector::common::UpstreamTable;
 use crate::connector::upstream::SourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::dispatch::Output;

@@ -57,8 +57,8 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 
 use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader::UpstreamTable;
 use crate::connector::upstream::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;

@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use crate::connector::pg_reader::UpstreamTable;
+use crate::connector::common::UpstreamTable;
 use crate::connector::upstream::UpstreamSession;
 use crate::error::{Error, Result};
 
