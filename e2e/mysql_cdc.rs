@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, ensure};
 use arrow::array::Array;
-use sluice::connector::mysql_cdc::{self, MySqlSourceConfig};
+use sluice::connector::mysql::{self, MySqlSourceConfig};
 use sluice::connector::offset::CdcOffset;
 use sluice::error::Error;
 use sluice::stream::executor::backfill::state::SplitRange;
@@ -88,7 +88,7 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     config.validate(&mut conn).await?;
 
     // Types.
-    let table = mysql_cdc::describe_table(&mut conn, "shop", "kinds").await?;
+    let table = mysql::describe_table(&mut conn, "shop", "kinds").await?;
     let types: Vec<DataType> = table.columns.iter().map(|c| c.data_type).collect();
     use DataType::*;
     let decimal = |precision, scale| Decimal { precision, scale };
@@ -121,7 +121,7 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
 
     // Pages of two rows, in key order, each with the binlog position of its snapshot.
     let all = SplitRange::default();
-    let (first, offset) = mysql_cdc::snapshot_page(&mut conn, &table, None, &all, 2).await?;
+    let (first, offset) = mysql::snapshot_page(&mut conn, &table, None, &all, 2).await?;
     ensure!(matches!(offset, CdcOffset::MySql { file_seq: 1, .. }), "{offset:?}");
     ensure!(offset > CdcOffset::mysql("binlog.000001", 4)?, "{offset:?}");
     ensure!(first[0].len() == 2);
@@ -149,28 +149,27 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     ensure!(row == expected.map(Some), "row 1 reads {row:?}");
     ensure!((1..first.len()).all(|c| first[c].is_null(1)), "row 2 is not all NULL");
     let cursor: Vec<Option<String>> = vec![Some(first[0].value(1).to_owned())];
-    let (rest, later) = mysql_cdc::snapshot_page(&mut conn, &table, Some(&cursor), &all, 2).await?;
+    let (rest, later) = mysql::snapshot_page(&mut conn, &table, Some(&cursor), &all, 2).await?;
     ensure!(rest[0].len() == 1 && rest[0].value(0) == "3", "after the cursor: {:?}", rest[0]);
     ensure!(later >= offset);
 
     // Integer keys 1..=3 split evenly between the lowest and highest; a split's pages stay in
     // its range.
-    let points = mysql_cdc::split_points(&mut conn, &table, 2).await?;
+    let points = mysql::split_points(&mut conn, &table, 2).await?;
     ensure!(points == ["2"], "split points {points:?}");
     let first_split = SplitRange { start: None, end: Some("2".into()) };
-    let (page, _) = mysql_cdc::snapshot_page(&mut conn, &table, None, &first_split, 10).await?;
+    let (page, _) = mysql::snapshot_page(&mut conn, &table, None, &first_split, 10).await?;
     ensure!(page[0].len() == 1 && page[0].value(0) == "1", "first split: {:?}", page[0]);
     let second_split = SplitRange { start: Some("2".into()), end: None };
-    let (page, _) = mysql_cdc::snapshot_page(&mut conn, &table, None, &second_split, 10).await?;
+    let (page, _) = mysql::snapshot_page(&mut conn, &table, None, &second_split, 10).await?;
     ensure!(page[0].len() == 2 && page[0].value(0) == "2", "second split: {:?}", page[0]);
 
     // String keys page by their bytes, as Sluice orders them, whatever the collation says.
-    let names = mysql_cdc::describe_table(&mut conn, "shop", "Names").await?;
+    let names = mysql::describe_table(&mut conn, "shop", "Names").await?;
     let mut keys = Vec::new();
     let mut cursor: Option<Vec<Option<String>>> = None;
     loop {
-        let (page, _) =
-            mysql_cdc::snapshot_page(&mut conn, &names, cursor.as_deref(), &all, 2).await?;
+        let (page, _) = mysql::snapshot_page(&mut conn, &names, cursor.as_deref(), &all, 2).await?;
         if page[0].is_empty() {
             break;
         }
@@ -180,9 +179,9 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     ensure!(keys == ["A", "B", "a", "b", "é"], "keys read {keys:?}");
 
     // Bad input: each says what to fix.
-    let described = mysql_cdc::describe_table(&mut conn, "shop", "no_key").await;
+    let described = mysql::describe_table(&mut conn, "shop", "no_key").await;
     ensure!(format!("{described:?}").contains("has no primary key"), "{described:?}");
-    let described = mysql_cdc::describe_table(&mut conn, "shop", "nowhere").await;
+    let described = mysql::describe_table(&mut conn, "shop", "nowhere").await;
     ensure!(matches!(described, Err(Error::UnknownRelation { .. })), "{described:?}");
     let wrong = source_config(upstream, &[("password", "nope")])?;
     ensure!(code(wrong.connect().await) == "28P01");
@@ -218,11 +217,11 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     );
 
     // A restart starts a new binlog file: positions keep their order across files.
-    let before = mysql_cdc::current_offset(&mut conn).await?;
+    let before = mysql::current_offset(&mut conn).await?;
     drop(conn);
     upstream.restart().await?;
     let mut conn = config.connect().await?;
-    let after = mysql_cdc::current_offset(&mut conn).await?;
+    let after = mysql::current_offset(&mut conn).await?;
     ensure!(after > before, "{after} is not after {before}");
     let count = upstream.rows("SELECT count(*) FROM shop.kinds").await?;
     ensure!(count == [[Some("3".to_owned())]], "{count:?}");
@@ -576,9 +575,9 @@ async fn types_scenario(
     // A binlog position purged while Sluice was down: a clear error, never a silent skip.
     server.kill9().await?;
     upstream.execute("INSERT INTO shop.pairs VALUES (9, 'z', 9)").await?;
-    let (file, _) = mysql_cdc::master_status(&mut upstream.connect().await?).await?;
+    let (file, _) = mysql::master_status(&mut upstream.connect().await?).await?;
     upstream.execute("FLUSH BINARY LOGS").await?;
-    let (newest, _) = mysql_cdc::master_status(&mut upstream.connect().await?).await?;
+    let (newest, _) = mysql::master_status(&mut upstream.connect().await?).await?;
     ensure!(newest != file);
     // The killed reader's dump thread still holds its file open, which PURGE would skip.
     for row in upstream
@@ -704,7 +703,7 @@ async fn failover_scenario(
 ) -> anyhow::Result<()> {
     // The replica's files are not the primary's: its first ones are gone.
     replica.execute("FLUSH BINARY LOGS; FLUSH BINARY LOGS; FLUSH BINARY LOGS").await?;
-    let (newest, _) = mysql_cdc::master_status(&mut replica.connect().await?).await?;
+    let (newest, _) = mysql::master_status(&mut replica.connect().await?).await?;
     crate::harness::retry_until(std::time::Duration::from_secs(30), || async {
         replica.execute(&format!("PURGE BINARY LOGS TO '{newest}'")).await?;
         let logs = replica.rows("SHOW BINARY LOGS").await?;
@@ -760,7 +759,7 @@ async fn failover_scenario(
             "UPDATE shop.items SET v = 7 WHERE id = 1; INSERT INTO shop.items VALUES (6000, 6)",
         )
         .await?;
-    let (file, _) = mysql_cdc::master_status(&mut replica.connect().await?).await?;
+    let (file, _) = mysql::master_status(&mut replica.connect().await?).await?;
     ensure!(file != "binlog.000001", "the replica's files look like the primary's: {file}");
 
     server.restart().await?;

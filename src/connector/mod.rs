@@ -1,25 +1,16 @@
 //! Upstream connectors: the systems Sluice ingests changes from.
+//!
+//! [`source`] is the interface both upstreams implement and [`common`] what they share; each
+//! upstream has its own folder ([`postgres`], [`mysql`]).
 
 /// What both upstreams share: upstream table descriptions and change rows.
 pub mod common;
-/// Reading a MySQL / MariaDB binlog: committed transactions as row changes.
-pub mod mysql_binlog;
-/// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages.
-pub mod mysql_cdc;
-/// What the binlog's statements (query events) say: truncates, reshaping DDL, row changes
-/// logged as statements.
-pub mod mysql_statements;
+/// A MySQL / MariaDB CDC source: options, connection, validation, snapshot pages; its binlog.
+pub mod mysql;
 /// Upstream positions (`CdcOffset`) and how progress tables store them.
 pub mod offset;
-/// Postgres snapshot pages in binary `COPY` format, decoded into Arrow arrays.
-pub mod pg_copy;
-/// Reading an upstream Postgres: table descriptions, snapshot pages, decoded changes.
-pub mod pg_reader;
-/// A Postgres source's change stream over a streaming replication connection.
-pub mod pg_replication;
-/// TLS to an upstream Postgres (`ssl.mode`, `ssl.root.cert`).
-pub mod pg_tls;
-/// A Postgres CDC source's options, connection, slot and publication.
-pub mod postgres_cdc;
+/// A Postgres CDC source: options, connection, slot and publication; its snapshot pages and
+/// change stream.
+pub mod postgres;
 /// The interface both upstreams implement: `SourceConfig` and `UpstreamSession`.
-pub mod upstream;
+pub mod source;

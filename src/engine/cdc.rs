@@ -8,8 +8,8 @@ use crate::catalog::{
     TableCatalog,
 };
 use crate::connector::common::UpstreamTable;
-use crate::connector::pg_reader::publish_table;
-use crate::connector::upstream::SourceConfig;
+use crate::connector::postgres::snapshot::publish_table;
+use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
@@ -54,7 +54,7 @@ impl Engine {
             (None, None) if !options.snapshot => 1,
             (None, None) => default_splits(reader.estimate_rows(&schema, &table).await?),
         };
-        if let (Some(pg), crate::connector::upstream::UpstreamSession::Postgres(client)) =
+        if let (Some(pg), crate::connector::source::UpstreamSession::Postgres(client)) =
             (config.postgres(), &reader)
         {
             publish_table(client, &pg.publication, source.created.publication, &upstream).await?;

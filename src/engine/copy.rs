@@ -113,15 +113,16 @@ pub(crate) fn parse(data: &[u8], width: usize, format: &CopyFormat) -> Result<Ve
 }
 
 /// The rows of a binary COPY stream as text columns (see
-/// [`text_columns`](crate::connector::pg_copy::text_columns)); malformed data is 22P04.
+/// [`text_columns`](crate::connector::postgres::copy::text_columns)); malformed data is 22P04.
 pub(crate) fn parse_binary(
     data: &[u8],
     types: &[crate::types::DataType],
 ) -> Result<Vec<RecordBatch>> {
-    let columns = crate::connector::pg_copy::text_columns(data, types).map_err(|e| match e {
-        Error::Upstream { message, .. } => Error::BadCopyData(message),
-        other => other,
-    })?;
+    let columns =
+        crate::connector::postgres::copy::text_columns(data, types).map_err(|e| match e {
+            Error::Upstream { message, .. } => Error::BadCopyData(message),
+            other => other,
+        })?;
     let fields: Vec<arrow::datatypes::Field> = (0..types.len())
         .map(|i| arrow::datatypes::Field::new(format!("c{i}"), ArrowType::Utf8, true))
         .collect();

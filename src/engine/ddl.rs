@@ -10,8 +10,8 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, SourceCatalog,
     TableCatalog,
 };
-use crate::connector::pg_reader::unpublish_table;
-use crate::connector::upstream::SourceConfig;
+use crate::connector::postgres::snapshot::unpublish_table;
+use crate::connector::source::SourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, StatePurpose, TableCatalog};
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
@@ -56,7 +56,7 @@ impl Engine {
     /// read.
     fn check_slot_is_free(&self, config: &SourceConfig) -> Result<()> {
         let Some(new) = config.postgres() else { return Ok(()) };
-        let place = |c: &crate::connector::postgres_cdc::PgSourceConfig| {
+        let place = |c: &crate::connector::postgres::PgSourceConfig| {
             (c.hostname.clone(), c.port, c.database.clone(), c.slot.clone())
         };
         for other in self.catalog.sources() {

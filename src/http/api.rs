@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::batch::system::vnode_ranges;
 use crate::catalog::{RelationKind, TableId, VirtualNode};
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 use crate::engine::Engine;
 use crate::metrics::{BACKFILL_STATUSES, BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;

@@ -256,11 +256,8 @@ pub fn initial(committed: u64) -> Message {
 
 /// A Postgres source configuration on `hostname:port` for tests that never (or only try to)
 /// connect.
-pub fn pg_source_config(
-    hostname: &str,
-    port: u16,
-) -> crate::connector::postgres_cdc::PgSourceConfig {
-    crate::connector::postgres_cdc::PgSourceConfig {
+pub fn pg_source_config(hostname: &str, port: u16) -> crate::connector::postgres::PgSourceConfig {
+    crate::connector::postgres::PgSourceConfig {
         hostname: hostname.into(),
         port,
         username: "u".into(),
@@ -270,8 +267,8 @@ pub fn pg_source_config(
         slot: "s".into(),
         publication: "p".into(),
         create_publication: false,
-        tls: crate::connector::pg_tls::TlsSettings {
-            mode: crate::connector::pg_tls::SslMode::Disable,
+        tls: crate::connector::postgres::tls::TlsSettings {
+            mode: crate::connector::postgres::tls::SslMode::Disable,
             root_cert: None,
         },
     }

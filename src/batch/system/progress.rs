@@ -10,7 +10,7 @@ use super::{
     timestamptz,
 };
 use crate::catalog::{StatePurpose, TableCatalog};
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 use crate::error::Result;
 use crate::stream::executor::backfill::state::{
     PersistedProgress, persisted_progress, persisted_splits,

@@ -6,7 +6,7 @@ use arrow::datatypes::DataType;
 
 use super::{BIGINT, INT, SystemRow, SystemSchema, VARCHAR, Value, text};
 use crate::catalog::{RelationKind, SourceCatalog, StatePurpose};
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 
 /// `rw_tables` and `rw_materialized_views`.
 pub struct RelationRow {

@@ -23,8 +23,8 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::common::RowChange;
-use crate::connector::mysql_binlog::BinlogReader;
-use crate::connector::mysql_cdc::MySqlSourceConfig;
+use crate::connector::mysql::MySqlSourceConfig;
+use crate::connector::mysql::binlog::BinlogReader;
 use crate::connector::offset::CdcOffset;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -134,7 +134,7 @@ enum Step {
     Barrier(Option<Barrier>),
     Flush,
     Retry,
-    Transaction(Result<crate::connector::mysql_binlog::Transaction>),
+    Transaction(Result<crate::connector::mysql::binlog::Transaction>),
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -215,7 +215,7 @@ impl Source {
     /// changes have gathered.
     fn on_transaction(
         &mut self,
-        transaction: Result<crate::connector::mysql_binlog::Transaction>,
+        transaction: Result<crate::connector::mysql::binlog::Transaction>,
     ) -> Result<Option<StreamChunk>> {
         let transaction = match transaction {
             Ok(transaction) => transaction,
@@ -295,7 +295,7 @@ impl Source {
 #[cfg(test)]
 mod tests {
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
-    use crate::connector::mysql_binlog::Transaction;
+    use crate::connector::mysql::binlog::Transaction;
     use crate::stream::barrier::BarrierManager;
     use crate::stream::test_utils::dedent;
     use crate::types::DataType;

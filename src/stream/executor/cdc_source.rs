@@ -33,9 +33,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::common::RowChange;
-use crate::connector::pg_reader::durable_wal_end;
-use crate::connector::pg_replication::{Batch, ChangeStream};
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::postgres::PgSourceConfig;
+use crate::connector::postgres::replication::{Batch, ChangeStream};
+use crate::connector::postgres::snapshot::durable_wal_end;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::storage::row_codec::RowDecoder;

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableCatalog};
 use crate::connector::common::UpstreamTable;
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
@@ -140,7 +140,7 @@ fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
 mod tests {
     use super::*;
     use crate::catalog::TableId;
-    use crate::connector::pg_copy::Wire;
+    use crate::connector::postgres::copy::Wire;
 
     #[test]
     fn upstream_columns_are_read_as_the_types_the_table_holds() {

@@ -9,7 +9,7 @@
 //! foreground `CREATE`, `WAIT`).
 //!
 //! Progress is rows read by the backfills over the upstream's row count: the key count of a
-//! Sluice upstream, the estimate of a CDC upstream ([`crate::connector::upstream::UpstreamSession::estimate_rows`]).
+//! Sluice upstream, the estimate of a CDC upstream ([`crate::connector::source::UpstreamSession::estimate_rows`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
-use crate::connector::upstream::SourceConfig;
+use crate::connector::source::SourceConfig;
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
@@ -496,7 +496,7 @@ fn count_keys(store: &Arc<Store>, table: &TableCatalog) -> Result<u64> {
     store.estimate_rows(&start, &end, EXACT_COUNT)
 }
 
-/// The row estimate of a CDC table's upstream table (see [`crate::connector::upstream::UpstreamSession::estimate_rows`]).
+/// The row estimate of a CDC table's upstream table (see [`crate::connector::source::UpstreamSession::estimate_rows`]).
 async fn count_upstream(catalog: &Catalog, cdc: &crate::catalog::CdcTableInfo) -> Result<u64> {
     let source = catalog
         .sources()

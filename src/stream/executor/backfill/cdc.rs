@@ -59,7 +59,7 @@ use tokio::sync::watch;
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
-use crate::connector::upstream::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
+use crate::connector::source::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};

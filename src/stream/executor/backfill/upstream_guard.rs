@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use crate::connector::common::UpstreamTable;
-use crate::connector::upstream::UpstreamSession;
+use crate::connector::source::UpstreamSession;
 use crate::error::{Error, Result};
 
 /// How often the upstream table's identity is checked.

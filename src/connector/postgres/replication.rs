@@ -28,7 +28,7 @@ use pg_walstream::{CancellationToken, PgReplicationConnection, ReplicationError}
 use tokio::sync::mpsc;
 
 use crate::connector::common::RowChange;
-use crate::connector::postgres_cdc::{PgSourceConfig, quote_ident};
+use crate::connector::postgres::{PgSourceConfig, quote_ident};
 use crate::error::{Error, Result};
 
 /// Batches waiting for the executor, at most; the task waits for room beyond them.
@@ -186,10 +186,8 @@ async fn wait_visible(client: &tokio_postgres::Client, xids: &[u32]) -> Result<(
     );
     let mut pause = Duration::from_micros(200);
     for _ in 0..200 {
-        let rows = client
-            .simple_query(&sql)
-            .await
-            .map_err(crate::connector::postgres_cdc::upstream_error)?;
+        let rows =
+            client.simple_query(&sql).await.map_err(crate::connector::postgres::upstream_error)?;
         let visible = rows.iter().any(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("true"),
             _ => false,

@@ -5,15 +5,24 @@
 //! the REPLICATION privilege) and creates the publication and the slot when they are absent;
 //! dropping it drops what it created, and nothing else.
 
+/// Postgres snapshot pages in binary `COPY` format, decoded into Arrow arrays.
+pub mod copy;
+/// A Postgres source's change stream over a streaming replication connection.
+pub mod replication;
+/// Reading an upstream Postgres: table descriptions, snapshot pages, publications.
+pub mod snapshot;
+/// TLS to an upstream Postgres (`ssl.mode`, `ssl.root.cert`).
+pub mod tls;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
-use crate::connector::pg_tls::{SslMode, TlsSettings};
+use crate::connector::postgres::tls::{SslMode, TlsSettings};
 
 use crate::catalog::Created;
-use crate::connector::upstream::SourceOptions;
+use crate::connector::source::SourceOptions;
 use crate::error::{Error, Result};
 
 /// Whether a connection failed in the TLS negotiation or handshake.

@@ -15,6 +15,12 @@
 //! read in UTC), so the same casts read them as read a Postgres upstream's; string keys compare
 //! and sort by their bytes, as Sluice's keys do.
 
+/// Reading a MySQL / MariaDB binlog: committed transactions as row changes.
+pub mod binlog;
+/// What the binlog's statements (query events) say: truncates, reshaping DDL, row changes
+/// logged as statements.
+pub mod statements;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -25,7 +31,7 @@ use mysql_async::{Conn, OptsBuilder, Row, Value};
 use crate::catalog::ColumnCatalog;
 use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
-use crate::connector::upstream::SourceOptions;
+use crate::connector::source::SourceOptions;
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
@@ -303,7 +309,7 @@ fn quote_literal(value: &str) -> String {
 /// Splits `database.table` (each part optionally back-quoted; names keep their case, as MySQL's
 /// do on Linux) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    crate::connector::upstream::split_two_parts(name, '`', false).ok_or_else(|| {
+    crate::connector::source::split_two_parts(name, '`', false).ok_or_else(|| {
         Error::InvalidStatement(format!(
             "the upstream table must be database-qualified, like 'shop.{name}'; got '{name}'"
         ))

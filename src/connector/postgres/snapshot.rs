@@ -1,8 +1,8 @@
 //! Reading a Postgres upstream: table descriptions, snapshot pages, and the change stream.
 //!
 //! Snapshot pages are queries in key order (`WHERE (pk) > (cursor) ORDER BY pk LIMIT n`) read
-//! as binary `COPY` (see [`pg_copy`]). Changes are streamed from the logical replication slot
-//! by [`pg_replication`](crate::connector::pg_replication), as [`RowChange`](crate::connector::common::RowChange)s.
+//! as binary `COPY` (see [`copy`](super::copy)). Changes are streamed from the logical replication slot
+//! by [`replication`](super::replication), as [`RowChange`](crate::connector::common::RowChange)s.
 
 use arrow::array::Array;
 use futures::TryStreamExt;
@@ -11,9 +11,9 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
 use crate::connector::common::UpstreamTable;
-use crate::connector::pg_copy::{self, Decoded, PageDecoder, Wire};
-use crate::connector::postgres_cdc::{quote_ident, upstream_error};
-use crate::connector::upstream::{SnapshotPage, upstream_text};
+use crate::connector::postgres::copy::{self, Decoded, PageDecoder, Wire};
+use crate::connector::postgres::{quote_ident, upstream_error};
+use crate::connector::source::{SnapshotPage, upstream_text};
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
@@ -37,7 +37,7 @@ impl UpstreamTable {
 
 /// Splits `schema.table` (each part optionally double-quoted) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    crate::connector::upstream::split_two_parts(name, '"', true).ok_or_else(|| {
+    crate::connector::source::split_two_parts(name, '"', true).ok_or_else(|| {
         Error::InvalidStatement(format!(
             "the upstream table must be schema-qualified, like 'public.{name}'; got '{name}'"
         ))
@@ -232,7 +232,7 @@ fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
 }
 
 /// One page of the snapshot: up to `limit` rows after `cursor` (a key, as text values) in
-/// `range`, in key order, as one array per upstream column (see [`pg_copy`] for their types),
+/// `range`, in key order, as one array per upstream column (see [`copy`](super::copy) for their types),
 /// and the last row's key as text.
 pub async fn snapshot_page(
     client: &Client,
@@ -289,7 +289,7 @@ pub async fn snapshot_page(
     // The cursor keeps every digit a numeric key was sent with: the column may round it.
     let key = table.pk.iter().map(|&i| match (&last_row[i], wires[i]) {
         (None, _) => Ok(None),
-        (Some(raw), Wire::Numeric { .. }) => pg_copy::numeric_text(raw).map(Some),
+        (Some(raw), Wire::Numeric { .. }) => copy::numeric_text(raw).map(Some),
         (Some(_), _) => upstream_text(&columns[i].slice(n - 1, 1)),
     });
     let last_key = Some(key.collect::<Result<_>>()?);

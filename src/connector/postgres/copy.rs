@@ -70,7 +70,7 @@ impl Wire {
     /// The format for an upstream column of type `upstream_type` (as `format_type` prints it)
     /// that Sluice holds as `data_type`.
     pub fn of(upstream_type: &str, data_type: DataType) -> Self {
-        let base = crate::connector::pg_reader::base_type(upstream_type);
+        let base = crate::connector::postgres::snapshot::base_type(upstream_type);
         match (base.as_str(), data_type) {
             ("boolean", DataType::Boolean) => Wire::Bool,
             ("smallint", DataType::Int16) => Wire::Int2,

@@ -7,7 +7,7 @@
 //! recorded position sees the next transaction whole again.
 //!
 //! Values are rendered as the text a snapshot page reads for the same stored value (see
-//! [`mysql_cdc`](super::mysql_cdc)), so a row read by the snapshot and the same row from the
+//! [`mysql`](super)), so a row read by the snapshot and the same row from the
 //! binlog are identical after the cast. Column types, signedness, names, charsets and the
 //! members of ENUM and SET come from each event's table map (`binlog_row_metadata = FULL`), not
 //! from a description taken earlier: a row follows the schema it was written with.
@@ -30,10 +30,10 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Value};
 
 use crate::connector::common::RowChange;
-use crate::connector::mysql_cdc::{MySqlSourceConfig, master_status, upstream_error};
-use crate::connector::mysql_statements::{
+use crate::connector::mysql::statements::{
     changes_rows, reshaped_tables, statement_logged, truncated_tables,
 };
+use crate::connector::mysql::{MySqlSourceConfig, master_status, upstream_error};
 use crate::connector::offset::CdcOffset;
 use crate::error::{Error, Result};
 

@@ -21,11 +21,11 @@ use arrow::array::{Array, ArrayRef, AsArray};
 
 use crate::catalog::Created;
 use crate::connector::common::UpstreamTable;
-use crate::connector::mysql_binlog;
-use crate::connector::mysql_cdc::{self, MySqlSourceConfig};
+use crate::connector::mysql::binlog;
+use crate::connector::mysql::{self, MySqlSourceConfig};
 use crate::connector::offset::CdcOffset;
-use crate::connector::pg_reader;
-use crate::connector::postgres_cdc::PgSourceConfig;
+use crate::connector::postgres::PgSourceConfig;
+use crate::connector::postgres::snapshot;
 use crate::error::{Error, Result};
 use crate::stream::executor::backfill::state::SplitRange;
 
@@ -101,7 +101,7 @@ impl SourceConfig {
     pub async fn start_position(&self) -> Result<Option<(u64, Option<String>)>> {
         match self {
             Self::Postgres(_) => Ok(None),
-            Self::MySql(config) => Ok(Some(mysql_binlog::current_position(config).await?)),
+            Self::MySql(config) => Ok(Some(binlog::current_position(config).await?)),
         }
     }
 
@@ -117,10 +117,10 @@ impl SourceConfig {
     /// name without its database is in the source's `database.name`.
     pub fn split_qualified(&self, name: &str) -> Result<(String, String)> {
         match self {
-            Self::Postgres(_) => pg_reader::split_qualified(name),
+            Self::Postgres(_) => snapshot::split_qualified(name),
             Self::MySql(config) => {
                 let (database, table) = match name.contains('.') {
-                    true => mysql_cdc::split_qualified(name)?,
+                    true => mysql::split_qualified(name)?,
                     false => (config.database.clone(), name.to_owned()),
                 };
                 if database != config.database {
@@ -151,7 +151,7 @@ impl SourceConfig {
             Self::Postgres(config) => config.slot_lag(timeout).await,
             Self::MySql(config) => {
                 let at = self.offset_at(position);
-                tokio::time::timeout(timeout, mysql_cdc::binlog_lag(config, at)).await.ok()?
+                tokio::time::timeout(timeout, mysql::binlog_lag(config, at)).await.ok()?
             }
         }
     }
@@ -256,8 +256,8 @@ impl UpstreamSession {
     /// The columns, types and primary key of `schema.table` (a MySQL database is its schema).
     pub async fn describe_table(&mut self, schema: &str, table: &str) -> Result<UpstreamTable> {
         match self {
-            Self::Postgres(client) => pg_reader::describe_table(client, schema, table).await,
-            Self::MySql(conn) => mysql_cdc::describe_table(conn, schema, table).await,
+            Self::Postgres(client) => snapshot::describe_table(client, schema, table).await,
+            Self::MySql(conn) => mysql::describe_table(conn, schema, table).await,
         }
     }
 
@@ -276,14 +276,13 @@ impl UpstreamSession {
                 // Pipelined on the one connection: requests run in the order they are first
                 // polled, so the position is read before the page's snapshot is taken.
                 let (low, page) = tokio::try_join!(
-                    pg_reader::current_lsn(client),
-                    pg_reader::snapshot_page(client, table, cursor, range, limit)
+                    snapshot::current_lsn(client),
+                    snapshot::snapshot_page(client, table, cursor, range, limit)
                 )?;
                 Ok((page, CdcOffset::Postgres { lsn: low }))
             }
             Self::MySql(conn) => {
-                let (page, low) =
-                    mysql_cdc::snapshot_page(conn, table, cursor, range, limit).await?;
+                let (page, low) = mysql::snapshot_page(conn, table, cursor, range, limit).await?;
                 let n = page.first().map_or(0, |c| c.len());
                 let last_key = (n > 0).then(|| {
                     let key = table.pk.iter().map(|&i| &page[i]);
@@ -304,10 +303,10 @@ impl UpstreamSession {
     ) -> Result<Vec<String>> {
         match self {
             Self::Postgres(client) => {
-                let estimate = pg_reader::estimate_rows(client, &table.schema, &table.name).await?;
-                pg_reader::split_points(client, table, splits, estimate).await
+                let estimate = snapshot::estimate_rows(client, &table.schema, &table.name).await?;
+                snapshot::split_points(client, table, splits, estimate).await
             }
-            Self::MySql(conn) => mysql_cdc::split_points(conn, table, splits).await,
+            Self::MySql(conn) => mysql::split_points(conn, table, splits).await,
         }
     }
 
@@ -315,8 +314,8 @@ impl UpstreamSession {
     /// MySQL: `TABLE_ROWS`), or counted when it has no estimate; it scales progress bars.
     pub async fn estimate_rows(&mut self, schema: &str, table: &str) -> Result<u64> {
         match self {
-            Self::Postgres(client) => pg_reader::estimate_rows(client, schema, table).await,
-            Self::MySql(conn) => mysql_cdc::estimate_rows(conn, schema, table).await,
+            Self::Postgres(client) => snapshot::estimate_rows(client, schema, table).await,
+            Self::MySql(conn) => mysql::estimate_rows(conn, schema, table).await,
         }
     }
 
@@ -325,8 +324,8 @@ impl UpstreamSession {
     /// whether it exists.
     pub async fn table_identity(&mut self, schema: &str, table: &str) -> Result<Option<String>> {
         match self {
-            Self::Postgres(client) => pg_reader::table_identity(client, schema, table).await,
-            Self::MySql(conn) => mysql_cdc::table_exists(conn, schema, table)
+            Self::Postgres(client) => snapshot::table_identity(client, schema, table).await,
+            Self::MySql(conn) => mysql::table_exists(conn, schema, table)
                 .await
                 .map(|exists| exists.then(|| "table".to_owned())),
         }
@@ -339,8 +338,8 @@ impl UpstreamSession {
         key: &[Option<String>],
     ) -> Result<Option<Vec<Option<String>>>> {
         match self {
-            Self::Postgres(client) => pg_reader::fetch_row(client, table, key).await,
-            Self::MySql(conn) => mysql_cdc::fetch_row(conn, table, key).await,
+            Self::Postgres(client) => snapshot::fetch_row(client, table, key).await,
+            Self::MySql(conn) => mysql::fetch_row(conn, table, key).await,
         }
     }
 }
