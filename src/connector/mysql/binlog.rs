@@ -110,6 +110,8 @@ pub struct BinlogReader {
     checksum: bool,
     /// The stream was asked for by GTID: its file is learnt from its first rotate event.
     by_gtid: bool,
+    /// The upstream is MariaDB (whose table maps give geometry columns a charset).
+    mariadb: bool,
     /// Part of the transaction being read has been returned already.
     parted: bool,
 }
@@ -146,6 +148,7 @@ impl BinlogReader {
             current_gtid: None,
             checksum: true,
             by_gtid: false,
+            mariadb: false,
             parted: false,
         }
     }
@@ -185,6 +188,7 @@ impl BinlogReader {
                 .map_err(upstream_error)?;
             let (version, checksum) = server.unwrap_or_default();
             let mariadb = version.contains("MariaDB");
+            self.mariadb = mariadb;
             self.checksum = !checksum.eq_ignore_ascii_case("NONE");
             if self.at.is_start() {
                 self.at = CdcOffset::mysql(&file, pos)?;
@@ -404,7 +408,7 @@ impl BinlogReader {
         if self.tables.contains_key(&map.table_id()) {
             return; // Ids are not reused for another layout: a DDL gives the table a new id.
         }
-        let (columns, pk) = table_columns(map);
+        let (columns, pk) = table_columns(map, self.mariadb);
         let name = format!("{}.{}", map.database_name(), map.table_name());
         // A table id is new for each layout: its rows have these columns from here on.
         let names: Option<Vec<String>> = columns.iter().map(|c| c.name.clone()).collect();
@@ -521,8 +525,12 @@ fn row_text(row: &BinlogRow, columns: &[BinlogColumn]) -> Vec<Option<String>> {
 }
 
 /// The columns of a table map (types, signedness, charsets, ENUM and SET members) and its
-/// primary key. The optional metadata lists are per class of column, in table order.
-fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usize>>) {
+/// primary key. The optional metadata lists are per class of column, in table order; MariaDB
+/// counts geometry columns (binary blobs to it) among the character ones, MySQL does not.
+fn table_columns(
+    map: &TableMapEvent<'_>,
+    mariadb: bool,
+) -> (Vec<BinlogColumn>, Option<Vec<usize>>) {
     let n = map.columns_count() as usize;
     let mut columns: Vec<BinlogColumn> = (0..n)
         .map(|i| BinlogColumn {
@@ -538,7 +546,12 @@ fn table_columns(map: &TableMapEvent<'_>) -> (Vec<BinlogColumn>, Option<Vec<usiz
         (0..n).filter(|&i| f(&columns[i].ty)).collect()
     };
     let numeric = class(ColumnType::is_numeric_type);
-    let character = class(ColumnType::is_character_type);
+    let character: Vec<usize> = (0..n)
+        .filter(|&i| {
+            let ty = columns[i].ty;
+            ty.is_character_type() || (mariadb && ty == ColumnType::MYSQL_TYPE_GEOMETRY)
+        })
+        .collect();
     let enum_or_set = class(ColumnType::is_enum_or_set_type);
     let enums = class(ColumnType::is_enum_type);
     let sets = class(ColumnType::is_set_type);
