@@ -14,7 +14,7 @@
 //!   [`stream::executor::backfill::state`];
 //! - system tables (`rw_catalog`): [`batch::system`];
 //! - CDC: the upstream side in [`connector`], the executors in
-//!   [`stream::executor::cdc_source`] and [`stream::executor::backfill::cdc`];
+//!   [`stream::executor::source`] and [`stream::executor::backfill::cdc`];
 //! - COPY formats: [`engine::copy`]; the checkpoint protocol: [`stream::barrier`].
 
 /// Batch queries: DataFusion table providers over committed state.

@@ -13,10 +13,6 @@
 
 /// The backfills (a view's stream scan, a CDC table's snapshot) and their progress state.
 pub mod backfill;
-/// A mysql-cdc source's shared change stream, read from the upstream's binlog.
-pub mod binlog_source;
-/// A postgres-cdc source's shared change stream, polled from the upstream's slot.
-pub mod cdc_source;
 /// A table's input: DML statements' chunks, each in the epoch it is sent in.
 pub mod dml;
 /// Keeps the rows a predicate holds for.
@@ -39,6 +35,8 @@ pub mod merge;
 pub mod project;
 /// Reads one upstream actor's channel.
 pub mod receiver;
+/// CDC sources: each upstream's one reader, the change rows they emit, their offsets.
+pub mod source;
 /// UNION ALL of several inputs, aligning barriers.
 pub mod union;
 

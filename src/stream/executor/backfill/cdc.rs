@@ -33,7 +33,7 @@
 //!
 //! What it emits are rows of the table's own columns and types: changes arrive as upstream
 //! text (the source's change rows are shared by all its tables, see
-//! [`cdc_source`](crate::stream::executor::cdc_source)), snapshot pages as text or already
+//! [`source`](crate::stream::executor::source)), snapshot pages as text or already
 //! typed (Postgres's binary pages), and both are cast column by column, by the same cast. Change chunks carry one more column, `_unchanged` ([`unchanged_field`]): per row,
 //! the table columns an update did not send (TOASTed values), which the upsert materialize keeps
 //! from the stored row. An update that replaces its row (a key change, or `REPLICA IDENTITY
@@ -71,8 +71,8 @@ use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
 use crate::stream::executor::backfill::upstream_guard::{IDENTITY_INTERVAL, UpstreamGuard};
-use crate::stream::executor::cdc_source::Changes;
 use crate::stream::executor::materialize::unchanged_field;
+use crate::stream::executor::source::change::Changes;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 use crate::types::{CastMode, cast_to};

@@ -2,7 +2,7 @@
 //!
 //! It streams the binlog from the position its state table records (the end of the last
 //! transaction it emitted), and emits the changes of every table of the source's database as
-//! rows of [`change_schema`](super::cdc_source::change_schema), whole transactions at a time,
+//! rows of [`change_schema`](super::change::change_schema), whole transactions at a time,
 //! in commit order: the same stream a Postgres source emits, so the CDC backfill and the table
 //! downstream do not know which upstream they read. Changes are gathered for a few milliseconds
 //! (or 4096 of them) into one chunk. On a checkpoint barrier it records the position of the last
@@ -32,7 +32,8 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
-use crate::stream::executor::cdc_source::changes_chunk;
+use crate::stream::executor::source::backoff::Backoff;
+use crate::stream::executor::source::change::changes_chunk;
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
@@ -93,7 +94,7 @@ impl Executor for BinlogSourceExecutor {
             let mut flush = tokio::time::interval(FLUSH_INTERVAL);
             flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                let retry_at = source.retry_at;
+                let retry_at = source.backoff.retry_at();
                 let step = tokio::select! {
                     biased;
                     barrier = barriers.recv() => Step::Barrier(barrier),
@@ -112,7 +113,7 @@ impl Executor for BinlogSourceExecutor {
                         yield Message::Barrier(barrier);
                     }
                     Step::Flush => yield Message::Chunk(source.flush()?),
-                    Step::Retry => source.retry_at = None,
+                    Step::Retry => source.backoff.retried(),
                     Step::Transaction(transaction) => {
                         if let Some(chunk) = source.on_transaction(transaction)? {
                             yield Message::Chunk(chunk);
@@ -158,8 +159,7 @@ struct Source {
     recorded: (u64, Option<String>),
     /// Changes emitted since the last checkpoint.
     unrecorded: usize,
-    retry_at: Option<Instant>,
-    backoff: Duration,
+    backoff: Backoff,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
 }
@@ -204,8 +204,7 @@ impl Source {
             emitted: recorded.clone(),
             recorded,
             unrecorded: 0,
-            retry_at: None,
-            backoff: Duration::from_millis(100),
+            backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
             barrier,
             metrics,
         })
@@ -220,20 +219,18 @@ impl Source {
         let transaction = match transaction {
             Ok(transaction) => transaction,
             Err(e @ (Error::Upstream { .. } | Error::Shutdown)) => {
+                let retry_in = self.backoff.failed(Instant::now());
                 tracing::warn!(source = %self.metrics.0, error = %e, at = %self.reader.position(),
-                    retry_in = ?self.backoff, "reading the upstream binlog failed");
+                    ?retry_in, "reading the upstream binlog failed");
                 self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
                 self.reader.reset();
-                self.retry_at = Some(Instant::now() + self.backoff);
-                self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
                 return Ok(None);
             }
             Err(e) => return Err(e),
         };
-        if self.backoff > Duration::from_millis(100) {
+        if self.backoff.succeeded() {
             self.metrics.1.cdc_error(&self.metrics.0, None);
         }
-        self.backoff = Duration::from_millis(100);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let behind = Duration::from_secs(now.saturating_sub(u64::from(transaction.committed_at)));
         let (source, metrics) = &self.metrics;
@@ -423,7 +420,7 @@ mod tests {
         let mut source = load(&store);
         let failure = Error::Upstream { code: "55000", message: "binlog purged".into() };
         assert!(source.on_transaction(Err(failure)).unwrap().is_none());
-        assert!(source.retry_at.is_some());
+        assert!(source.backoff.retry_at().is_some());
         let error = source.metrics.1.cdc_last_error("my");
         assert!(error.is_some_and(|e| e.contains("binlog purged")));
         source.on_transaction(Ok(transaction(&[], 300, "", true))).unwrap();

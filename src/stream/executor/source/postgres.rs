@@ -8,25 +8,14 @@
 //! or below it, so every change reaches the tables exactly once. Upstream failures are logged,
 //! shown in `rw_cdc_progress`, and the stream started again with backoff.
 //!
-//! A change row is `table | delete | lsn | values | unchanged | replaces | truncate |
-//! relation`: `values`
-//! is the row as Postgres prints it, a list of text (one item per upstream column, NULL for
-//! NULL or not sent), and `unchanged` the list of upstream column indices the change did not
-//! send. An upstream `TRUNCATE` is a row of its own, with `truncate` set and no values, and so
-//! is the description of a table's columns (`relation` set, their names as `values`). The
-//! stream is shared by every CDC table of the source, tables of different columns and types,
-//! so the values stay text here: each table's backfill picks its rows by `table` and casts them
-//! to its own column types ([`Changes`] reads the columns back, typed).
+//! It emits rows of [`change_schema`](super::change::change_schema) (see [`super::change`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{
-    Array, AsArray, BooleanArray, Int32Array, Int64Array, ListArray, ListBuilder, RecordBatch,
-    StringArray, StringBuilder, UInt32Builder,
-};
-use arrow::datatypes::{DataType as ArrowType, Field, Int64Type, Schema, SchemaRef};
+use arrow::array::{Int32Array, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
@@ -42,9 +31,10 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
+use crate::stream::executor::source::backoff::Backoff;
+use crate::stream::executor::source::change::changes_chunk;
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
-use crate::stream::{index_list_type, indices_at};
 
 /// Bytes of WAL the offset may move past without a checkpoint; beyond them the reader asks for
 /// one, so the slot releases them.
@@ -65,104 +55,6 @@ const MAX_SAMPLES: usize = 64;
 /// The wait after a first failure; it doubles with each failure after it, up to the most.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-/// The schema of the rows a source emits, one per change (see the module docs): `table`
-/// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
-/// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none),
-/// `replaces` (see [`RowChange::replaces`]), `truncate` (see [`RowChange::truncate`]) and
-/// `relation` (see [`RowChange::relation`]).
-pub fn change_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("table", ArrowType::Utf8, false),
-        Field::new("delete", ArrowType::Boolean, false),
-        Field::new("lsn", ArrowType::Int64, false),
-        Field::new("values", ArrowType::new_list(ArrowType::Utf8, true), false),
-        Field::new("unchanged", index_list_type(), true),
-        Field::new("replaces", ArrowType::Boolean, false),
-        Field::new("truncate", ArrowType::Boolean, false),
-        Field::new("relation", ArrowType::Boolean, false),
-    ]))
-}
-
-/// The columns of a chunk of changes (see [`change_schema`]), typed.
-pub struct Changes<'a> {
-    /// `schema.table` of each change.
-    pub table: &'a StringArray,
-    /// Whether each change is a delete (its values then only need the key columns).
-    pub delete: &'a BooleanArray,
-    /// The end LSN of each change's transaction.
-    pub lsn: &'a Int64Array,
-    /// Whether each change replaces its row (see [`RowChange::replaces`]).
-    pub replaces: &'a BooleanArray,
-    /// Whether each change is a truncate of its table (it has no values).
-    pub truncate: &'a BooleanArray,
-    /// Whether each row describes its table's columns (their names are its values).
-    pub relation: &'a BooleanArray,
-    values: &'a ListArray,
-    unchanged: &'a ListArray,
-}
-
-impl<'a> Changes<'a> {
-    /// The columns of `chunk`, which must have the types of [`change_schema`].
-    pub fn of(chunk: &'a StreamChunk) -> Result<Self> {
-        let schema = chunk.schema();
-        let types = schema.fields().iter().map(|f| f.data_type());
-        if !types.eq(change_schema().fields().iter().map(|f| f.data_type())) {
-            return Err(Error::Stream(format!("not a chunk of CDC changes: {schema}")));
-        }
-        let columns = chunk.columns();
-        Ok(Self {
-            table: columns[0].as_string(),
-            delete: columns[1].as_boolean(),
-            lsn: columns[2].as_primitive::<Int64Type>(),
-            values: columns[3].as_list(),
-            unchanged: columns[4].as_list(),
-            replaces: columns[5].as_boolean(),
-            truncate: columns[6].as_boolean(),
-            relation: columns[7].as_boolean(),
-        })
-    }
-
-    /// Every value of change `row`, in upstream column order.
-    pub fn values_of(&self, row: usize) -> Vec<Option<&'a str>> {
-        let offsets = self.values.value_offsets();
-        let texts = self.texts();
-        (offsets[row] as usize..offsets[row + 1] as usize)
-            .map(|i| texts.is_valid(i).then(|| texts.value(i)))
-            .collect()
-    }
-
-    /// The text values of every change, one change after the other: see [`Self::value_index`].
-    pub fn texts(&self) -> &'a StringArray {
-        self.values.values().as_string()
-    }
-
-    /// Where the value of upstream column `column` of change `row` is in [`Self::texts`].
-    pub fn value_index(&self, row: usize, column: usize) -> Result<usize> {
-        let offsets = self.values.value_offsets();
-        let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
-        if start + column >= end {
-            return Err(Error::Stream(format!(
-                "a change of {} has {} values; upstream column {column} is missing",
-                self.table.value(row),
-                end - start,
-            )));
-        }
-        Ok(start + column)
-    }
-
-    /// The text of upstream column `column` of change `row`; `None` for NULL or not sent.
-    pub fn text(&self, row: usize, column: usize) -> Result<Option<&'a str>> {
-        let texts = self.texts();
-        let at = self.value_index(row, column)?;
-        Ok(texts.is_valid(at).then(|| texts.value(at)))
-    }
-
-    /// The upstream columns change `row` did not send (TOASTed values an update left alone).
-    pub fn unchanged(&self, row: usize) -> &'a [u32] {
-        indices_at(self.unchanged, row)
-    }
-}
 
 /// Reads a source's slot and emits its changes.
 pub struct CdcSourceExecutor {
@@ -262,8 +154,7 @@ struct Reader {
     /// The offset recorded at the last barrier.
     recorded: u64,
     /// After a failure: when to try again, and the wait after the next failure.
-    retry_at: Option<Instant>,
-    backoff: Duration,
+    backoff: Backoff,
     /// Whether the last attempt failed (its error is shown until the stream reads again).
     failing: bool,
     /// The offset the slot may move to once the checkpoint of the epoch is committed.
@@ -310,8 +201,7 @@ impl Reader {
             sampler: None,
             emitted,
             recorded: emitted,
-            retry_at: None,
-            backoff: INITIAL_BACKOFF,
+            backoff: Backoff::new(INITIAL_BACKOFF, MAX_BACKOFF),
             failing: false,
             advance_to: None,
             durable: emitted,
@@ -325,9 +215,9 @@ impl Reader {
     /// one) when there is none. Cancel-safe.
     async fn next(&mut self) -> Option<Result<Batch>> {
         if self.stream.is_none() {
-            if let Some(at) = self.retry_at {
+            if let Some(at) = self.backoff.retry_at() {
                 tokio::time::sleep_until(at.into()).await;
-                self.retry_at = None;
+                self.backoff.retried();
             }
             // From the emitted offset: what this process emitted past the committed one is in
             // the epoch under way, and after a crash the stream starts from the committed one.
@@ -358,7 +248,7 @@ impl Reader {
         if std::mem::take(&mut self.failing) {
             self.metrics.1.cdc_error(&self.metrics.0, None);
         }
-        self.backoff = INITIAL_BACKOFF;
+        self.backoff.succeeded();
         self.confirm_committed();
         let emitted = self.emitted;
         let mut changes = batch.changes;
@@ -382,12 +272,11 @@ impl Reader {
 
     fn fail(&mut self, e: Error) {
         let e = slot_gone(e, &self.config.slot);
-        tracing::warn!(slot = %self.config.slot, error = %e, retry_in = ?self.backoff, "reading the upstream slot failed");
+        let retry_in = self.backoff.failed(Instant::now());
+        tracing::warn!(slot = %self.config.slot, error = %e, ?retry_in, "reading the upstream slot failed");
         self.metrics.1.cdc_error(&self.metrics.0, Some(e.to_string()));
         self.failing = true;
         self.stream = None;
-        self.retry_at = Some(Instant::now() + self.backoff);
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
     /// Tells the stream the offset of the last committed checkpoint, once it is committed.
@@ -508,31 +397,6 @@ impl Drop for Sampler {
     }
 }
 
-/// A chunk of [`change_schema`] rows, one per change.
-pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
-    let mut values = ListBuilder::new(StringBuilder::new());
-    let mut unchanged = ListBuilder::new(UInt32Builder::new());
-    for change in changes {
-        values.append_value(change.values.iter().map(Option::as_deref));
-        if change.unchanged.is_empty() {
-            unchanged.append_null();
-        } else {
-            unchanged.append_value(change.unchanged.iter().map(|&i| Some(i as u32)));
-        }
-    }
-    let columns = vec![
-        Arc::new(StringArray::from_iter_values(changes.iter().map(|c| c.table.as_str()))) as _,
-        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.delete)))) as _,
-        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.lsn as i64))) as _,
-        Arc::new(values.finish()) as _,
-        Arc::new(unchanged.finish()) as _,
-        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
-        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.truncate)))) as _,
-        Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.relation)))) as _,
-    ];
-    Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
-}
-
 /// `e`, said plainly when it is the slot that is gone upstream (dropped behind Sluice's back):
 /// changes made since are lost to the source, which only a new source recovers from.
 fn slot_gone(e: Error, slot: &str) -> Error {
@@ -607,70 +471,6 @@ mod tests {
             lsn,
             ..RowChange::default()
         }
-    }
-
-    #[test]
-    fn changes_become_insert_rows_of_the_change_schema() {
-        let changes = [
-            insert("public.t", 100, &[Some("1"), Some("a")]),
-            RowChange { delete: true, ..insert("public.t", 100, &[Some("2"), None]) },
-            insert("public.u", 130, &[Some("3")]),
-            RowChange { lsn: 140, ..RowChange::truncation("public.t".into()) },
-        ];
-        let chunk = changes_chunk(&changes).unwrap();
-        assert_eq!(chunk.schema(), change_schema());
-        let expected = "T B I [T] [u] B B B
-                        + public.t false 100 [1, a] . false false false
-                        + public.t true 100 [2, .] . false false false
-                        + public.u false 130 [3] . false false false
-                        + public.t true 140 [] . false true false";
-        assert_eq!(chunk.to_pretty(), dedent(expected));
-    }
-
-    #[test]
-    fn unchanged_columns_are_listed_and_replacing_updates_flagged() {
-        let changes = [
-            RowChange {
-                unchanged: vec![2],
-                ..insert("public.t", 100, &[Some("1"), Some("a"), None])
-            },
-            RowChange {
-                unchanged: vec![1, 2],
-                ..insert("public.t", 100, &[Some("2"), None, None])
-            },
-            RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
-        ];
-        let expected = "T B I [T] [u] B B B
-                        + public.t false 100 [1, a, .] [2] false false false
-                        + public.t false 100 [2, ., .] [1, 2] false false false
-                        + public.t false 100 [4, d, .] . true false false";
-        assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
-    }
-
-    #[test]
-    fn values_are_text_as_sent_and_read_back_by_column() {
-        let changes = [
-            insert("public.t", 7, &[Some(r#"a"b\c"#), Some("null"), None, Some("")]),
-            RowChange { unchanged: vec![1], ..insert("public.u", 8, &[Some("x, y"), None]) },
-        ];
-        let chunk = changes_chunk(&changes).unwrap();
-        let read = Changes::of(&chunk).unwrap();
-        let row = |r: usize, n: usize| (0..n).map(|c| read.text(r, c).unwrap()).collect::<Vec<_>>();
-        // No quoting or escaping: NULL is not the text 'null', nor the empty text.
-        assert_eq!(row(0, 4), [Some(r#"a"b\c"#), Some("null"), None, Some("")]);
-        assert_eq!(row(1, 2), [Some("x, y"), None]);
-        assert_eq!((read.unchanged(0), read.unchanged(1)), (&[][..], &[1][..]));
-        assert_eq!(
-            (read.table.value(1), read.lsn.value(1), read.delete.value(1)),
-            ("public.u", 8, false)
-        );
-        assert!(read.text(1, 2).is_err(), "public.u sent two columns");
-    }
-
-    #[test]
-    fn a_chunk_of_other_columns_is_not_read_as_changes() {
-        let chunk = StreamChunk::from_pretty("T B I T T B\n+ public.t f 1 [1] . f");
-        assert!(Changes::of(&chunk).is_err());
     }
 
     #[test]
@@ -773,23 +573,25 @@ mod tests {
         assert!(matches!(read, Some(Err(_))), "{read:?}");
         assert!(reader.accept(read).unwrap().is_empty());
         assert!(reader.stream.is_none() && reader.failing);
-        assert!(reader.retry_at.unwrap() >= before + Duration::from_millis(100));
-        assert_eq!(reader.backoff, Duration::from_millis(200));
+        assert!(reader.backoff.retry_at().unwrap() >= before + Duration::from_millis(100));
+        assert_eq!(reader.backoff.next_wait(), Duration::from_millis(200));
         assert!(reader.metrics.1.cdc_last_error("s").is_some(), "the error is shown");
         // Before `retry_at`, nothing is started (a failed attempt would double the backoff).
-        reader.retry_at = Some(Instant::now() + Duration::from_secs(60));
+        reader.backoff.wait_until(Instant::now() + Duration::from_secs(60));
         let waited = tokio::time::timeout(Duration::from_millis(100), reader.next()).await;
         assert!(waited.is_err() && reader.stream.is_none());
-        assert_eq!(reader.backoff, Duration::from_millis(200));
-        reader.retry_at = None;
-        reader.backoff = Duration::from_secs(4);
+        assert_eq!(reader.backoff.next_wait(), Duration::from_millis(200));
+        for _ in 0..4 {
+            reader.backoff.failed(Instant::now());
+        }
+        reader.backoff.retried();
         let read = reader.next().await;
         reader.accept(read).unwrap();
-        assert_eq!(reader.backoff, Duration::from_secs(5), "the backoff is capped");
+        assert_eq!(reader.backoff.next_wait(), Duration::from_secs(5), "the backoff is capped");
         // A batch read clears the error and the backoff.
         reader.accept(Some(Ok(Batch::default()))).unwrap();
         assert!(reader.metrics.1.cdc_last_error("s").is_none() && !reader.failing);
-        assert_eq!(reader.backoff, INITIAL_BACKOFF);
+        assert_eq!(reader.backoff.next_wait(), INITIAL_BACKOFF);
     }
 
     #[test]
