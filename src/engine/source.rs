@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, RelationKind, SourceCatalog, StatePurpose, TableCatalog};
+use crate::catalog::{RelationKind, SourceCatalog, StatePurpose, TableCatalog};
 use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::invalid;
-use crate::types::DataType;
 
 impl Engine {
     /// `CREATE SOURCE [IF NOT EXISTS] name WITH (connector = 'postgres-cdc' | 'mysql-cdc', ..)`.
@@ -87,14 +86,9 @@ impl Engine {
     ) -> Result<()> {
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
-        let mut columns = vec![
-            ColumnCatalog::new("partition", DataType::Int32),
-            ColumnCatalog::new("lsn", DataType::Int64),
-        ];
-        if options.get("connector").map(String::as_str) == Some("mysql-cdc") {
-            // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
-            columns.push(ColumnCatalog::new("gtid", DataType::Varchar));
-        }
+        // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
+        let mysql = options.get("connector").map(String::as_str) == Some("mysql-cdc");
+        let columns = crate::stream::executor::source::offset_table::columns(mysql);
         let mut state = TableCatalog::new_table(
             state_id,
             format!("__internal_{id}_0_{}_{state_id}", StatePurpose::Source.name()),

@@ -16,7 +16,7 @@ use crate::connector::source::SourceConfig;
 use crate::engine::Engine;
 use crate::metrics::{BACKFILL_STATUSES, BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;
-use crate::stream::executor::source::postgres::recorded_position;
+use crate::stream::executor::source::offset_table::recorded_position;
 use crate::stream::graph::creating::{CreatingJob, STARVED_CHECKPOINTS};
 use crate::stream::graph::job::Fragment;
 

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::stream::executor::backfill::state::{
     PersistedProgress, persisted_progress, persisted_splits,
 };
-use crate::stream::executor::source::postgres::recorded_position;
+use crate::stream::executor::source::offset_table::recorded_position;
 use crate::stream::graph::creating::create_type;
 
 /// How long `rw_cdc_progress` waits for an upstream to report its slot lag.

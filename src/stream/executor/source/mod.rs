@@ -8,5 +8,7 @@ pub mod backoff;
 pub mod change;
 /// A mysql-cdc source's shared change stream, read from the upstream's binlog.
 pub mod mysql;
+/// Where a source records its upstream position at each checkpoint.
+pub mod offset_table;
 /// A postgres-cdc source's shared change stream, polled from the upstream's slot.
 pub mod postgres;

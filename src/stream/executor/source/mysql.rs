@@ -16,8 +16,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
-use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -28,12 +26,12 @@ use crate::connector::mysql::binlog::BinlogReader;
 use crate::connector::offset::CdcOffset;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::source::backoff::Backoff;
 use crate::stream::executor::source::change::changes_chunk;
+use crate::stream::executor::source::offset_table::{self, RecordedOffset};
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
@@ -173,25 +171,11 @@ impl Source {
         metrics: (String, Arc<Metrics>),
         created_at: Option<(u64, Option<String>)>,
     ) -> Result<Self> {
+        let recorded = match offset_table::read(&store, state)? {
+            Some(offset) => (offset.position, offset.gtid),
+            None => created_at.unwrap_or((0, None)),
+        };
         let table = state.state_table(store);
-        let (start, end) = table.full_range();
-        let mut recorded = created_at.unwrap_or((0, None));
-        if let Some((key, row)) = table.iter_range(&start, &end, 1)?.pop() {
-            recorded = (0, None);
-            let value_columns: Vec<usize> = (1..state.columns.len()).collect();
-            let mut decoder = RowDecoder::new(&state.types(), &state.pk, &value_columns, 1);
-            decoder.push(&key, &row)?;
-            let columns = decoder.finish();
-            if let ScalarValue::Int64(Some(position)) = ScalarValue::try_from_array(&columns[0], 0)?
-            {
-                recorded.0 = position as u64;
-            }
-            if let Some(gtid) = columns.get(1)
-                && let ScalarValue::Utf8(Some(gtid)) = ScalarValue::try_from_array(gtid, 0)?
-            {
-                recorded.1 = Some(gtid).filter(|g| !g.is_empty());
-            }
-        }
         let start =
             (recorded.0 > 0).then(|| CdcOffset::MySql { file_seq: 0, pos: 0 }.at(recorded.0));
         tracing::info!(source = %metrics.0, from = ?start.map(|s| s.to_string()), gtid = ?recorded.1, "reading the binlog");
@@ -272,15 +256,8 @@ impl Source {
     /// Records the position of the last transaction emitted for the checkpoint of `epoch`.
     fn commit(&mut self, epoch: Epoch) -> Result<()> {
         if self.emitted != self.recorded {
-            let mut columns: Vec<arrow::array::ArrayRef> = vec![
-                Arc::new(Int32Array::from(vec![0])),
-                Arc::new(Int64Array::from(vec![self.emitted.0 as i64])),
-            ];
-            if self.state.columns.len() > 2 {
-                columns.push(Arc::new(StringArray::from(vec![self.emitted.1.clone()])));
-            }
-            let batch = RecordBatch::try_new(self.state.full_schema(), columns)?;
-            self.table.write_chunk(&StreamChunk::inserts(batch))?;
+            let offset = RecordedOffset { position: self.emitted.0, gtid: self.emitted.1.clone() };
+            self.table.write_chunk(&offset_table::row(&self.state, &offset)?)?;
             self.recorded = self.emitted.clone();
         }
         self.unrecorded = 0;
@@ -291,22 +268,19 @@ impl Source {
 
 #[cfg(test)]
 mod tests {
-    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use arrow::array::RecordBatch;
+
+    use crate::catalog::{RelationKind, TableId};
     use crate::connector::mysql::binlog::Transaction;
+    use crate::storage::row_codec::RowDecoder;
     use crate::stream::barrier::BarrierManager;
     use crate::stream::test_utils::dedent;
-    use crate::types::DataType;
 
     use super::*;
 
     /// The state table of a mysql-cdc source, as `CREATE SOURCE` makes it.
     fn state() -> Arc<TableCatalog> {
-        let column = |name: &str, data_type| ColumnCatalog::new(name, data_type);
-        let columns = vec![
-            column("partition", DataType::Int32),
-            column("lsn", DataType::Int64),
-            column("gtid", DataType::Varchar),
-        ];
+        let columns = offset_table::columns(true);
         let mut state =
             TableCatalog::new_table(TableId(21), "s".into(), columns, vec![0], String::new());
         state.kind = RelationKind::Internal;

@@ -14,9 +14,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch};
-use arrow::datatypes::SchemaRef;
-use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
@@ -27,12 +24,12 @@ use crate::connector::postgres::replication::{Batch, ChangeStream};
 use crate::connector::postgres::snapshot::durable_wal_end;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::executor::source::backoff::Backoff;
 use crate::stream::executor::source::change::changes_chunk;
+use crate::stream::executor::source::offset_table::{self, RecordedOffset};
 use crate::stream::executor::{BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
@@ -143,7 +140,7 @@ struct Reader {
     config: PgSourceConfig,
     store: Arc<Store>,
     table: StateTable,
-    state_schema: SchemaRef,
+    state: TableCatalog,
     /// The running change stream; `None` after a failure, until `retry_at`.
     stream: Option<ChangeStream>,
     /// Reads the upstream's WAL position, started at the first sample.
@@ -168,21 +165,6 @@ struct Reader {
     metrics: (String, Arc<Metrics>),
 }
 
-/// The position a source's state table records (the `lsn` column: an LSN, or a binlog
-/// position as [`CdcOffset::position`](crate::connector::offset::CdcOffset::position)); 0 when
-/// none is recorded yet.
-pub fn recorded_position(store: &Arc<Store>, state: &TableCatalog) -> Result<u64> {
-    let table = state.state_table(store.clone());
-    let (start, end) = table.full_range();
-    let Some((key, row)) = table.iter_range(&start, &end, 1)?.pop() else { return Ok(0) };
-    let mut decoder = RowDecoder::new(&state.types(), &state.pk, &[1], 1);
-    decoder.push(&key, &row)?;
-    match ScalarValue::try_from_array(&decoder.finish()[0], 0)? {
-        ScalarValue::Int64(Some(position)) => Ok(position as u64),
-        _ => Ok(0),
-    }
-}
-
 impl Reader {
     fn load(
         config: PgSourceConfig,
@@ -191,12 +173,12 @@ impl Reader {
         barrier: BarrierHandle,
     ) -> Result<Self> {
         let table = state.state_table(store.clone());
-        let emitted = recorded_position(&store, state)?;
+        let emitted = offset_table::recorded_position(&store, state)?;
         Ok(Self {
             config,
             store,
             table,
-            state_schema: state.full_schema(),
+            state: state.clone(),
             stream: None,
             sampler: None,
             emitted,
@@ -340,12 +322,8 @@ impl Reader {
     fn commit(&mut self, epoch: Epoch) -> Result<()> {
         self.confirm_committed();
         if self.emitted != self.recorded {
-            let columns = vec![
-                Arc::new(Int32Array::from(vec![0])) as _,
-                Arc::new(Int64Array::from(vec![self.emitted as i64])) as _,
-            ];
-            let batch = RecordBatch::try_new(self.state_schema.clone(), columns)?;
-            self.table.write_chunk(&StreamChunk::inserts(batch))?;
+            let offset = RecordedOffset { position: self.emitted, gtid: None };
+            self.table.write_chunk(&offset_table::row(&self.state, &offset)?)?;
             self.recorded = self.emitted;
             self.advance_to = Some((epoch, self.emitted));
         }
@@ -417,17 +395,18 @@ fn slot_gone(e: Error, slot: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+    use arrow::array::RecordBatch;
+
+    use crate::catalog::{RelationKind, TableId};
+    use crate::storage::row_codec::RowDecoder;
     use crate::stream::barrier::BarrierManager;
     use crate::stream::test_utils::{Pretty, dedent, run};
-    use crate::types::DataType;
 
     use super::*;
 
     /// The offset table of a source, as `CREATE SOURCE` makes it: `(partition int, lsn bigint)`.
     fn state() -> Arc<TableCatalog> {
-        let column = |name: &str, data_type| ColumnCatalog::new(name, data_type);
-        let columns = vec![column("partition", DataType::Int32), column("lsn", DataType::Int64)];
+        let columns = offset_table::columns(false);
         let mut state =
             TableCatalog::new_table(TableId(20), "s".into(), columns, vec![0], String::new());
         state.kind = RelationKind::Internal;
