@@ -438,8 +438,10 @@ impl Case {
                 (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Stop)
             }
             (2, Some(c)) => {
+                // A type every value converts to (bytes that are not UTF-8 are no text).
                 let ty = match self.columns[c] {
                     ColType::Text | ColType::Toasted => "longtext",
+                    ColType::Bytea | ColType::Point => "longblob",
                     _ => "varchar(200)",
                 };
                 (format!("ALTER TABLE {table} MODIFY COLUMN c{c} {ty}; {insert}"), Expect::Stop)

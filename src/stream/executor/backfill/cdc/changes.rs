@@ -1,0 +1,371 @@
+//! The source's changes to this table: checked against the upstream's description, cast to the
+//! table's types (a value a column cannot hold stops the table), and merged with the snapshot.
+
+use super::*;
+
+impl CdcBackfill {
+    /// Takes the source's changes to this table, in order: row changes go through the merge
+    /// rule ([`Self::merge_changes`]), and a truncate ends the snapshot ([`Self::truncate`])
+    /// and goes on to the materialize, which deletes every row.
+    pub(super) async fn on_changes(&mut self, chunk: &StreamChunk) -> Result<Vec<Message>> {
+        let changes = Changes::of(chunk)?;
+        let rows: Vec<usize> =
+            (0..chunk.len()).filter(|&i| changes.table.value(i) == self.upstream_name).collect();
+        let mut out = Vec::new();
+        let special = |i: usize| changes.truncate.value(i) || changes.relation.value(i);
+        for run in rows.split_inclusive(|&i| special(i)) {
+            let &last = run.last().expect("runs are not empty");
+            let rows = if special(last) { &run[..run.len() - 1] } else { run };
+            if self.stopped.is_some() {
+                break;
+            }
+            if let Some(chunk) = self.merge_changes(&changes, rows).await? {
+                out.push(Message::Chunk(chunk));
+            }
+            if changes.truncate.value(last) {
+                self.truncate(changes.lsn.value(last) as u64);
+                out.push(Message::Truncate);
+            } else if changes.relation.value(last) {
+                self.check_columns(&changes.values_of(last)).await;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks the columns the upstream says the table's changes have from here on; stops the
+    /// table at a change it cannot follow (see [`upstream_guard`](super::upstream_guard)).
+    pub(super) async fn check_columns(&mut self, names: &[Option<&str>]) {
+        if let Some(reason) = self.guard.check_names(names) {
+            return self.stop(reason);
+        }
+        self.check_upstream(true).await;
+    }
+
+    /// Checks the upstream table is still the one the table was created over; the first
+    /// check after a start also checks its columns (a change made while Sluice was down may
+    /// have altered them before any change shows it).
+    pub(super) async fn check_identity(&mut self) {
+        if self.stopped.is_none() {
+            let columns = !self.columns_checked;
+            self.columns_checked |= self.check_upstream(columns).await;
+        }
+    }
+
+    /// Asks the upstream (see [`UpstreamGuard::check`]) and stops the table at a change it
+    /// cannot follow; whether the upstream answered (if not, the next check asks again).
+    pub(super) async fn check_upstream(&mut self, columns: bool) -> bool {
+        let checked = match self.take_session().await {
+            Ok(mut session) => {
+                let checked = self.guard.check(&mut session, columns).await;
+                self.session = Some(session);
+                checked
+            }
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(Some(reason)) => self.stop(reason),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %self.upstream_name, error = %e, "cannot check the upstream table");
+                self.session = None;
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Stops following the upstream: no page is read and no change applied from here on; the
+    /// table keeps its rows.
+    pub(super) fn stop(&mut self, reason: String) {
+        tracing::error!(table = %self.config.table.name, upstream = %self.upstream_name, %reason, "a CDC table stopped");
+        self.config.metrics.cdc_table_error(self.config.table.id.0, Some(reason.clone()));
+        self.status.send_modify(|s| s.stopped = Some(reason.clone()));
+        self.stopped = Some(reason);
+        self.stop_recorded = false;
+        self.config.barrier.request_checkpoint();
+    }
+
+    /// An upstream `TRUNCATE`, committed at `lsn`: the table is empty there, and each row it
+    /// holds later was written by a change after the truncate, which the source delivers. So
+    /// the snapshot has nothing left to read: every split finishes, what was held or applied
+    /// ahead is forgotten (the truncate deletes it), pages in flight are dropped when they
+    /// arrive (they may have been read before the truncate), and every later change applies.
+    /// A crash before the checkpoint that records it loses the epoch, and the source delivers
+    /// the truncate again.
+    pub(super) fn truncate(&mut self, lsn: u64) {
+        tracing::info!(table = %self.upstream_name, lsn, "an upstream TRUNCATE emptied the table");
+        self.generation += 1;
+        if self.splits.is_empty() {
+            self.splits.push(Split::new(self.upstream_name.clone(), SplitRange::default(), None));
+        }
+        for split in &mut self.splits {
+            split.finished = true;
+            split.dirty = true;
+            split.held.clear();
+            split.ahead.clear();
+            split.pages.clear();
+            split.settled = None;
+        }
+        if !matches!(self.phase, Phase::Done { .. }) {
+            self.phase = Phase::Finishing;
+            self.last_error = None;
+            self.config.barrier.request_checkpoint();
+        }
+    }
+
+    /// Applies the merge rule to the changes `rows` (none a truncate); returns the ones to
+    /// emit. Changes to rows beyond the cursor of a split with a page in flight are held until
+    /// it is applied.
+    pub(super) async fn merge_changes(
+        &mut self,
+        changes: &Changes<'_>,
+        rows: &[usize],
+    ) -> Result<Option<StreamChunk>> {
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let fetched = self.fetch_unchanged(changes, rows).await?;
+        let data = match self.typed(|u| fetched.gather(changes, rows, u)) {
+            Err(Error::OutOfRange(what)) => {
+                self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
+                return Ok(None);
+            }
+            data => data?,
+        };
+        let unchanged = self.unchanged_columns(changes, rows);
+        let all_sent: Vec<bool> = (0..rows.len())
+            .map(|i| unchanged.is_null(i) || unchanged.value_length(i) == 0)
+            .collect();
+        let data = with_unchanged(data, unchanged)?;
+        let keys = self.keys(&data)?;
+        let lsns: Vec<u64> = rows.iter().map(|&i| changes.lsn.value(i) as u64).collect();
+        let ops: Vec<Op> = rows
+            .iter()
+            .map(|&i| if changes.delete.value(i) { Op::Delete } else { Op::Insert })
+            .collect();
+        let trace = tracing::enabled!(tracing::Level::TRACE);
+        let mut keep = vec![false; rows.len()];
+        let mut held: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (row, key) in keys.iter().enumerate() {
+            let Some(index) = self.split_of(key) else { continue };
+            if self.splits[index].ahead(key) {
+                if self.splits[index].reading {
+                    held.entry(index).or_default().push(row);
+                }
+                keep[row] = self.apply_ahead(index, key, ops[row], all_sent[row], &data, row)?;
+            } else {
+                keep[row] = self.splits[index].applies(key, lsns[row]);
+            }
+            if trace {
+                let split = &self.splits[index];
+                let pk = ScalarValue::try_from_array(data.column(self.config.table.pk[0]), row)?;
+                let cursor = split.cursor.as_ref().map(|c| c.0.clone());
+                tracing::trace!(split = index, %pk, lsn = lsns[row], op = ?ops[row], ?cursor, reading = split.reading, finished = split.finished, keep = keep[row], "change");
+            }
+        }
+        for (index, held_rows) in held {
+            let indices = UInt32Array::from_iter_values(held_rows.iter().map(|&r| r as u32));
+            let columns = data
+                .columns()
+                .iter()
+                .map(|c| take(c, &indices, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.splits[index].held.push(Held {
+                ops: held_rows.iter().map(|&r| ops[r]).collect(),
+                data: RecordBatch::try_new(data.schema(), columns)?,
+                keys: held_rows.iter().map(|&r| keys[r].clone()).collect(),
+                lsns: held_rows.iter().map(|&r| lsns[r]).collect(),
+            });
+        }
+        if let Some(&max) = lsns.iter().max() {
+            for split in &mut self.splits {
+                split.settle(max);
+            }
+        }
+        kept(&ops, &data, keep)
+    }
+
+    /// Reads from the upstream the columns that the replacing updates among `rows` did not
+    /// send. Later changes of the row follow in commit order, so values newer than the change's
+    /// are overwritten or were current anyway. A row gone upstream keeps NULLs: its delete
+    /// follows.
+    pub(super) async fn fetch_unchanged(
+        &mut self,
+        changes: &Changes<'_>,
+        rows: &[usize],
+    ) -> Result<Fetched> {
+        let mut at = HashMap::new();
+        let mut values = StringBuilder::new();
+        for &row in rows {
+            let unchanged = changes.unchanged(row);
+            if unchanged.is_empty() || !changes.replaces.value(row) {
+                continue;
+            }
+            let pk = &self.config.upstream.pk;
+            let key: Vec<Option<String>> = pk
+                .iter()
+                .map(|&u| Ok(changes.text(row, u)?.map(str::to_owned)))
+                .collect::<Result<_>>()?;
+            let upstream = self.config.upstream.clone();
+            let Some(current) = self.session().await?.fetch_row(&upstream, &key).await? else {
+                continue;
+            };
+            for &u in unchanged {
+                if let Some(value) = current.get(u as usize) {
+                    at.insert((row, u as usize), values.len());
+                    values.append_option(value.as_deref());
+                }
+            }
+        }
+        Ok(Fetched { at, values: values.finish() })
+    }
+
+    /// The `_unchanged` column of the changes `rows`: the table columns whose upstream columns
+    /// an update did not send, or NULL. A replacing update has none: they were read from the
+    /// upstream (see [`Self::fetch_unchanged`]).
+    pub(super) fn unchanged_columns(&self, changes: &Changes<'_>, rows: &[usize]) -> ListArray {
+        let mut lists = ListBuilder::with_capacity(UInt32Builder::new(), rows.len());
+        for &row in rows {
+            let upstream = changes.unchanged(row);
+            let columns: Vec<Option<u32>> = match changes.replaces.value(row) {
+                true => Vec::new(),
+                false => self
+                    .config
+                    .upstream_columns
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &u)| upstream.contains(&(u as u32)))
+                    .map(|(c, _)| Some(c as u32))
+                    .collect(),
+            };
+            match columns.is_empty() {
+                true => lists.append_null(),
+                false => lists.append_value(columns),
+            }
+        }
+        lists.finish()
+    }
+}
+
+/// Upstream values read for changes that did not send them (see
+/// [`CdcBackfill::fetch_unchanged`]).
+pub(super) struct Fetched {
+    /// Where the value of (change row, upstream column) is in `values`.
+    pub(super) at: HashMap<(usize, usize), usize>,
+    pub(super) values: StringArray,
+}
+
+impl Fetched {
+    /// The text of upstream column `column` of each change in `rows`: the value read from the
+    /// upstream where there is one, else the change's own.
+    pub(super) fn gather(
+        &self,
+        changes: &Changes<'_>,
+        rows: &[usize],
+        column: usize,
+    ) -> Result<ArrayRef> {
+        if self.at.is_empty() {
+            let indices: Vec<u32> = rows
+                .iter()
+                .map(|&row| Ok(changes.value_index(row, column)? as u32))
+                .collect::<Result<_>>()?;
+            return Ok(take(changes.texts(), &UInt32Array::from(indices), None)?);
+        }
+        let picks: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|&row| match self.at.get(&(row, column)) {
+                Some(&at) => Ok((1, at)),
+                None => Ok((0, changes.value_index(row, column)?)),
+            })
+            .collect::<Result<_>>()?;
+        Ok(interleave(&[changes.texts() as &dyn Array, &self.values], &picks)?)
+    }
+}
+
+/// The columns of `table` from the text of their upstream columns (`text(u)`: upstream column
+/// `u`; `upstream_columns[c]`: the upstream column of table column `c`), cast to their types.
+pub(super) fn typed_batch(
+    table: &TableCatalog,
+    upstream_columns: &[usize],
+    mut text: impl FnMut(usize) -> Result<ArrayRef>,
+) -> Result<RecordBatch> {
+    let schema: SchemaRef = table.full_schema();
+    let inputs = upstream_columns.iter().map(|&u| text(u)).collect::<Result<Vec<_>>>()?;
+    let columns = inputs
+        .iter()
+        .zip(&table.columns)
+        .map(|(input, column)| cast_to(input, column.data_type, CastMode::Upstream))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some((row, c)) = lost_value(table, &inputs, &columns) {
+        let key: Vec<String> = table
+            .pk
+            .iter()
+            .map(|&k| inputs[k].as_string_opt::<i32>().map_or("?", |t| t.value(row)).to_owned())
+            .collect();
+        let value = inputs[c].as_string::<i32>().value(row);
+        let column = &table.columns[c];
+        return Err(Error::OutOfRange(format!(
+            "the upstream value {value} of column {} (key {}) cannot be held exactly by {}; \
+             declare the column with a type that holds it (numeric(p, s) up to 38 digits, or \
+             varchar for its text) and create the table again",
+            column.name,
+            key.join(", "),
+            column.data_type
+        )));
+    }
+    Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+}
+
+/// The first value (row, column) of `inputs` (upstream text) that its cast in `columns` did not
+/// keep: it became NULL, or a numeric lost fraction digits to the column's scale.
+pub(super) fn lost_value(
+    table: &TableCatalog,
+    inputs: &[ArrayRef],
+    columns: &[ArrayRef],
+) -> Option<(usize, usize)> {
+    for (c, (input, cast)) in inputs.iter().zip(columns).enumerate() {
+        let Some(text) = input.as_string_opt::<i32>() else { continue };
+        let scale = match table.columns[c].data_type {
+            crate::types::DataType::Decimal { scale, .. } => Some(scale.max(0) as usize),
+            _ => None,
+        };
+        for row in 0..text.len() {
+            if text.is_null(row) {
+                continue;
+            }
+            if cast.is_null(row) {
+                return Some((row, c));
+            }
+            if let Some(scale) = scale
+                && fraction_digits(text.value(row)) > scale
+            {
+                return Some((row, c));
+            }
+        }
+    }
+    None
+}
+
+/// The digits after the point of a number as text, trailing zeros aside.
+pub(super) fn fraction_digits(number: &str) -> usize {
+    let mantissa = number.split(['e', 'E']).next().unwrap_or(number);
+    match mantissa.split_once('.') {
+        Some((_, fraction)) => fraction.trim_end_matches('0').len(),
+        None => 0,
+    }
+}
+
+/// An `_unchanged` column of `m` rows that sent every column: the materialize upserts them.
+pub(super) fn all_sent_list(m: usize) -> ListArray {
+    let nulls = arrow::array::new_null_array(unchanged_field().data_type(), m);
+    nulls.as_list::<i32>().clone()
+}
+
+/// Appends the `_unchanged` column the upsert materialize reads (see [`unchanged_field`]).
+pub(super) fn with_unchanged(data: RecordBatch, unchanged: ListArray) -> Result<RecordBatch> {
+    let mut fields: Vec<_> = data.schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(unchanged_field()));
+    let mut columns = data.columns().to_vec();
+    columns.push(Arc::new(unchanged));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+}

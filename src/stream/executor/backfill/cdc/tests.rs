@@ -1,0 +1,566 @@
+//! The CDC backfill's tests: chunks in, chunks out, as text tables.
+
+use std::time::Duration;
+
+use super::*;
+use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+use crate::stream::barrier::BarrierManager;
+use crate::stream::test_utils::{MockSource, Pretty, barrier, dedent, run};
+use crate::types::DataType;
+
+fn columns(cols: &[(&str, DataType)]) -> Vec<ColumnCatalog> {
+    cols.iter().map(|&(name, data_type)| ColumnCatalog::new(name, data_type)).collect()
+}
+
+/// The backfill of upstream `public.t (id int primary key, x text, v text)` into the table
+/// `(id int primary key, v varchar)` (upstream columns 0 and 2). The source is never
+/// connected to: these tests read no page and fill no unchanged column.
+fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
+    let text = |n: &str| ColumnCatalog::new(n, DataType::Varchar);
+    let table = TableCatalog::new_table(
+        TableId(10),
+        "t".into(),
+        columns(&[("id", DataType::Int32), ("v", DataType::Varchar)]),
+        vec![0],
+        "".into(),
+    );
+    let mut state = TableCatalog::new_table(
+        TableId(11),
+        "s".into(),
+        crate::stream::executor::backfill::state::cdc_columns(columns(&[("id", DataType::Int32)])),
+        vec![0],
+        "".into(),
+    );
+    state.kind = RelationKind::Internal;
+    let (_manager, barrier, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
+    CdcBackfillConfig {
+        source: SourceConfig::Postgres(crate::stream::test_utils::pg_source_config(
+            "upstream.invalid",
+            5432,
+        )),
+        upstream: UpstreamTable {
+            schema: "public".into(),
+            name: "t".into(),
+            columns: vec![text("id"), text("x"), text("v")],
+            upstream_types: vec!["integer".into(), "text".into(), "text".into()],
+            pk: vec![0],
+        },
+        table: Arc::new(table),
+        upstream_columns: vec![0, 2],
+        state: Arc::new(state),
+        batch_size: 3,
+        snapshot,
+        barrier,
+        rate_limit: None,
+        parallelism: 1,
+        rows_per_split: None,
+        upstream_identity: None,
+        metrics: Arc::new(Metrics::default()),
+    }
+}
+
+/// A backfill that has read no page yet (or, without a snapshot, takes every change).
+fn load(store: &Arc<Store>, snapshot: bool) -> CdcBackfill {
+    let (status, _) = watch::channel(BackfillStatus::default());
+    CdcBackfill::load(store.clone(), config(store, snapshot), status).unwrap()
+}
+
+/// The key `on_changes` compares for the row with primary key `id`.
+fn key(b: &CdcBackfill, id: i32) -> Vec<u8> {
+    let text =
+        |u: usize| Ok(Arc::new(StringArray::from(vec![(u == 0).then(|| id.to_string())])) as _);
+    b.keys(&b.typed(text).unwrap()).unwrap().remove(0)
+}
+
+/// Records a snapshot page ending at `last_id` whose low offset was `low`, as a read does.
+fn read_page(b: &mut CdcBackfill, last_id: i32, low: u64) {
+    read_page_of(b, 0, last_id, low);
+}
+
+/// [`read_page`] of split `split`.
+fn read_page_of(b: &mut CdcBackfill, split: usize, last_id: i32, low: u64) {
+    let key = key(b, last_id);
+    let split = &mut b.splits[split];
+    split.pages.push_back(Page { last_key: key.clone(), low });
+    split.cursor = Some((vec![Some(last_id.to_string())], key));
+    split.last_low = low;
+    split.dirty = true;
+}
+
+/// A backfill cut into splits at the ids `points`, none read yet.
+fn split_at(store: &Arc<Store>, points: &[i32]) -> CdcBackfill {
+    let mut b = load(store, true);
+    b.splits = b.splits_at(points.iter().map(i32::to_string).collect()).unwrap();
+    b
+}
+
+/// A page of split `split` read from the upstream: `(id, v)` rows, text as the upstream
+/// sends them, asked for `asked` rows, with low offset `low`.
+fn page(b: &CdcBackfill, split: usize, rows: &[(i32, &str)], asked: usize, low: u64) -> PageDone {
+    let ids: Vec<String> = rows.iter().map(|(id, _)| id.to_string()).collect();
+    let x = vec!["x"; rows.len()];
+    let v: Vec<&str> = rows.iter().map(|(_, v)| *v).collect();
+    let last_key = ids.last().map(|id| vec![Some(id.clone())]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(ids)),
+        Arc::new(StringArray::from(x)),
+        Arc::new(StringArray::from(v)),
+    ];
+    let page = SnapshotPage { columns, last_key };
+    let c = &b.config;
+    let page = typed_page(&c.table, &c.upstream_columns, page).unwrap();
+    let page = Ok((page, CdcOffset::Postgres { lsn: low }));
+    PageDone { generation: b.generation, split, asked, session: None, page }
+}
+
+/// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`,
+/// `upstream-table truncate lsn`, or `upstream-table columns lsn [names]`.
+fn changes(lines: &str) -> StreamChunk {
+    let lines: Vec<String> = lines
+        .lines()
+        .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t f"),
+            [op, table, "columns", lsn, names] => {
+                format!("{op} {table} f {lsn} {names} . f f t")
+            }
+            _ => format!("{line} f f"),
+        })
+        .collect();
+    StreamChunk::from_pretty(&format!("T B I [T] [u] B B B\n{}", lines.join("\n")))
+}
+
+/// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
+async fn apply(b: &mut CdcBackfill, lines: &str) -> String {
+    match b.on_changes(&changes(lines)).await.unwrap() {
+        out if out.is_empty() => "-".into(),
+        out => out.as_slice().pretty(),
+    }
+}
+
+#[tokio::test]
+async fn changes_before_the_first_page_apply_ahead_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    assert_eq!(apply(&mut b, "+ public.t f 100 [1, x, a] . f").await, "i T [u]\n+ 1 a .");
+    assert_eq!(b.splits[0].ahead.len(), 1);
+}
+
+#[tokio::test]
+async fn read_rows_take_newer_changes_and_rows_beyond_the_cursor_take_them_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 3, 100);
+    let lines = "+ public.t f 150 [2, x, b] . f
+                   + public.t t 150 [3, ., .] . f
+                   + public.t f 150 [4, x, d] . f";
+    // Deletes carry only the key; the last column is `_unchanged`.
+    let expected = "i T [u]\n+ 2 b .\n- 3 . .\n+ 4 d .";
+    assert_eq!(apply(&mut b, lines).await, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_change_older_than_the_page_that_read_its_row_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 3, 100);
+    // The page's snapshot (taken at or after LSN 100) holds the change of LSN 90.
+    let lines = "+ public.t f 90  [2, x, b] . f
+                   + public.t f 100 [2, x, c] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 c .");
+}
+
+#[tokio::test]
+async fn a_change_settles_the_pages_below_its_lsn_and_they_take_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 3, 100);
+    read_page(&mut b, 6, 200);
+    // Key 5 was read by the page of low offset 200: its snapshot holds LSN 150.
+    let lines = "+ public.t f 150 [5, x, e] . f";
+    assert_eq!(apply(&mut b, lines).await, "-");
+    assert_eq!(b.splits[0].pages.len(), 1, "the page of low offset 100 settled");
+    assert_eq!(b.splits[0].settled, Some(key(&b, 3)));
+    // Rows of the settled range take every change, whatever its LSN.
+    let lines = "+ public.t f 90 [2, x, b] . f
+                   + public.t f 90 [5, x, e] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
+}
+
+#[tokio::test]
+async fn once_the_snapshot_is_finished_changes_beyond_the_cursor_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 3, 100);
+    b.splits[0].finished = true;
+    b.phase = Phase::Finishing;
+    // Key 2's page has not settled: its older change is still dropped.
+    let lines = "+ public.t f 90 [2, x, b] . f
+                   + public.t f 90 [7, x, g] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
+}
+
+#[tokio::test]
+async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut b = load(&store, true);
+    read_page(&mut b, 3, 100);
+    b.splits[0].finished = true;
+    b.phase = Phase::Finishing;
+    // The same columns, and one more after them: followed.
+    let lines = "+ public.t columns 110 [id,x,v,w]
+                 + public.t f 110 [7, x, g, z] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
+    assert_eq!(b.stopped, None);
+    // Column x dropped: the values of later changes would land in the wrong columns.
+    let lines = "+ public.t f 120 [8, x, h] . f
+                 + public.t columns 120 [id,v]
+                 + public.t f 120 [9, i] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 8 h .");
+    let reason = b.stopped.clone().expect("stopped");
+    assert!(reason.contains("column x was dropped or renamed upstream"), "{reason}");
+    assert_eq!(b.config.metrics.cdc_table_stopped(b.config.table.id.0), Some(reason.clone()));
+    assert_eq!(b.status.borrow().stopped, Some(reason));
+    // And stays stopped: no change applies, no page is read.
+    assert_eq!(apply(&mut b, "+ public.t f 130 [10, x, j] . f").await, "-");
+    // Also after a restart, recorded with the checkpoint, while the progress is as it was.
+    b.persist(Epoch(1)).unwrap();
+    store.commit(Epoch(1)).unwrap();
+    let mut restored = load(&store, true);
+    assert_eq!(restored.stopped, b.stopped);
+    assert_eq!((restored.splits.len(), restored.rows()), (1, b.rows()));
+    assert_eq!(apply(&mut restored, "+ public.t f 140 [11, x, k] . f").await, "-");
+    restored.phase = Phase::Reading;
+    restored.splits[0].finished = false;
+    assert!(restored.next_read(0).is_none());
+}
+
+#[tokio::test]
+async fn changes_of_other_upstream_tables_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), false);
+    let lines = "+ public.u f 100 [1, x, a] . f
+                   + public.t f 100 [2, x, b] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .");
+}
+
+#[tokio::test]
+async fn unchanged_upstream_columns_become_table_column_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), false);
+    // Upstream column 2 is table column 1; upstream column 1 is not in the table.
+    let lines = "+ public.t f 100 [1, x, .] [2]    f
+                   + public.t f 100 [2, ., b] [1]    f
+                   + public.t f 100 [3, ., .] [1, 2] f";
+    let expected = "i T [u]
+                    + 1 . [1]
+                    + 2 b .
+                    + 3 . [1]";
+    assert_eq!(apply(&mut b, lines).await, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_replacing_update_sending_every_column_reads_nothing_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), false);
+    // The upstream is never connected to: nothing is unchanged.
+    let lines = "+ public.t f 100 [1, x, a] . t
+                 + public.t f 100 [2, x, b] [] t";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1 a .\n+ 2 b .");
+}
+
+#[test]
+fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
+    let chunk = changes(
+        "+ public.t f 100 [1, x, .] [2] t
+         + public.u f 100 [9, y, z] .   f
+         + public.t f 100 [3, ., c] [1] f",
+    );
+    let changes = Changes::of(&chunk).unwrap();
+    // What `fetch_unchanged` reads for change 0, whose upstream row now has v = 'A'.
+    let fetched =
+        Fetched { at: HashMap::from([((0, 2), 0)]), values: StringArray::from(vec![Some("A")]) };
+    let column = |u| fetched.gather(&changes, &[0, 2], u).unwrap();
+    let text =
+        |a: ArrayRef| a.as_string::<i32>().iter().map(|v| v.map(String::from)).collect::<Vec<_>>();
+    let some = |v: &str| Some(v.to_owned());
+    assert_eq!(text(column(0)), [some("1"), some("3")]);
+    assert_eq!(text(column(2)), [some("A"), some("c")]);
+    // Change 2 did not send column 1: it stays NULL, the materialize keeps the stored value.
+    assert_eq!(text(column(1)), [some("x"), None]);
+    let without = Fetched { at: HashMap::new(), values: StringArray::from(Vec::<&str>::new()) };
+    assert_eq!(text(without.gather(&changes, &[0, 2], 2).unwrap()), [None, some("c")]);
+}
+
+#[tokio::test]
+async fn a_restart_applies_every_change_up_to_the_persisted_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut b = load(&store, true);
+    read_page(&mut b, 3, 100);
+    b.splits[0].rows = 3;
+    b.persist(Epoch(1)).unwrap();
+    store.commit(Epoch(1)).unwrap();
+
+    let mut b = load(&store, true);
+    assert_eq!(b.phase, Phase::Reading);
+    assert_eq!(b.rows(), 3);
+    // Every change to a row up to the cursor applies, and beyond it ahead of the snapshot.
+    let lines = "+ public.t f 5 [3, x, c] . f
+                   + public.t f 5 [4, x, d] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 3 c .\n+ 4 d .");
+    assert_eq!(b.splits[0].ahead.len(), 1);
+}
+
+#[tokio::test]
+async fn without_a_snapshot_every_change_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let lines = "+ public.t f 100 [1, x, a] . f
+                   + public.t t 101 [1, ., .] . f";
+    let input = [barrier(1), Message::Chunk(changes(lines)), barrier(2)];
+    let executor = CdcBackfillExecutor::new(
+        MockSource::boxed(input),
+        store.clone(),
+        config(&store, false),
+        status,
+    );
+    let expected = "barrier 1
+
+                    i T [u]
+                    + 1 a .
+                    - 1 . .
+
+                    barrier 2";
+    assert_eq!(run(Box::new(executor)).await, dedent(expected));
+}
+
+#[test]
+fn a_restored_backfill_reports_its_last_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut b = load(&store, true);
+    read_page(&mut b, 10, 4242);
+    b.persist(Epoch(1)).unwrap();
+    store.commit(Epoch(1)).unwrap();
+    let restored = load(&store, true);
+    assert_eq!(restored.last_low(), 4242);
+    assert_eq!(restored.rows(), b.rows());
+}
+
+#[tokio::test]
+async fn each_split_merges_changes_by_its_own_cursor_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+    read_page_of(&mut b, 0, 3, 100);
+    read_page_of(&mut b, 1, 7, 200);
+    // Split 0 [.., 5) has read up to 3, split 1 [5, ..) up to 7; LSN 150 is older than
+    // split 1's page, so its snapshot holds the change to 6; 4 and 8 are ahead of their
+    // splits' cursors.
+    let lines = "+ public.t f 150 [2, x, b] . f
+                 + public.t f 150 [4, x, d] . f
+                 + public.t f 150 [6, x, f] . f
+                 + public.t f 150 [8, x, h] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 2 b .\n+ 4 d .\n+ 8 h .");
+    assert_eq!((b.splits[0].ahead.len(), b.splits[1].ahead.len()), (1, 1));
+    let lines = "+ public.t f 250 [6, x, f] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 6 f .");
+}
+
+#[tokio::test]
+async fn changes_ahead_of_a_page_in_flight_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+    read_page_of(&mut b, 0, 1, 100);
+    b.splits[0].reading = true;
+    // Beyond split 0's cursor while its next page is read: applied ahead, and held to be
+    // judged again once the page is applied. 7 is ahead of split 1, which reads nothing.
+    let lines = "+ public.t f 150 [2, x, b] . f
+                 + public.t f 250 [3, x, c] . f
+                 + public.t f 250 [4, x, d] . f
+                 + public.t f 250 [7, x, g] . f";
+    let expected = "i T [u]\n+ 2 b .\n+ 3 c .\n+ 4 d .\n+ 7 g .";
+    assert_eq!(apply(&mut b, lines).await, dedent(expected));
+    // The page (low offset 200, asked for 3 rows) read 2 and 3: they overwrite what was
+    // applied ahead, and 4, absent from its snapshot, is deleted. Its snapshot holds the
+    // change of LSN 150 but maybe not those of 250, which apply again. It is short, so the
+    // split is read to its end and the insert of 4 applies too.
+    let out = b.on_page(page(&b, 0, &[(2, "b"), (3, "old")], 3, 200)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    let expected = ["i T [u]\n+ 2 b .\n+ 3 old .", "i T [u]\n- 4 . .", "i T [u]\n+ 3 c .\n+ 4 d ."];
+    assert_eq!(out, expected);
+    assert!(b.splits[0].finished && !b.splits[1].finished);
+    assert_eq!(b.phase, Phase::Reading);
+    // Split 1 has no page in flight: a change ahead of its cursor applies, without waiting.
+    let lines = "+ public.t f 300 [8, x, h] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 8 h .");
+    assert!(b.splits[1].held.is_empty());
+}
+
+#[tokio::test]
+async fn changes_ahead_of_the_cursor_apply_at_once_and_the_page_reading_them_overwrites_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 2, 100);
+    // Ahead of the cursor: an insert carrying every column applies at once; a delete of
+    // a row the table does not hold, or an update without its unsent columns, does not.
+    let lines = "+ public.t f 150 [5, x, e] . f
+                 + public.t f 150 [8, x, h] . f
+                 + public.t t 160 [6, ., .] . f
+                 + public.t f 170 [7, x, g] [2] f";
+    assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 5 e .\n+ 8 h ."));
+    // Rows applied ahead take every later change, the unsent columns kept from them.
+    let lines = "+ public.t f 180 [5, x, e2] [2] f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 5 e2 [1]");
+    // The page reading 3-5 overwrites 5 (an upsert); 8 waits for its page.
+    let out = b.on_page(page(&b, 0, &[(3, "c"), (4, "d"), (5, "e3")], 3, 200)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T\n+ 3 c\n+ 4 d", "i T [u]\n+ 5 e3 ."]);
+    assert_eq!(b.splits[0].ahead.len(), 1);
+    // The last page has no 8: it was deleted upstream before the page's snapshot.
+    let out = b.on_page(page(&b, 0, &[(6, "f")], 3, 300)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T\n+ 6 f", "i T [u]\n- 8 . ."]);
+    assert!(b.splits[0].finished && b.splits[0].ahead.is_empty());
+}
+
+#[tokio::test]
+async fn a_delete_ahead_of_the_cursor_forgets_the_row_and_the_cap_bounds_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    read_page(&mut b, 2, 100);
+    let lines = "+ public.t f 150 [5, x, e] . f
+                 + public.t t 160 [5, ., .] . f";
+    assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n+ 5 e .\n- 5 . ."));
+    assert!(b.splits[0].ahead.is_empty());
+    // The page reading 5 again inserts it plainly: the table no longer holds it.
+    let out = b.on_page(page(&b, 0, &[(5, "e")], 1, 200)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T\n+ 5 e"]);
+    // At the cap, further rows wait for their page; rows already ahead still take changes.
+    for id in 0..AHEAD_ROWS as i32 {
+        let key = key(&b, 1000 + id);
+        b.splits[0].ahead.insert(key, vec![ScalarValue::Int32(Some(1000 + id))]);
+    }
+    let lines = "+ public.t f 250 [9, x, i] . f
+                 + public.t f 250 [1000, x, k] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1000 k .");
+}
+
+#[tokio::test]
+async fn a_restart_finds_the_rows_applied_ahead_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut b = split_at(&store, &[5]);
+    read_page_of(&mut b, 0, 2, 100);
+    // Committed with the checkpoint: split 0 read up to 2; the table holds 1, 2 (read),
+    // 4 (applied ahead in split 0) and 7 (ahead in split 1, which read nothing).
+    b.persist(Epoch(1)).unwrap();
+    let table = &b.config.table;
+    let mut rows = StateTable::new(store.clone(), table.id, table.pk.clone(), table.dist_key_len);
+    let chunk = StreamChunk::from_pretty("i T\n+ 1 a\n+ 2 b\n+ 4 d\n+ 7 g");
+    rows.write_chunk(&chunk).unwrap();
+    rows.commit(Epoch(1));
+    store.commit(Epoch(1)).unwrap();
+    let restored = load(&store, true);
+    let ahead: Vec<Vec<Vec<u8>>> =
+        restored.splits.iter().map(|s| s.ahead.keys().cloned().collect()).collect();
+    assert_eq!(ahead, [vec![key(&b, 4)], vec![key(&b, 7)]]);
+    assert_eq!(restored.splits[1].ahead[&key(&b, 7)], [ScalarValue::Int32(Some(7))]);
+}
+
+#[tokio::test]
+async fn a_restart_restores_every_split_where_it_stood() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut b = split_at(&store, &[5, 10]);
+    read_page_of(&mut b, 0, 3, 100);
+    b.splits[0].rows = 3;
+    b.splits[1].finished = true;
+    b.splits[1].rows = 5;
+    b.persist(Epoch(1)).unwrap();
+    store.commit(Epoch(1)).unwrap();
+
+    let mut b = load(&store, true);
+    let ids: Vec<&str> = b.splits.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["public.t/0", "public.t/1", "public.t/2"]);
+    assert_eq!(b.rows(), 8);
+    assert_eq!(b.splits[1].range, SplitRange { start: Some("5".into()), end: Some("10".into()) });
+    // Split 0 applies up to its cursor, finished split 1 everything, and rows beyond split
+    // 0's cursor and in split 2 (nothing read yet) take their changes ahead.
+    let lines = "+ public.t f 5 [3, x, c] . f
+                 + public.t f 5 [4, x, d] . f
+                 + public.t f 5 [9, x, i] . f
+                 + public.t f 5 [12, x, l] . f";
+    let expected = "i T [u]\n+ 3 c .\n+ 4 d .\n+ 9 i .\n+ 12 l .";
+    assert_eq!(apply(&mut b, lines).await, dedent(expected));
+    let ahead: Vec<usize> = b.splits.iter().map(|s| s.ahead.len()).collect();
+    assert_eq!(ahead, [1, 0, 1]);
+}
+
+#[test]
+fn split_points_order_as_keys_do_not_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = split_at(&Store::open(dir.path()).unwrap(), &[100, 9, 20, 9]);
+    let ranges: Vec<(Option<&str>, Option<&str>)> =
+        b.splits.iter().map(|s| (s.range.start.as_deref(), s.range.end.as_deref())).collect();
+    let expected = [
+        (None, Some("9")),
+        (Some("9"), Some("20")),
+        (Some("20"), Some("100")),
+        (Some("100"), None),
+    ];
+    assert_eq!(ranges, expected);
+    let ids: Vec<&str> = b.splits.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["public.t/0", "public.t/1", "public.t/2", "public.t/3"]);
+    // Each key goes to the split whose range holds it: a bound belongs to the later split.
+    let route = |id: i32| b.split_of(&key(&b, id)).unwrap();
+    assert_eq!([-5, 8, 9, 19, 20, 99, 100, 1000].map(route), [0, 0, 1, 1, 2, 2, 3, 3]);
+}
+
+#[tokio::test]
+async fn an_upstream_truncate_ends_the_snapshot_and_every_later_change_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = split_at(&Store::open(dir.path()).unwrap(), &[5]);
+    read_page_of(&mut b, 0, 2, 100);
+    b.splits[0].reading = true;
+    let in_flight = page(&b, 0, &[(3, "c"), (4, "d")], 2, 150);
+    // 3 is ahead of the cursor, applied ahead and held; then the truncate, then changes
+    // committed after it, which apply whatever the cursors: the table holds nothing else.
+    let lines = "+ public.t f 150 [3, x, c] . f
+                 + public.t truncate 200
+                 + public.t f 210 [1, x, a] . f
+                 + public.t f 210 [8, x, h] . f";
+    let expected = "i T [u]\n+ 3 c .\n\ntruncate\n\ni T [u]\n+ 1 a .\n+ 8 h .";
+    assert_eq!(apply(&mut b, lines).await, expected);
+    assert!(b.splits.iter().all(|s| s.finished && s.held.is_empty() && s.ahead.is_empty()));
+    assert_eq!(b.phase, Phase::Finishing);
+    // The page read across the truncate is dropped; no split reads again.
+    assert!(b.on_page(in_flight).unwrap().is_empty());
+    assert!(b.next_read(0).is_none());
+    let lines = "+ public.t t 220 [1, ., .] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n- 1 . .");
+    // The checkpoint records every split finished: a restart reads no snapshot.
+    b.persist(Epoch(3)).unwrap();
+    assert_eq!(b.phase, Phase::Done { epoch: Epoch(3) });
+}
+
+#[tokio::test]
+async fn a_truncate_before_the_splits_are_planned_still_records_the_end_of_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut config = config(&store, true);
+    config.parallelism = 2;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), config, status).unwrap();
+    assert!(b.splits.is_empty(), "planned at the first page");
+    assert_eq!(apply(&mut b, "+ public.t truncate 200").await, "truncate");
+    b.persist(Epoch(3)).unwrap();
+    store.commit(Epoch(3)).unwrap();
+    let mut config = self::config(&store, true);
+    config.parallelism = 2;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let b = CdcBackfill::load(store, config, status).unwrap();
+    assert_eq!(b.phase, Phase::Done { epoch: Epoch(0) });
+}
