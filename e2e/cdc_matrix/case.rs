@@ -353,6 +353,8 @@ impl Case {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
         names.extend(self.columns.iter().enumerate().map(|(i, ty)| match (ty, upstream) {
             (ColType::FreeNumeric, true) => format!("trim_scale(c{i}) AS c{i}"),
+            // Sluice holds `char(n)` without its blank padding, as Postgres compares it.
+            (ColType::Char(_), true) => format!("c{i}::text AS c{i}"),
             _ => format!("c{i}"),
         }));
         names.join(", ")

@@ -89,10 +89,12 @@ impl Wire {
         }
     }
 
-    /// Whether the upstream sends the column as text only after a `::text` cast.
+    /// Whether the upstream sends the column as text only after a `::text` cast. A `char(n)`
+    /// is cast too: its text drops the blank padding, as Postgres's comparisons of it do (a
+    /// view's `WHERE c = 'BUILDING'` on a `char(10)` must match).
     pub fn needs_text_cast(self, upstream_type: &str) -> bool {
         let base = upstream_type.split('(').next().unwrap_or(upstream_type).trim();
-        self == Wire::Text && !matches!(base, "text" | "character varying" | "character")
+        self == Wire::Text && !matches!(base, "text" | "character varying")
     }
 }
 
@@ -893,5 +895,6 @@ mod tests {
             !Wire::of("character varying(5)", DataType::Varchar)
                 .needs_text_cast("character varying(5)")
         );
+        assert!(Wire::of("character(5)", DataType::Varchar).needs_text_cast("character(5)"));
     }
 }

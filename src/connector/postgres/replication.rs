@@ -278,12 +278,17 @@ fn replication_error(e: ReplicationError) -> Error {
     Error::Upstream { code, message: format!("replication connection: {text}") }
 }
 
+/// The type of `char(n)` (`bpchar`), whose values arrive blank-padded.
+const BPCHAR_OID: u32 = 1042;
+
 /// Decodes the frames of a replication stream into whole transactions.
 #[derive(Default)]
 struct Decoder {
     parser: Option<LogicalReplicationParser>,
     /// `schema.table` of each relation the stream described.
     relations: HashMap<u32, String>,
+    /// The `char(n)` columns of each relation (see [`BPCHAR_OID`]).
+    padded: HashMap<u32, Vec<usize>>,
     /// The changes of the transaction being sent, from its begin.
     open: Option<Vec<RowChange>>,
     /// Whole transactions not yet handed on.
@@ -357,6 +362,10 @@ impl Decoder {
                 let table = format!("{namespace}.{relation_name}");
                 let names = columns.iter().map(|c| c.name.to_string()).collect();
                 self.relations.insert(relation_id, table.clone());
+                // `char(n)` values arrive blank-padded; Sluice holds them without the padding
+                // (as the snapshot reads them, and as Postgres compares them).
+                let padded = columns.iter().enumerate().filter(|(_, c)| c.type_id == BPCHAR_OID);
+                self.padded.insert(relation_id, padded.map(|(i, _)| i).collect());
                 if let Some(open) = self.open.as_mut() {
                     open.push(RowChange::relation(table, names));
                 }
@@ -428,11 +437,16 @@ impl Decoder {
             code: "XX000",
             message: format!("a change of relation {relation} came before its description"),
         })?;
-        let values = tuple
+        let mut values: Vec<Option<String>> = tuple
             .columns
             .iter()
             .map(|c| if c.is_null() || c.is_unchanged() { None } else { c.as_string() })
             .collect();
+        for &i in self.padded.get(&relation).into_iter().flatten() {
+            if let Some(Some(v)) = values.get_mut(i) {
+                v.truncate(v.trim_end_matches(' ').len());
+            }
+        }
         let unchanged = tuple
             .columns
             .iter()
@@ -557,6 +571,34 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn char_values_lose_their_blank_padding_and_other_text_keeps_its_spaces() {
+        let mut decoder = Decoder::default();
+        let relation = LogicalReplicationMessage::Relation {
+            relation_id: 16384,
+            namespace: "public".into(),
+            relation_name: "t".into(),
+            replica_identity: b'd',
+            columns: vec![
+                pg_walstream::ColumnInfo::new(1, "c".into(), BPCHAR_OID, 14),
+                pg_walstream::ColumnInfo::new(0, "v".into(), 25, -1),
+            ],
+        };
+        let row = insert(&[Some("BUILDING  "), Some("x  ")]);
+        let blank = insert(&[Some("          "), Some(" ")]);
+        for message in [begin(), relation, row, blank, commit(300)] {
+            decoder.frame(&wal(message, 300)).unwrap();
+        }
+        assert_eq!(
+            lines(&decoder.take()),
+            [
+                "public.t columns [c, v]",
+                "public.t false 300 [BUILDING, x  ] [] false",
+                "public.t false 300 [,  ] [] false",
+            ]
+        );
     }
 
     #[test]
