@@ -17,7 +17,7 @@ use tracing_subscriber::EnvFilter;
 /// arena that hands their pages back to the kernel as soon as they are freed. A backfill's
 /// write buffer grows to that size every epoch, so its pages were faulted in anew each time:
 /// 900 k page faults and 8% of Sluice's CPU in a 10 M-row CDC snapshot
-/// (docs/benchmarks.md, "Large allocations from jemalloc's ordinary arenas"). The ordinary arenas
+/// (docs/benchmarks-history.md, "Large allocations from jemalloc's ordinary arenas"). The ordinary arenas
 /// keep freed pages for reuse before they hand them back.
 ///
 /// `dirty_decay_ms:1000`: for a second rather than ten, long enough for the next epochs' buffers

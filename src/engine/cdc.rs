@@ -235,7 +235,7 @@ fn default_splits(estimate: u64) -> usize {
 
 /// Readers that keep this machine busy: one per core, from 2 to 8. Pages are decoded while the
 /// epochs before commit, one at a time, and the commits bound the copy: more readers than cores
-/// take the cores from the committing thread (docs/benchmarks.md, "A finished snapshot's
+/// take the cores from the committing thread (docs/benchmarks-history.md, "A finished snapshot's
 /// level-0 files merged at once": on 2 cores, 10 M rows copied in 5.55-5.71 s with 2 splits
 /// against 5.68-6.02 s with 4, five interleaved rounds).
 fn default_readers() -> usize {

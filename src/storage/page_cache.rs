@@ -5,7 +5,7 @@
 //! RocksDB's C API has no switch for it. Sluice writes every large epoch with it (an ingested
 //! commit, see [`Store::commit`](crate::storage::store::Store::commit)) and reads those rows
 //! again soon: a view created over a CDC table just copied read the copy's last files back from
-//! the disk, and took twice as long as over the same files cached (docs/benchmarks.md, "A write
+//! the disk, and took twice as long as over the same files cached (docs/benchmarks-history.md, "A write
 //! buffer indexed only once read; ingested files kept in the page cache").
 //!
 //! So this process answers that advice itself: it defines `posix_fadvise`, which the linker

@@ -772,7 +772,7 @@ fn upgradable(format: &[u8]) -> bool {
 /// compactions. Level 0 compacts at 16 files rather than 4: a backfill adds a file of rows and
 /// one of the epoch record per large epoch (see [`file_pieces`]), and each compaction out of
 /// level 0 rewrites the overlapping data below it, so fewer, larger ones rewrite less
-/// (docs/benchmarks.md, "Ingested epochs" and "Files per vnode stretch"). Data blocks are 16 KiB
+/// (docs/benchmarks-history.md, "Ingested epochs" and "Files per vnode stretch"). Data blocks are 16 KiB
 /// rather than 4: backfills and batch queries scan tables end to end, and every block read
 /// costs a read call, a cache lookup and an allocation whatever its size (docs/benchmarks.md,
 /// "Scans that pass once").

@@ -26,7 +26,7 @@ use crate::storage::store::Store;
 ///
 /// Rows read are no bound of their own: an epoch that reads many rows and holds little (an
 /// eager aggregation's 100 k partial groups) ends with the interval, and each epoch less is
-/// every group sent through the final phase once less (docs/benchmarks.md, "Epochs sized by
+/// every group sent through the final phase once less (docs/benchmarks-history.md, "Epochs sized by
 /// memory").
 ///
 /// [`EpochMemory`]: crate::storage::store::EpochMemory
