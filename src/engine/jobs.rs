@@ -12,7 +12,7 @@ use crate::catalog::{ActorId, CreatingInfo, RelationKind, TableId};
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::stream::graph::creating::{CreatingJob, JobEnd, JobProgress, create_type};
+use crate::stream::graph::creating::{CreatingJob, JobEnd, JobProgress, JobStatus, create_type};
 
 /// How often a foreground CREATE looks whether its job stopped for good.
 const STOPPED_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
@@ -243,8 +243,8 @@ fn progress_notice(name: &str, p: &JobProgress) -> String {
     if let Some(eta) = p.eta_seconds {
         parts.push(format!("eta {eta:.0} s"));
     }
-    if p.status != "running" {
-        parts.push(p.status.clone());
+    if p.status != JobStatus::Running {
+        parts.push(p.status.to_string());
     }
     format!("backfill of {name}: {})", parts.join(", "))
 }
@@ -262,30 +262,30 @@ fn count(n: u64) -> String {
 mod tests {
     use super::*;
 
-    fn progress(done: u64, total: Option<u64>, rate: f64, status: &str) -> JobProgress {
+    fn progress(done: u64, total: Option<u64>, rate: f64, status: JobStatus) -> JobProgress {
         JobProgress {
             rows_done: done,
             rows_total: total,
             rows_per_second: rate,
             eta_seconds: total.filter(|_| rate > 0.0).map(|t| (t - done) as f64 / rate),
-            status: status.to_owned(),
+            status,
             progress: String::new(),
         }
     }
 
     #[test]
     fn progress_notices_read_like_a_progress_bar() {
-        let p = progress(4_200_000, Some(10_000_000), 1_100_000.0, "running");
+        let p = progress(4_200_000, Some(10_000_000), 1_100_000.0, JobStatus::Running);
         assert_eq!(
             progress_notice("v", &p),
             "backfill of v: 42.00% (4.2 M / 10.0 M rows, 1.1 M rows/s, eta 5 s)"
         );
-        let p = progress(1234, None, 0.0, "paused");
+        let p = progress(1234, None, 0.0, JobStatus::Paused);
         assert_eq!(
             progress_notice("t", &p),
             "backfill of t: 1234 rows read (of an unknown total yet, 0 rows/s, paused)"
         );
-        let p = progress(12_345, Some(20_000), 500.0, "throttled");
+        let p = progress(12_345, Some(20_000), 500.0, JobStatus::Throttled);
         assert_eq!(
             progress_notice("t", &p),
             "backfill of t: 61.73% (12.3 k / 20.0 k rows, 500 rows/s, eta 15 s, throttled)"

@@ -14,10 +14,10 @@ use crate::batch::system::vnode_ranges;
 use crate::catalog::{RelationKind, TableId, VirtualNode};
 use crate::connector::source::SourceConfig;
 use crate::engine::Engine;
-use crate::metrics::{BACKFILL_STATUSES, BackfillScrape, Scrape};
+use crate::metrics::{BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;
 use crate::stream::executor::source::offset_table::recorded_position;
-use crate::stream::graph::creating::{CreatingJob, STARVED_CHECKPOINTS};
+use crate::stream::graph::creating::{CreatingJob, JobStatus, STARVED_CHECKPOINTS};
 use crate::stream::graph::job::Fragment;
 
 /// How long a request waits for an upstream to report its slot lag.
@@ -382,7 +382,7 @@ impl Observer {
                 fragments,
                 rows_per_second: progress.rows_per_second,
                 ratio: progress.rows_total.map(|t| ratio(progress.rows_done, t)),
-                status: status_label(&progress.status),
+                status: progress.status.label(),
             });
         }
         let actors = layouts
@@ -434,36 +434,29 @@ fn ratio(done: u64, total: u64) -> f64 {
     if total == 0 { 1.0 } else { (done as f64 / total as f64).min(1.0) }
 }
 
-/// The `status` label of a creating job's status text.
-fn status_label(status: &str) -> &'static str {
-    BACKFILL_STATUSES.iter().find(|s| **s == status).copied().unwrap_or(match status {
-        s if s.starts_with("waiting") => "waiting_for_upstream",
-        s if s.starts_with("stopped") => "stopped",
-        _ => "running",
-    })
-}
-
 /// Fills a creating job's progress, status and the reason for it.
 fn fill_progress(job: &mut JobView, creating: &CreatingJob, rate_limit: Option<u64>) {
     let progress = creating.progress(rate_limit);
     job.creating = true;
-    job.reason = match status_label(&progress.status) {
-        "paused" => Some(
+    job.reason = match &progress.status {
+        JobStatus::Paused => Some(
             "the backfill rate limit is 0: ALTER .. SET BACKFILL_RATE_LIMIT = DEFAULT resumes it"
                 .to_owned(),
         ),
-        "throttled" => Some(format!(
+        JobStatus::Throttled => Some(format!(
             "the backfill rate limit is {} rows/s per actor",
             rate_limit.unwrap_or_default()
         )),
-        "starved" => Some(format!(
+        JobStatus::Starved => Some(format!(
             "no snapshot row read in the last {STARVED_CHECKPOINTS} checkpoints: the upstream \
              job is busy or barriers are slow"
         )),
-        "waiting_for_upstream" | "stopped" => Some(progress.status.clone()),
-        _ => None,
+        JobStatus::WaitingForUpstream(_) | JobStatus::Stopped(_) => {
+            Some(progress.status.to_string())
+        }
+        JobStatus::Running => None,
     };
-    job.status = progress.status;
+    job.status = progress.status.to_string();
     job.progress = progress.rows_total.map(|t| ratio(progress.rows_done, t));
     job.rows_done = Some(progress.rows_done);
     job.rows_total = progress.rows_total;
@@ -549,10 +542,21 @@ mod tests {
     }
 
     #[test]
-    fn status_labels() {
-        assert_eq!(status_label("paused"), "paused");
-        assert_eq!(status_label("waiting for upstream: refused"), "waiting_for_upstream");
-        assert_eq!(status_label("starved"), "starved");
-        assert_eq!(status_label("stopped: the upstream table was dropped"), "stopped");
+    fn every_status_has_a_metric_label_and_says_its_reason() {
+        use crate::metrics::BACKFILL_STATUSES;
+        let statuses = [
+            JobStatus::Running,
+            JobStatus::Throttled,
+            JobStatus::Paused,
+            JobStatus::Starved,
+            JobStatus::WaitingForUpstream("refused".into()),
+            JobStatus::Stopped("the upstream table was dropped".into()),
+        ];
+        let labels: Vec<&str> = statuses.iter().map(JobStatus::label).collect();
+        assert_eq!(labels, BACKFILL_STATUSES);
+        let texts: Vec<String> = statuses.iter().map(ToString::to_string).collect();
+        assert_eq!(texts[4], "waiting for upstream: refused");
+        assert_eq!(texts[5], "stopped: the upstream table was dropped");
+        assert_eq!(texts[2], "paused");
     }
 }

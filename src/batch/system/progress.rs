@@ -233,7 +233,7 @@ impl SystemSchema {
                     rows_total: progress.rows_total,
                     rows_per_second: progress.rows_per_second,
                     eta_seconds: progress.eta_seconds,
-                    status: progress.status,
+                    status: progress.status.to_string(),
                 }
             })
             .collect()

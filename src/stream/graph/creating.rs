@@ -63,6 +63,49 @@ pub struct CreatingJob {
     end: watch::Sender<Option<JobEnd>>,
 }
 
+/// What a creating job's backfill is doing; its text (`Display`) is the status the jobs view,
+/// `rw_ddl_progress` and the dashboard show, its [`label`](JobStatus::label) the metric's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Reading.
+    Running,
+    /// Reading under a backfill rate limit.
+    Throttled,
+    /// Not reading: the rate limit is 0.
+    Paused,
+    /// No snapshot row read in the last checkpoints (the upstream job is busy, or barriers
+    /// are slow).
+    Starved,
+    /// The upstream cannot be read now; the reason.
+    WaitingForUpstream(String),
+    /// A CDC table that cannot follow its upstream; the reason.
+    Stopped(String),
+}
+
+impl JobStatus {
+    /// The status as a metric label: one of [`crate::metrics::BACKFILL_STATUSES`].
+    pub fn label(&self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Throttled => "throttled",
+            JobStatus::Paused => "paused",
+            JobStatus::Starved => "starved",
+            JobStatus::WaitingForUpstream(_) => "waiting_for_upstream",
+            JobStatus::Stopped(_) => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobStatus::WaitingForUpstream(error) => write!(f, "waiting for upstream: {error}"),
+            JobStatus::Stopped(reason) => write!(f, "stopped: {reason}"),
+            other => f.write_str(other.label()),
+        }
+    }
+}
+
 /// A job's progress at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobProgress {
@@ -74,9 +117,8 @@ pub struct JobProgress {
     pub rows_per_second: f64,
     /// Seconds left at the current rate.
     pub eta_seconds: Option<f64>,
-    /// `running`, `paused`, `throttled`, `waiting for upstream: ..`, `starved` or (a CDC table
-    /// that cannot follow its upstream) `stopped: ..`.
-    pub status: String,
+    /// What the backfill is doing.
+    pub status: JobStatus,
     /// `12.34% (1234/10000)`, below 100% until the job is created.
     pub progress: String,
 }
@@ -161,22 +203,22 @@ impl CreatingJob {
         let unfinished: Vec<&BackfillStatus> =
             statuses.iter().filter(|s| s.finished.is_none()).collect();
         let status = if let Some(reason) = statuses.iter().find_map(|s| s.stopped.clone()) {
-            format!("stopped: {reason}")
+            JobStatus::Stopped(reason)
         } else if let Some(error) = unfinished.iter().find_map(|s| s.upstream_error.clone()) {
-            format!("waiting for upstream: {error}")
+            JobStatus::WaitingForUpstream(error)
         } else if rate_limit == Some(0) && !unfinished.is_empty() {
-            "paused".to_owned()
+            JobStatus::Paused
         } else if !unfinished.is_empty()
             && unfinished.iter().all(|s| s.idle_checkpoints >= STARVED_CHECKPOINTS)
         {
-            "starved".to_owned()
+            JobStatus::Starved
         } else if rate_limit.is_some() && !unfinished.is_empty() {
-            "throttled".to_owned()
+            JobStatus::Throttled
         } else {
-            "running".to_owned()
+            JobStatus::Running
         };
         // A paused job reads nothing, whatever it read in the last seconds.
-        let rows_per_second = if status == "paused" { 0.0 } else { rows_per_second };
+        let rows_per_second = if status == JobStatus::Paused { 0.0 } else { rows_per_second };
         let eta_seconds = match rows_total {
             Some(total) if rows_per_second > 0.0 => {
                 Some(total.saturating_sub(rows_done) as f64 / rows_per_second)
@@ -541,29 +583,32 @@ mod tests {
         let (job, senders) = job(2);
         // Before the actors report, the persisted rows count.
         let p = job.progress(None);
-        assert_eq!((p.rows_done, p.rows_total, p.status.as_str()), (10, Some(1000), "running"));
+        assert_eq!((p.rows_done, p.rows_total, &p.status), (10, Some(1000), &JobStatus::Running));
         assert_eq!(p.progress, "1.00% (10/1000)");
         let moving = BackfillStatus { rows: 200, rows_per_second: 100.0, ..Default::default() };
         senders[0].send_replace(moving.clone());
         senders[1].send_replace(moving.clone());
         let p = job.progress(None);
         assert_eq!((p.rows_done, p.rows_per_second, p.eta_seconds), (400, 200.0, Some(3.0)));
-        assert_eq!(job.progress(Some(100)).status, "throttled");
+        assert_eq!(job.progress(Some(100)).status, JobStatus::Throttled);
         let paused = job.progress(Some(0));
-        assert_eq!((paused.status.as_str(), paused.rows_per_second), ("paused", 0.0));
+        assert_eq!((&paused.status, paused.rows_per_second), (&JobStatus::Paused, 0.0));
         assert_eq!(paused.eta_seconds, None);
         // Starved only when every unfinished backfill is idle.
         let idle = BackfillStatus { idle_checkpoints: STARVED_CHECKPOINTS, ..moving.clone() };
         senders[0].send_replace(idle.clone());
-        assert_eq!(job.progress(None).status, "running");
+        assert_eq!(job.progress(None).status, JobStatus::Running);
         senders[1].send_replace(idle.clone());
-        assert_eq!(job.progress(None).status, "starved");
+        assert_eq!(job.progress(None).status, JobStatus::Starved);
         // A finished backfill is never the reason.
         senders[1].send_replace(BackfillStatus { finished: Some(Epoch(3)), ..idle.clone() });
-        assert_eq!(job.progress(None).status, "starved");
+        assert_eq!(job.progress(None).status, JobStatus::Starved);
         let failing = BackfillStatus { upstream_error: Some("connection refused".into()), ..idle };
         senders[0].send_replace(failing);
-        assert_eq!(job.progress(Some(0)).status, "waiting for upstream: connection refused");
+        assert_eq!(
+            job.progress(Some(0)).status.to_string(),
+            "waiting for upstream: connection refused"
+        );
         let fragments = job.fragments();
         assert_eq!(fragments.len(), 1);
         assert_eq!((fragments[0].actors, fragments[0].rows_total), (2, Some(1000)));

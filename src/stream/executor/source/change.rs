@@ -148,13 +148,13 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::stream::test_utils::dedent;
 
     use super::*;
 
-    /// An insert into `table` of the transaction ending at `lsn`.
-    fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
+    /// An insert into `table` of the transaction ending at `lsn` (the readers' tests use it too).
+    pub(crate) fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
         RowChange {
             table: table.into(),
             values: values.iter().map(|v| v.map(String::from)).collect(),

@@ -403,6 +403,7 @@ mod tests {
     use crate::stream::test_utils::{Pretty, dedent, run};
 
     use super::*;
+    use crate::stream::executor::source::change::tests::insert;
 
     /// The offset table of a source, as `CREATE SOURCE` makes it: `(partition int, lsn bigint)`.
     fn state() -> Arc<TableCatalog> {
@@ -440,16 +441,6 @@ mod tests {
         }
         let batch = RecordBatch::try_new(state.full_schema(), decoder.finish()).unwrap();
         StreamChunk::inserts(batch).to_pretty()
-    }
-
-    /// An insert into `table` of the transaction ending at `lsn`.
-    fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
-        RowChange {
-            table: table.into(),
-            values: values.iter().map(|v| v.map(String::from)).collect(),
-            lsn,
-            ..RowChange::default()
-        }
     }
 
     #[test]
