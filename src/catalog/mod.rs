@@ -263,6 +263,27 @@ impl TableCatalog {
         self.columns.iter().map(|c| c.data_type).collect()
     }
 
+    /// The internal state table `id` of relation `owner`'s fragment `fragment`, for `purpose`:
+    /// named `__internal_{owner}_{fragment}_{purpose}_{id}`, as every system table shows it.
+    pub fn internal(
+        id: TableId,
+        owner: TableId,
+        fragment: u32,
+        purpose: StatePurpose,
+        columns: Vec<ColumnCatalog>,
+        pk: Vec<usize>,
+        dist_key_len: usize,
+    ) -> Self {
+        let name = format!("__internal_{}_{fragment}_{}_{}", owner.0, purpose.name(), id.0);
+        Self {
+            kind: RelationKind::Internal,
+            owner: Some(owner),
+            purpose: Some(purpose),
+            dist_key_len,
+            ..Self::new_table(id, name, columns, pk, String::new())
+        }
+    }
+
     /// A plain table, as `CREATE TABLE` makes it: its key distributes its rows.
     pub fn new_table(
         id: TableId,

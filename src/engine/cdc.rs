@@ -4,8 +4,7 @@
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::{
-    CdcTableInfo, ColumnCatalog, CreatingInfo, RelationKind, SourceCatalog, StatePurpose,
-    TableCatalog,
+    CdcTableInfo, ColumnCatalog, CreatingInfo, SourceCatalog, StatePurpose, TableCatalog,
 };
 use crate::connector::common::UpstreamTable;
 use crate::connector::postgres::snapshot::publish_table;
@@ -65,16 +64,8 @@ impl Engine {
         let state_columns = crate::stream::executor::backfill::state::cdc_columns(
             pk.iter().map(|&i| columns[i].clone()),
         );
-        let mut state = TableCatalog::new_table(
-            state_id,
-            format!("__internal_{id}_1_{}_{state_id}", StatePurpose::StreamCdcScan.name()),
-            state_columns,
-            vec![0],
-            String::new(),
-        );
-        state.kind = RelationKind::Internal;
-        state.purpose = Some(StatePurpose::StreamCdcScan);
-        state.owner = Some(id);
+        let purpose = StatePurpose::StreamCdcScan;
+        let state = TableCatalog::internal(state_id, id, 1, purpose, state_columns, vec![0], 1);
         self.catalog.create_table(state)?;
         let mut catalog = TableCatalog::new_table(
             id,

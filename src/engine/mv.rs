@@ -156,24 +156,15 @@ impl Engine {
         let id = self.catalog.next_table_id()?;
         let mut internal_tables = Vec::with_capacity(plan.slots.len());
         for (slot, internal_id) in plan.slots.iter().zip(internal_ids) {
-            let table = TableCatalog {
-                id: internal_id,
-                name: format!("__internal_{id}_1_{}_{internal_id}", slot.purpose.name()),
-                kind: RelationKind::Internal,
-                columns: slot.columns.clone(),
-                pk: slot.pk.clone(),
-                dist_key_len: slot.dist_key_len,
-                definition: String::new(),
-                dependencies: Vec::new(),
-                internal_tables: Vec::new(),
-                owner: Some(id),
-                backfill_rate_limit: None,
-                parallelism: 1,
-                cdc: None,
-                creating: None,
-                purpose: Some(slot.purpose),
-                eager_aggregation: false,
-            };
+            let table = TableCatalog::internal(
+                internal_id,
+                id,
+                1,
+                slot.purpose,
+                slot.columns.clone(),
+                slot.pk.clone(),
+                slot.dist_key_len,
+            );
             self.catalog.create_table(table)?;
             internal_tables.push(internal_id);
         }

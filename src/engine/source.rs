@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{RelationKind, SourceCatalog, StatePurpose, TableCatalog};
+use crate::catalog::{SourceCatalog, StatePurpose, TableCatalog};
 use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::text_rows;
@@ -89,16 +89,8 @@ impl Engine {
         // The binlog position is `lsn`; MariaDB's GTID position goes beside it.
         let mysql = options.get("connector").map(String::as_str) == Some("mysql-cdc");
         let columns = crate::stream::executor::source::offset_table::columns(mysql);
-        let mut state = TableCatalog::new_table(
-            state_id,
-            format!("__internal_{id}_0_{}_{state_id}", StatePurpose::Source.name()),
-            columns,
-            vec![0],
-            String::new(),
-        );
-        state.kind = RelationKind::Internal;
-        state.purpose = Some(StatePurpose::Source);
-        state.owner = Some(id);
+        let state =
+            TableCatalog::internal(state_id, id, 0, StatePurpose::Source, columns, vec![0], 1);
         self.catalog.create_table(state)?;
         let source = SourceCatalog {
             id,

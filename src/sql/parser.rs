@@ -100,6 +100,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     for statement in &statements {
         if let Statement::Sql(stmt) = statement {
             check_depth(stmt)?;
+            check_scalar_subqueries(stmt)?;
         }
     }
     let mut statements = statements;
@@ -189,6 +190,24 @@ pub const MAX_QUERY_DEPTH: usize = 10;
 
 /// Refuses a statement whose expressions nest deeper than [`MAX_EXPR_DEPTH`] or whose queries
 /// nest deeper than [`MAX_QUERY_DEPTH`] (54001, as Postgres's `stack depth limit exceeded`).
+/// A scalar subquery that selects no column (`(SELECT FROM t)`) is refused as Postgres refuses
+/// it (42601); DataFusion's planner panicked on it.
+fn check_scalar_subqueries(statement: &ast::Statement) -> Result<()> {
+    use std::ops::ControlFlow;
+    let empty = ast::visit_expressions(statement, |expr| match expr {
+        ast::Expr::Subquery(query) if matches!(query.body.as_ref(), ast::SetExpr::Select(s) if s.projection.is_empty()) => {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    });
+    match empty {
+        ControlFlow::Break(()) => {
+            Err(Error::InvalidStatement("subquery must return only one column".into()))
+        }
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
 fn check_depth(statement: &ast::Statement) -> Result<()> {
     use std::ops::ControlFlow;
 
