@@ -7,7 +7,7 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, CreatingInfo, SourceCatalog, StatePurpose, TableCatalog,
 };
 use crate::connector::common::UpstreamTable;
-use crate::connector::postgres::snapshot::publish_table;
+use crate::connector::postgres::publication::publish_table;
 use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::{CommandTag, Engine, Output, Session};

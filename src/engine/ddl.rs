@@ -10,7 +10,7 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, SourceCatalog,
     TableCatalog,
 };
-use crate::connector::postgres::snapshot::unpublish_table;
+use crate::connector::postgres::publication::unpublish_table;
 use crate::connector::source::SourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};

@@ -7,9 +7,11 @@
 
 /// Postgres snapshot pages in binary `COPY` format, decoded into Arrow arrays.
 pub mod copy;
+/// The source's publication: CDC tables added and removed.
+pub mod publication;
 /// A Postgres source's change stream over a streaming replication connection.
 pub mod replication;
-/// Reading an upstream Postgres: table descriptions, snapshot pages, publications.
+/// Reading an upstream Postgres: table descriptions, snapshot pages.
 pub mod snapshot;
 /// TLS to an upstream Postgres (`ssl.mode`, `ssl.root.cert`).
 pub mod tls;
