@@ -187,11 +187,30 @@ pub fn specials_as_null(column: ArrayRef) -> ArrayRef {
         values = specials.iter().flatten().count(),
         "a sum or average in a view leaves out numeric NaN and infinite values"
     );
+    without_specials(&column, &specials)
+}
+
+/// `column` (decimal) with NULL where `specials` has a special value.
+fn without_specials(column: &ArrayRef, specials: &[Option<Special>]) -> ArrayRef {
     let nulls: NullBuffer =
         specials.iter().enumerate().map(|(i, s)| s.is_none() && column.is_valid(i)).collect();
     arrow::array::make_array(
         column.to_data().into_builder().nulls(Some(nulls)).build().expect("same layout"),
     )
+}
+
+/// An error (22003, as Postgres's) when a constrained `numeric(precision, scale)` would hold an
+/// infinity among `specials`; `NaN` it holds.
+fn holds_specials(precision: u8, scale: i8, specials: &[Option<Special>]) -> Result<()> {
+    let infinite =
+        |s: &Option<Special>| matches!(s, Some(Special::Infinity | Special::NegInfinity));
+    if is_unconstrained(precision, scale) || !specials.iter().any(infinite) {
+        return Ok(());
+    }
+    Err(Error::OutOfRange(format!(
+        "numeric field overflow: a field with precision {precision}, scale {scale} cannot hold \
+         an infinite value"
+    )))
 }
 
 /// A number's digits with the point `scale` digits from the right (`-0.05` for -5 at scale 2).
@@ -222,12 +241,17 @@ pub fn text(v: i256, scale: i8, own_digits: bool) -> String {
     }
 }
 
-/// A decimal column's values as Postgres prints them.
-pub fn texts(column: &dyn Array) -> StringArray {
-    let (precision, scale) = match column.data_type() {
+/// The precision and scale of a decimal column.
+fn precision_and_scale(column: &dyn Array) -> (u8, i8) {
+    match column.data_type() {
         ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s) => (*p, *s),
         other => unreachable!("a decimal column, found {other}"),
-    };
+    }
+}
+
+/// A decimal column's values as Postgres prints them.
+pub fn texts(column: &dyn Array) -> StringArray {
+    let (precision, scale) = precision_and_scale(column);
     let own = prints_own_digits(precision, scale);
     values(column).into_iter().map(|v| v.map(|v| text(v, scale, own))).collect()
 }
@@ -236,10 +260,7 @@ pub fn texts(column: &dyn Array) -> StringArray {
 /// (16 bits each, big-endian), then `ndigits` base-10000 digits, the first worth
 /// 10000^`weight`.
 pub fn binaries(column: &dyn Array) -> BinaryArray {
-    let (precision, scale) = match column.data_type() {
-        ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s) => (*p, *s),
-        other => unreachable!("a decimal column, found {other}"),
-    };
+    let (precision, scale) = precision_and_scale(column);
     let own = prints_own_digits(precision, scale);
     values(column).into_iter().map(|v| v.map(|v| binary(v, scale, own))).collect()
 }
@@ -301,14 +322,7 @@ pub fn with_specials(
     mode: CastMode,
 ) -> Result<ArrayRef> {
     let specials: Vec<Option<Special>> = text.iter().map(|v| v.and_then(Special::parse)).collect();
-    if !is_unconstrained(precision, scale)
-        && specials.iter().any(|s| matches!(s, Some(Special::Infinity | Special::NegInfinity)))
-    {
-        return Err(Error::OutOfRange(format!(
-            "numeric field overflow: a field with precision {precision}, scale {scale} cannot \
-             hold an infinite value"
-        )));
-    }
+    holds_specials(precision, scale, &specials)?;
     let numbers: StringArray =
         text.iter().zip(&specials).map(|(v, s)| v.filter(|_| s.is_none())).collect();
     let ty = DataType::Decimal { precision, scale };
@@ -346,20 +360,10 @@ pub fn cast_keeping_specials(
 ) -> Result<ArrayRef> {
     let specials: Vec<Option<Special>> =
         values(column.as_ref()).into_iter().map(|v| v.and_then(Special::of_i256)).collect();
-    if let DataType::Decimal { precision, scale } = to
-        && !is_unconstrained(precision, scale)
-        && specials.iter().any(|s| matches!(s, Some(Special::Infinity | Special::NegInfinity)))
-    {
-        return Err(Error::OutOfRange(format!(
-            "numeric field overflow: a field with precision {precision}, scale {scale} cannot \
-             hold an infinite value"
-        )));
+    if let DataType::Decimal { precision, scale } = to {
+        holds_specials(precision, scale, &specials)?;
     }
-    let nulls: NullBuffer =
-        specials.iter().enumerate().map(|(i, s)| s.is_none() && column.is_valid(i)).collect();
-    let numbers = arrow::array::make_array(
-        column.to_data().into_builder().nulls(Some(nulls)).build().expect("same layout"),
-    );
+    let numbers = without_specials(column, &specials);
     Ok(patched(&cast(&numbers)?, &specials))
 }
 
