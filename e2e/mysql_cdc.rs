@@ -121,7 +121,7 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
 
     // Pages of two rows, in key order, each with the binlog position of its snapshot.
     let all = SplitRange::default();
-    let (first, offset) = mysql::snapshot_page(&mut conn, &table, None, &all, 2).await?;
+    let (first, offset) = mysql::snapshot::snapshot_page(&mut conn, &table, None, &all, 2).await?;
     ensure!(matches!(offset, CdcOffset::MySql { file_seq: 1, .. }), "{offset:?}");
     ensure!(offset > CdcOffset::mysql("binlog.000001", 4)?, "{offset:?}");
     ensure!(first[0].len() == 2);
@@ -149,19 +149,22 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     ensure!(row == expected.map(Some), "row 1 reads {row:?}");
     ensure!((1..first.len()).all(|c| first[c].is_null(1)), "row 2 is not all NULL");
     let cursor: Vec<Option<String>> = vec![Some(first[0].value(1).to_owned())];
-    let (rest, later) = mysql::snapshot_page(&mut conn, &table, Some(&cursor), &all, 2).await?;
+    let (rest, later) =
+        mysql::snapshot::snapshot_page(&mut conn, &table, Some(&cursor), &all, 2).await?;
     ensure!(rest[0].len() == 1 && rest[0].value(0) == "3", "after the cursor: {:?}", rest[0]);
     ensure!(later >= offset);
 
     // Integer keys 1..=3 split evenly between the lowest and highest; a split's pages stay in
     // its range.
-    let points = mysql::split_points(&mut conn, &table, 2).await?;
+    let points = mysql::snapshot::split_points(&mut conn, &table, 2).await?;
     ensure!(points == ["2"], "split points {points:?}");
     let first_split = SplitRange { start: None, end: Some("2".into()) };
-    let (page, _) = mysql::snapshot_page(&mut conn, &table, None, &first_split, 10).await?;
+    let (page, _) =
+        mysql::snapshot::snapshot_page(&mut conn, &table, None, &first_split, 10).await?;
     ensure!(page[0].len() == 1 && page[0].value(0) == "1", "first split: {:?}", page[0]);
     let second_split = SplitRange { start: Some("2".into()), end: None };
-    let (page, _) = mysql::snapshot_page(&mut conn, &table, None, &second_split, 10).await?;
+    let (page, _) =
+        mysql::snapshot::snapshot_page(&mut conn, &table, None, &second_split, 10).await?;
     ensure!(page[0].len() == 2 && page[0].value(0) == "2", "second split: {:?}", page[0]);
 
     // String keys page by their bytes, as Sluice orders them, whatever the collation says.
@@ -169,7 +172,8 @@ async fn connector_scenario(upstream: &mut MySqlUpstream) -> anyhow::Result<()> 
     let mut keys = Vec::new();
     let mut cursor: Option<Vec<Option<String>>> = None;
     loop {
-        let (page, _) = mysql::snapshot_page(&mut conn, &names, cursor.as_deref(), &all, 2).await?;
+        let (page, _) =
+            mysql::snapshot::snapshot_page(&mut conn, &names, cursor.as_deref(), &all, 2).await?;
         if page[0].is_empty() {
             break;
         }

@@ -282,7 +282,8 @@ impl UpstreamSession {
                 Ok((page, CdcOffset::Postgres { lsn: low }))
             }
             Self::MySql(conn) => {
-                let (page, low) = mysql::snapshot_page(conn, table, cursor, range, limit).await?;
+                let (page, low) =
+                    mysql::snapshot::snapshot_page(conn, table, cursor, range, limit).await?;
                 let n = page.first().map_or(0, |c| c.len());
                 let last_key = (n > 0).then(|| {
                     let key = table.pk.iter().map(|&i| &page[i]);
@@ -306,7 +307,7 @@ impl UpstreamSession {
                 let estimate = snapshot::estimate_rows(client, &table.schema, &table.name).await?;
                 snapshot::split_points(client, table, splits, estimate).await
             }
-            Self::MySql(conn) => mysql::split_points(conn, table, splits).await,
+            Self::MySql(conn) => mysql::snapshot::split_points(conn, table, splits).await,
         }
     }
 
@@ -315,7 +316,7 @@ impl UpstreamSession {
     pub async fn estimate_rows(&mut self, schema: &str, table: &str) -> Result<u64> {
         match self {
             Self::Postgres(client) => snapshot::estimate_rows(client, schema, table).await,
-            Self::MySql(conn) => mysql::estimate_rows(conn, schema, table).await,
+            Self::MySql(conn) => mysql::snapshot::estimate_rows(conn, schema, table).await,
         }
     }
 
@@ -339,7 +340,7 @@ impl UpstreamSession {
     ) -> Result<Option<Vec<Option<String>>>> {
         match self {
             Self::Postgres(client) => snapshot::fetch_row(client, table, key).await,
-            Self::MySql(conn) => mysql::fetch_row(conn, table, key).await,
+            Self::MySql(conn) => mysql::snapshot::fetch_row(conn, table, key).await,
         }
     }
 }
