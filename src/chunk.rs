@@ -1,4 +1,4 @@
-//! Chunks of row changes: an Arrow batch plus one [`Op`] per row. They flow between
+//! Chunks of row changes: an Arrow batch plus one [`Op`](crate::chunk::Op) per row. They flow between
 //! executors (`stream::message`) and are written to state tables (`storage::state_table`).
 
 use std::fmt;

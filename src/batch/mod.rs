@@ -1,6 +1,6 @@
 //! Batch queries: DataFusion reads Sluice relations through these providers.
 //!
-//! A query sees exactly one committed epoch: the engine attaches a [`QuerySnapshot`] to the
+//! A query sees exactly one committed epoch: the engine attaches a [`QuerySnapshot`](crate::batch::QuerySnapshot) to the
 //! query's session config, and every scan of that query reads through it. Scans page through
 //! the relation's key range in a blocking task, decoding only the projected columns, so memory
 //! stays bounded by the page size whatever the table size.

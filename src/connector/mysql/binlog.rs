@@ -1,13 +1,13 @@
 //! Reading a MySQL / MariaDB binlog as a replica: committed transactions as [`RowChange`](crate::connector::common::RowChange)s.
 //!
-//! [`BinlogReader`] registers with the source's `server.id` and streams the binlog from a
+//! [`BinlogReader`](crate::connector::mysql::binlog::BinlogReader) registers with the source's `server.id` and streams the binlog from a
 //! position (a transaction boundary). Each transaction (`BEGIN` .. `XID`, or `COMMIT` for
 //! non-transactional engines) comes back whole, its changes tagged with the position of its
 //! end ([`CdcOffset::position`] of file and offset), so a reader that restarts from the last
 //! recorded position sees the next transaction whole again.
 //!
 //! Values are rendered as the text a snapshot page reads for the same stored value (see
-//! [`text`](super::text)), so a row read by the snapshot and the same row from the
+//! [`text`](crate::connector::mysql::text)), so a row read by the snapshot and the same row from the
 //! binlog are identical after the cast. Column types, signedness, names, charsets and the
 //! members of ENUM and SET come from each event's table map (`binlog_row_metadata = FULL`), not
 //! from a description taken earlier: a row follows the schema it was written with.

@@ -5,8 +5,9 @@
 //! `binlog_row_metadata = FULL`. [`MySqlSourceConfig::
 //! validate`] checks that and the user's privileges before a source is created, and says what
 //! to change.
-//! [`snapshot`] reads the table's rows, [`binlog`] its changes, both as the text [`text`]
-//! defines.
+//! [`snapshot`](crate::connector::mysql::snapshot) reads a table's rows and
+//! [`binlog`](crate::connector::mysql::binlog) its changes, both as the text
+//! [`text`](crate::connector::mysql::text) defines.
 
 /// Reading a MySQL / MariaDB binlog: committed transactions as row changes.
 pub mod binlog;

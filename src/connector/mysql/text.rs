@@ -2,10 +2,13 @@
 //!
 //! Values travel as text in the forms Postgres prints (`\x..` for bytes, `+00` on timestamps
 //! read in UTC), so the same casts read them as read a Postgres upstream's. A snapshot page
-//! asks the server for that text ([`column_text`] is the select-list expression per column,
-//! [`protocol_text`] reads what comes back); a binlog row is rendered to the same text from
-//! its decoded value ([`binlog_text`]), so a row read by the snapshot and the same row from
-//! the binlog are identical after the cast. [`map_type`] is the Sluice type each MySQL type is
+//! asks the server for that text
+//! ([`column_text`](crate::connector::mysql::text::column_text) is the select-list expression
+//! per column, [`protocol_text`](crate::connector::mysql::text::protocol_text) reads what
+//! comes back); a binlog row is rendered to the same text from its decoded value
+//! ([`binlog_text`](crate::connector::mysql::text::binlog_text)), so a row read by the
+//! snapshot and the same row from the binlog are identical after the cast.
+//! [`map_type`](crate::connector::mysql::text::map_type) is the Sluice type each MySQL type is
 //! held as.
 
 use mysql_async::Value;
