@@ -26,7 +26,8 @@ use parking_lot::RwLock;
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
-use crate::storage::store::{ReadSnapshot, Store};
+use crate::storage::snapshot::ReadSnapshot;
+use crate::storage::store::Store;
 use crate::stream::graph::StreamGraph;
 use crate::types::DataType;
 
