@@ -1,0 +1,130 @@
+//! The running state of one aggregate of one group, and how a chunk's values fold into it.
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::DataType as ArrowType;
+use datafusion::scalar::ScalarValue;
+
+use super::{AggCall, AggKind, Group};
+use crate::catalog::TableCatalog;
+use crate::error::Result;
+use crate::storage::row_codec::RowDecoder;
+
+/// The running state of one aggregate of one group.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum AggState {
+    Count(i64),
+    /// sum and avg: the sum of non-NULL inputs and how many there were.
+    Sum {
+        sum: ScalarValue,
+        count: i64,
+    },
+    /// min and max: the current extreme (NULL when the multiset is empty).
+    Extreme(ScalarValue),
+}
+
+pub(super) fn empty_state(call: &AggCall) -> Result<AggState> {
+    Ok(match call.kind {
+        AggKind::Count => AggState::Count(0),
+        AggKind::Sum | AggKind::Avg => {
+            AggState::Sum { sum: ScalarValue::new_zero(&call.state_type())?, count: 0 }
+        }
+        AggKind::Min | AggKind::Max => AggState::Extreme(ScalarValue::try_from(&call.output_type)?),
+    })
+}
+
+/// Adds `delta` (the change of `count` non-NULL inputs) to call `call`'s sum in `group`.
+pub(super) fn add_to_sum(
+    group: &mut Group,
+    call: usize,
+    delta: &ScalarValue,
+    count: i64,
+) -> Result<()> {
+    if let AggState::Sum { sum, count: n } = &mut group.states[call] {
+        *sum = sum.add(delta)?;
+        *n += count;
+    }
+    Ok(())
+}
+
+/// Adds up the signed values of a chunk's non-NULL rows per group: `(group slot, (sum, number
+/// of values))` for every group with one, wrapping on overflow.
+pub(super) fn fold(
+    slots: &[usize],
+    signs: &[i64],
+    valid: impl Fn(usize) -> bool,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
+    fold_rows(slots, signs, valid, |_| 1, value)
+}
+
+/// [`fold`] for partial rows: per group, the signed sum of their sums and of their counts of
+/// non-NULL inputs, wrapping on overflow.
+pub(super) fn fold_partial(
+    slots: &[usize],
+    signs: &[i64],
+    count: impl Fn(usize) -> i64,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
+    fold_rows(slots, signs, |_| true, count, value)
+}
+
+/// Per group slot of the rows for which `include` holds: the signed sum of `value` and of
+/// `count`, wrapping on overflow.
+pub(super) fn fold_rows(
+    slots: &[usize],
+    signs: &[i64],
+    include: impl Fn(usize) -> bool,
+    count: impl Fn(usize) -> i64,
+    value: impl Fn(usize) -> i128,
+) -> Vec<(usize, (i128, i64))> {
+    let mut deltas: hashbrown::HashMap<usize, (i128, i64)> = hashbrown::HashMap::new();
+    for (row, (&slot, &sign)) in slots.iter().zip(signs).enumerate() {
+        if include(row) {
+            let (sum, n) = deltas.entry(slot).or_default();
+            let v = value(row);
+            *sum = if sign > 0 { sum.wrapping_add(v) } else { sum.wrapping_sub(v) };
+            *n += sign * count(row);
+        }
+    }
+    deltas.into_iter().collect()
+}
+
+/// `array` cast to `to`, unless it already has that type.
+pub(crate) fn cast(array: ArrayRef, to: &ArrowType) -> Result<ArrayRef> {
+    if array.data_type() == to {
+        return Ok(array);
+    }
+    Ok(arrow::compute::cast(&array, to)?)
+}
+
+pub(super) fn as_i64(v: &ScalarValue) -> i64 {
+    match v {
+        ScalarValue::Int64(Some(n)) => *n,
+        _ => 0,
+    }
+}
+
+pub(super) fn as_f64(v: &ScalarValue) -> Result<f64> {
+    match v.cast_to(&ArrowType::Float64)? {
+        ScalarValue::Float64(Some(f)) => Ok(f),
+        _ => Ok(0.0),
+    }
+}
+
+/// The value of column `index` of a stored row (key and value) of `table`.
+pub(super) fn column_of(
+    table: &TableCatalog,
+    key: &[u8],
+    row: &[u8],
+    index: usize,
+) -> Result<ScalarValue> {
+    let types = table.types();
+    let mut decoder = RowDecoder::new(&types, &table.pk, &[index], 1);
+    decoder.push(key, row)?;
+    Ok(ScalarValue::try_from_array(&decoder.finish()[0], 0)?)
+}
+
+/// The last column of a stored multiset row: the value's count.
+pub(super) fn last_i64(table: &TableCatalog, key: &[u8], row: &[u8]) -> Result<i64> {
+    Ok(as_i64(&column_of(table, key, row, table.columns.len() - 1)?))
+}
