@@ -7,6 +7,8 @@ pub mod aggregates;
 pub mod analyzer;
 /// Integer arithmetic that fails on overflow (22003), in batch and streaming plans.
 pub mod checked;
+/// Postgres compatibility: rewrites that make parsed statements plan as in Postgres.
+pub mod compat;
 /// sqlparser's Postgres dialect with a bound on parse work.
 pub mod dialect;
 /// Eager aggregation: an aggregate over an inner join pre-aggregates one side.
