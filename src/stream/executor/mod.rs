@@ -21,10 +21,8 @@ pub mod filter;
 pub mod gate;
 /// Grouped aggregation with retractions (count, sum, avg, min, max).
 pub mod hash_agg;
-/// Inner equi-join.
+/// Inner and left outer equi-joins.
 pub mod hash_join;
-/// Left outer equi-join, with match counts (degrees) per left row.
-pub mod left_join;
 /// The first phase of a two-phase aggregation: per-actor partial groups before the exchange.
 pub mod local_agg;
 /// Writes a relation's rows to its state table (upserts for CDC tables).

@@ -1,4 +1,4 @@
-//! The left outer variant of [`HashJoinExecutor`](super::hash_join::HashJoinExecutor).
+//! The left outer variant of [`HashJoinExecutor`](crate::stream::executor::hash_join::HashJoinExecutor).
 //!
 //! Each stored left row carries its degree: how many right rows it currently matches. A left
 //! row with degree 0 is output once, padded with NULLs; when its first match arrives the padded
@@ -8,11 +8,11 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::scalar::ScalarValue;
 
+use super::Side;
 use crate::error::Result;
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
 use crate::stream::executor::hash_agg::rows_to_batch;
-use crate::stream::executor::hash_join::Side;
 use crate::stream::message::{Op, StreamChunk};
 
 /// Output rows under construction.
@@ -195,157 +195,5 @@ impl Side {
         (n_keys..n_keys + width)
             .map(|i| Ok(ScalarValue::try_from(schema.field(i).data_type())?))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::storage::store::Store;
-    use crate::stream::executor::hash_join::JoinKind;
-    use crate::stream::executor::hash_join::tests::{Join, Shape, join};
-    use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, initial, run};
-
-    async fn left_join(store: &std::sync::Arc<Store>) -> Join {
-        Join::start(JoinKind::LeftOuter, store).await
-    }
-
-    #[tokio::test]
-    async fn a_left_row_without_match_is_padded_with_nulls() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ 1 a\n+ 2 b").await, "i T i T i\n+ 1 a . . 1\n+ 2 b . . 2");
-        assert_eq!(j.right("i T\n+ 3 x").await, "");
-    }
-
-    #[tokio::test]
-    async fn the_first_match_retracts_the_padded_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
-        assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 x 1");
-        // Degree 1 to 2: nothing padded to retract.
-        assert_eq!(j.right("i T\n+ 1 y").await, "i T i T i\n+ 1 a 1 y 1");
-    }
-
-    #[tokio::test]
-    async fn the_padded_row_comes_back_when_the_last_match_goes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, "");
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 a 1 y 1");
-        assert_eq!(j.right("i T\n- 1 x").await, "i T i T i\n- 1 a 1 x 1");
-        assert_eq!(j.right("i T\n- 1 y").await, "i T i T i\n- 1 a 1 y 1\n+ 1 a . . 1");
-        // Back at degree 0: the next match retracts the padded row again.
-        assert_eq!(j.right("i T\n+ 1 z").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 z 1");
-    }
-
-    #[tokio::test]
-    async fn matches_in_one_chunk_count_one_by_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
-        let expected = "
-            i T i T i
-            - 1 a . . 1
-            + 1 a 1 x 1
-            + 1 a 1 y 1";
-        assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, dedent(expected));
-        let expected = "
-            i T i T i
-            - 1 a 1 x 1
-            - 1 a 1 y 1
-            + 1 a . . 1";
-        assert_eq!(j.right("i T\n- 1 x\n- 1 y").await, dedent(expected));
-    }
-
-    #[tokio::test]
-    async fn deleting_an_unmatched_left_row_retracts_its_padded_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
-        assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a . . 1");
-        assert_eq!(j.right("i T\n+ 1 x").await, "");
-    }
-
-    #[tokio::test]
-    async fn deleting_a_matched_left_row_retracts_its_joined_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, "");
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 a 1 y 1");
-        assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a 1 x 1\n- 1 a 1 y 1");
-        // No padded row comes back for a deleted left row.
-        assert_eq!(j.right("i T\n- 1 x\n- 1 y").await, "");
-    }
-
-    #[tokio::test]
-    async fn a_left_update_pair_moves_the_row_between_keys() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.right("i T\n+ 2 y").await, "");
-        assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
-        assert_eq!(j.left("i T\nU- 1 a\nU+ 2 a").await, "i T i T i\n- 1 a . . 1\n+ 2 a 2 y 2");
-        assert_eq!(j.right("i T\n- 2 y").await, "i T i T i\n- 2 a 2 y 2\n+ 2 a . . 2");
-    }
-
-    #[tokio::test]
-    async fn a_null_key_left_row_is_padded_and_never_matches() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ . a").await, "i T i T i\n+ . a . . .");
-        assert_eq!(j.right("i T\n+ . x").await, "");
-        assert_eq!(j.left("i T\n- . a").await, "i T i T i\n- . a . . .");
-    }
-
-    #[tokio::test]
-    async fn degrees_survive_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.left("i T\n+ 1 a\n+ 2 b").await, "i T i T i\n+ 1 a . . 1\n+ 2 b . . 2");
-        assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 x 1");
-        assert_eq!(j.checkpoint(1).await, "barrier 1");
-        drop(j);
-        drop(store);
-
-        let store = Store::open(dir.path()).unwrap();
-        let mut j = left_join(&store).await;
-        assert_eq!(j.right("i T\n- 1 x").await, "i T i T i\n- 1 a 1 x 1\n+ 1 a . . 1");
-        assert_eq!(j.right("i T\n+ 2 y").await, "i T i T i\n- 2 b . . 2\n+ 2 b 2 y 2");
-        assert_eq!(j.left("i T\n+ 2 c").await, "i T i T i\n+ 2 c 2 y 2");
-    }
-
-    #[tokio::test]
-    async fn a_padded_row_has_nulls_for_the_right_hidden_columns_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let shape = Shape { header: "i T I", visible: 2 };
-        let left =
-            MockSource::boxed([initial(0), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
-        let right =
-            MockSource::boxed([initial(0), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
-        let out = run(join(JoinKind::LeftOuter, &store, shape, left, right)).await;
-        let expected = "
-            barrier 0
-
-            i T i T I I i
-            + 1 a . . 10 . 1
-
-            barrier 1
-
-            i T i T I I i
-            - 1 a . . 10 . 1
-            + 1 a 1 x 10 20 1
-
-            barrier 2";
-        assert_eq!(out, dedent(expected));
     }
 }

@@ -1,0 +1,441 @@
+//! Chunk-in / chunk-out tests of the inner and left outer hash joins.
+
+use datafusion::physical_expr::expressions::Column;
+use futures::FutureExt;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::catalog::{ColumnCatalog, RelationKind, TableId};
+use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, initial, run, schema};
+use crate::types::DataType;
+
+/// The rows of both inputs in most tests: `i T`, joined on `c0`.
+pub(crate) const ROWS: Shape = Shape { header: "i T", visible: 2 };
+
+/// The columns of a join input and how many of them are visible.
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) header: &'static str,
+    pub(crate) visible: usize,
+}
+
+/// The state table of one side: `join key (c0) ++ input columns`, keyed by all of them, with
+/// a trailing `_degree` for the left side of a left outer join.
+fn side_table(id: u32, shape: Shape, degree: bool) -> Arc<TableCatalog> {
+    let types = schema(shape.header);
+    let mut columns = vec![ColumnCatalog::new(
+        "join_key_0",
+        DataType::from_arrow(types.field(0).data_type()).unwrap(),
+    )];
+    for field in types.fields() {
+        let data_type = DataType::from_arrow(field.data_type()).unwrap();
+        columns.push(ColumnCatalog::new(field.name().clone(), data_type));
+    }
+    if degree {
+        columns.push(ColumnCatalog::new("_degree", DataType::Int64));
+    }
+    let pk = (0..=types.fields().len()).collect();
+    let mut table = TableCatalog::new_table(TableId(id), format!("t{id}"), columns, pk, "".into());
+    table.kind = RelationKind::Internal;
+    table.dist_key_len = 1;
+    Arc::new(table)
+}
+
+/// A join of `left` and `right` (both of `shape`) on `c0`, as the planner builds it: output
+/// `left visible ++ right visible ++ left hidden ++ right hidden ++ join key`.
+pub(crate) fn join(
+    kind: JoinKind,
+    store: &Arc<Store>,
+    shape: Shape,
+    left: BoxedExecutor,
+    right: BoxedExecutor,
+) -> BoxedExecutor {
+    let side = |input, id, degree| JoinSide {
+        input,
+        keys: vec![Arc::new(Column::new("c0", 0)) as Arc<dyn PhysicalExpr>],
+        table: side_table(id, shape, degree),
+        visible: shape.visible,
+        width: schema(shape.header).fields().len(),
+    };
+    let letters: Vec<&str> = shape.header.split_whitespace().collect();
+    let (visible, hidden) = letters.split_at(shape.visible);
+    let header = [visible, visible, hidden, hidden, &letters[..1]].concat().join(" ");
+    let left = side(left, 1001, kind == JoinKind::LeftOuter);
+    let right = side(right, 1002, false);
+    Box::new(HashJoinExecutor::new(kind, left, right, store.clone(), None, schema(&header)))
+}
+
+/// A running join fed message by message, printing what each message makes it emit.
+pub(crate) struct Join {
+    store: Arc<Store>,
+    left: mpsc::Sender<Message>,
+    right: mpsc::Sender<Message>,
+    out: BoxedMessageStream,
+}
+
+impl Join {
+    /// A join of [`ROWS`] started, like an actor, with an initial barrier on both inputs
+    /// from the state committed in `store`.
+    pub(crate) async fn start(kind: JoinKind, store: &Arc<Store>) -> Join {
+        let (left, left_rx) = mpsc::channel(16);
+        let (right, right_rx) = mpsc::channel(16);
+        let receiver = |rx| Box::new(ReceiverExecutor::new(rx)) as BoxedExecutor;
+        let out = join(kind, store, ROWS, receiver(left_rx), receiver(right_rx)).execute();
+        let mut join = Join { store: store.clone(), left, right, out };
+        let committed = store.committed_epoch();
+        let initial = Barrier::initial(committed, committed.next());
+        assert_eq!(join.send(true, Message::Barrier(initial.clone())).await, "");
+        let out = join.send(false, Message::Barrier(initial)).await;
+        assert_eq!(out, format!("barrier {}", committed.0));
+        join
+    }
+
+    /// Sends `msg` to one input and prints everything the join emits before it waits for
+    /// more input.
+    pub(crate) async fn send(&mut self, to_left: bool, msg: Message) -> String {
+        let input = if to_left { &self.left } else { &self.right };
+        input.send(msg).await.expect("the join is running");
+        // A fresh task budget, so the channel never pretends to be empty.
+        tokio::task::yield_now().await;
+        let mut out = Vec::new();
+        // Pending: the join processed everything it was sent and waits for more.
+        while let Some(next) = self.out.next().now_or_never() {
+            match next {
+                Some(Ok(msg)) => out.push(msg.pretty()),
+                Some(Err(e)) => {
+                    out.push(format!("error: {e}"));
+                    break;
+                }
+                None => {
+                    out.push("end".to_owned());
+                    break;
+                }
+            }
+        }
+        out.join("\n\n")
+    }
+
+    /// Sends a chunk to the left input.
+    pub(crate) async fn left(&mut self, text: &str) -> String {
+        self.send(true, chunk(text)).await
+    }
+
+    /// Sends a chunk to the right input.
+    pub(crate) async fn right(&mut self, text: &str) -> String {
+        self.send(false, chunk(text)).await
+    }
+
+    /// Ends epoch `epoch` on both inputs and commits it, as the barrier manager does once
+    /// every actor passed the barrier; returns what the join emitted.
+    pub(crate) async fn checkpoint(&mut self, epoch: u64) -> String {
+        let mut out = self.send(true, barrier(epoch)).await;
+        out.push_str(&self.send(false, barrier(epoch)).await);
+        self.store.commit(Epoch(epoch)).unwrap();
+        out
+    }
+}
+
+#[tokio::test]
+async fn a_left_row_then_a_matching_right_row_emit_one_joined_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // The right row comes an epoch after the left one, so the order of the two is fixed.
+    let left = MockSource::boxed([initial(0), chunk("i T\n+ 1 a\n+ 2 b"), barrier(1), barrier(2)]);
+    let right = MockSource::boxed([initial(0), barrier(1), chunk("i T\n+ 1 x"), barrier(2)]);
+    let out = run(join(JoinKind::Inner, &store, ROWS, left, right)).await;
+    let expected = "
+        barrier 0
+
+        barrier 1
+
+        i T i T i
+        + 1 a 1 x 1
+
+        barrier 2";
+    assert_eq!(out, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_row_joins_every_match_on_the_other_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ 1 b\n+ 2 c").await, "");
+    assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 b 1 x 1");
+    let expected = "
+        i T i T i
+        + 1 a 1 y 1
+        + 1 b 1 y 1
+        + 2 c 2 z 2";
+    assert_eq!(j.right("i T\n+ 1 y\n+ 2 z").await, dedent(expected));
+    assert_eq!(j.left("i T\n+ 1 d").await, "i T i T i\n+ 1 d 1 x 1\n+ 1 d 1 y 1");
+}
+
+#[tokio::test]
+async fn deleting_a_left_row_retracts_its_joined_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ 1 b").await, "");
+    assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 b 1 x 1");
+    assert_eq!(j.right("i T\n+ 1 y").await, "i T i T i\n+ 1 a 1 y 1\n+ 1 b 1 y 1");
+    assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a 1 x 1\n- 1 a 1 y 1");
+    // The deleted row no longer joins.
+    assert_eq!(j.right("i T\n+ 1 z").await, "i T i T i\n+ 1 b 1 z 1");
+}
+
+#[tokio::test]
+async fn deleting_a_right_row_retracts_its_joined_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, "");
+    let expected = "
+        i T i T i
+        + 1 a 1 x 1
+        + 1 a 1 y 1
+        + 1 b 1 x 1
+        + 1 b 1 y 1";
+    assert_eq!(j.left("i T\n+ 1 a\n+ 1 b").await, dedent(expected));
+    assert_eq!(j.right("i T\n- 1 x").await, "i T i T i\n- 1 a 1 x 1\n- 1 b 1 x 1");
+    assert_eq!(j.left("i T\n+ 1 c").await, "i T i T i\n+ 1 c 1 y 1");
+}
+
+#[tokio::test]
+async fn an_update_pair_becomes_a_delete_and_an_insert() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a").await, "");
+    assert_eq!(j.right("i T\n+ 1 x\n+ 2 y").await, "i T i T i\n+ 1 a 1 x 1");
+    // The same key: the pair's halves match the same right row.
+    assert_eq!(j.left("i T\nU- 1 a\nU+ 1 b").await, "i T i T i\n- 1 a 1 x 1\n+ 1 b 1 x 1");
+    // Another key: each half matches its own rows.
+    assert_eq!(j.left("i T\nU- 1 b\nU+ 2 b").await, "i T i T i\n- 1 b 1 x 1\n+ 2 b 2 y 2");
+    assert_eq!(j.right("i T\nU- 2 y\nU+ 2 z").await, "i T i T i\n- 2 b 2 y 2\n+ 2 b 2 z 2");
+}
+
+#[tokio::test]
+async fn a_chunk_probing_many_keys_sees_committed_sealed_and_current_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    // Committed: keys 1..=400, one right row each, and key 2 twice.
+    let rows: String = (1..=400).map(|k| format!("\n+ {k} r{k}")).collect();
+    assert_eq!(j.right(&format!("i T{rows}\n+ 2 s2")).await, "");
+    assert_eq!(j.checkpoint(1).await, "barrier 1");
+    // Epoch 2, sealed but not committed: key 3 changes its row, key 5 loses it.
+    assert_eq!(j.right("i T\n- 3 r3\n+ 3 x3\n- 5 r5").await, "");
+    assert_eq!(j.send(true, barrier(2)).await, "");
+    assert_eq!(j.send(false, barrier(2)).await, "barrier 2");
+    // Epoch 3, not sealed: key 7 gains a row, key 401 its first.
+    assert_eq!(j.right("i T\n+ 7 y7\n+ 401 r401").await, "");
+    // One left chunk probing 30 keys, most far apart among the stored ones.
+    let probes: Vec<u32> = (1..=10).chain((0..20).map(|i| 20 * i + 13)).chain([401]).collect();
+    let left: String = probes.iter().map(|k| format!("\n+ {k} l{k}")).collect();
+    let out = j.left(&format!("i T{left}")).await;
+    let mut expected = vec!["i T i T i".to_owned()];
+    for &k in &probes {
+        let mut matches = match k {
+            2 => vec!["r2".to_owned(), "s2".to_owned()],
+            3 => vec!["x3".to_owned()],
+            5 => vec![],
+            7 => vec!["r7".to_owned(), "y7".to_owned()],
+            k => vec![format!("r{k}")],
+        };
+        matches.sort();
+        expected.extend(matches.iter().map(|m| format!("+ {k} l{k} {k} {m} {k}")));
+    }
+    assert_eq!(out, expected.join("\n"));
+}
+
+#[tokio::test]
+async fn null_join_keys_never_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.left("i T\n+ . a\n+ 1 b").await, "");
+    assert_eq!(j.right("i T\n+ . x\n+ 1 y").await, "i T i T i\n+ 1 b 1 y 1");
+    assert_eq!(j.left("i T\n+ . c").await, "");
+    assert_eq!(j.right("i T\n- . x").await, "");
+    assert_eq!(j.left("i T\n- . a\n- 1 b").await, "i T i T i\n- 1 b 1 y 1");
+}
+
+#[tokio::test]
+async fn the_barrier_passes_once_both_sides_sent_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::Inner, &store).await;
+    assert_eq!(j.send(true, barrier(1)).await, "");
+    // Held behind the left barrier until the right one comes.
+    assert_eq!(j.left("i T\n+ 1 a").await, "");
+    // The right input is still in epoch 1: its rows pass, and meet no left row yet.
+    assert_eq!(j.right("i T\n+ 1 x").await, "");
+    assert_eq!(j.send(false, barrier(1)).await, "barrier 1\n\ni T i T i\n+ 1 a 1 x 1");
+    assert_eq!(j.checkpoint(2).await, "barrier 2");
+}
+
+#[tokio::test]
+async fn hidden_columns_follow_the_visible_columns_of_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let shape = Shape { header: "i T I", visible: 2 };
+    let left = MockSource::boxed([initial(0), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
+    let right = MockSource::boxed([initial(0), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
+    let out = run(join(JoinKind::Inner, &store, shape, left, right)).await;
+    let expected = "
+        barrier 0
+
+        barrier 1
+
+        i T i T I I i
+        + 1 a 1 x 10 20 1
+
+        barrier 2";
+    assert_eq!(out, dedent(expected));
+}
+
+// The left outer join.
+
+async fn left_join(store: &std::sync::Arc<Store>) -> Join {
+    Join::start(JoinKind::LeftOuter, store).await
+}
+
+#[tokio::test]
+async fn a_left_row_without_match_is_padded_with_nulls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ 2 b").await, "i T i T i\n+ 1 a . . 1\n+ 2 b . . 2");
+    assert_eq!(j.right("i T\n+ 3 x").await, "");
+}
+
+#[tokio::test]
+async fn the_first_match_retracts_the_padded_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
+    assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 x 1");
+    // Degree 1 to 2: nothing padded to retract.
+    assert_eq!(j.right("i T\n+ 1 y").await, "i T i T i\n+ 1 a 1 y 1");
+}
+
+#[tokio::test]
+async fn the_padded_row_comes_back_when_the_last_match_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, "");
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 a 1 y 1");
+    assert_eq!(j.right("i T\n- 1 x").await, "i T i T i\n- 1 a 1 x 1");
+    assert_eq!(j.right("i T\n- 1 y").await, "i T i T i\n- 1 a 1 y 1\n+ 1 a . . 1");
+    // Back at degree 0: the next match retracts the padded row again.
+    assert_eq!(j.right("i T\n+ 1 z").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 z 1");
+}
+
+#[tokio::test]
+async fn matches_in_one_chunk_count_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
+    let expected = "
+        i T i T i
+        - 1 a . . 1
+        + 1 a 1 x 1
+        + 1 a 1 y 1";
+    assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, dedent(expected));
+    let expected = "
+        i T i T i
+        - 1 a 1 x 1
+        - 1 a 1 y 1
+        + 1 a . . 1";
+    assert_eq!(j.right("i T\n- 1 x\n- 1 y").await, dedent(expected));
+}
+
+#[tokio::test]
+async fn deleting_an_unmatched_left_row_retracts_its_padded_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
+    assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a . . 1");
+    assert_eq!(j.right("i T\n+ 1 x").await, "");
+}
+
+#[tokio::test]
+async fn deleting_a_matched_left_row_retracts_its_joined_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.right("i T\n+ 1 x\n+ 1 y").await, "");
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a 1 x 1\n+ 1 a 1 y 1");
+    assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a 1 x 1\n- 1 a 1 y 1");
+    // No padded row comes back for a deleted left row.
+    assert_eq!(j.right("i T\n- 1 x\n- 1 y").await, "");
+}
+
+#[tokio::test]
+async fn a_left_update_pair_moves_the_row_between_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.right("i T\n+ 2 y").await, "");
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
+    assert_eq!(j.left("i T\nU- 1 a\nU+ 2 a").await, "i T i T i\n- 1 a . . 1\n+ 2 a 2 y 2");
+    assert_eq!(j.right("i T\n- 2 y").await, "i T i T i\n- 2 a 2 y 2\n+ 2 a . . 2");
+}
+
+#[tokio::test]
+async fn a_null_key_left_row_is_padded_and_never_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ . a").await, "i T i T i\n+ . a . . .");
+    assert_eq!(j.right("i T\n+ . x").await, "");
+    assert_eq!(j.left("i T\n- . a").await, "i T i T i\n- . a . . .");
+}
+
+#[tokio::test]
+async fn degrees_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ 2 b").await, "i T i T i\n+ 1 a . . 1\n+ 2 b . . 2");
+    assert_eq!(j.right("i T\n+ 1 x").await, "i T i T i\n- 1 a . . 1\n+ 1 a 1 x 1");
+    assert_eq!(j.checkpoint(1).await, "barrier 1");
+    drop(j);
+    drop(store);
+
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = left_join(&store).await;
+    assert_eq!(j.right("i T\n- 1 x").await, "i T i T i\n- 1 a 1 x 1\n+ 1 a . . 1");
+    assert_eq!(j.right("i T\n+ 2 y").await, "i T i T i\n- 2 b . . 2\n+ 2 b 2 y 2");
+    assert_eq!(j.left("i T\n+ 2 c").await, "i T i T i\n+ 2 c 2 y 2");
+}
+
+#[tokio::test]
+async fn a_padded_row_has_nulls_for_the_right_hidden_columns_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let shape = Shape { header: "i T I", visible: 2 };
+    let left = MockSource::boxed([initial(0), chunk("i T I\n+ 1 a 10"), barrier(1), barrier(2)]);
+    let right = MockSource::boxed([initial(0), barrier(1), chunk("i T I\n+ 1 x 20"), barrier(2)]);
+    let out = run(join(JoinKind::LeftOuter, &store, shape, left, right)).await;
+    let expected = "
+        barrier 0
+
+        i T i T I I i
+        + 1 a . . 10 . 1
+
+        barrier 1
+
+        i T i T I I i
+        - 1 a . . 10 . 1
+        + 1 a 1 x 10 20 1
+
+        barrier 2";
+    assert_eq!(out, dedent(expected));
+}
