@@ -59,7 +59,7 @@ pub struct RowChange {
     /// `unchanged` columns; they are read from the upstream.
     pub replaces: bool,
     /// The end LSN of the transaction's commit record: every change of the transaction has it.
-    pub lsn: u64,
+    pub position: u64,
     /// The table was truncated: every row goes (`delete` is set, and there are no values).
     pub truncate: bool,
     /// Not a change but the table's columns as the upstream describes them from here on

@@ -235,7 +235,7 @@ impl BinlogReader {
                 // its own rows event (see `PART_CHANGES`).
                 let changes = std::mem::take(&mut self.pending);
                 self.parted = true;
-                let position = changes.last().map_or(0, |c| c.lsn);
+                let position = changes.last().map_or(0, |c| c.position);
                 let committed_at = event.header().timestamp();
                 return Ok(Transaction {
                     changes,
@@ -332,7 +332,7 @@ impl BinlogReader {
                 // The event's own position, until the commit gives the transaction's.
                 if let CdcOffset::MySql { file_seq, .. } = self.at {
                     let position = CdcOffset::MySql { file_seq, pos: log_pos }.position();
-                    changes.iter_mut().for_each(|c| c.lsn = position);
+                    changes.iter_mut().for_each(|c| c.position = position);
                 }
                 self.pending.extend(changes);
             }
@@ -374,7 +374,7 @@ impl BinlogReader {
         // went on in parts keeps its events' (which are below it).
         if !self.parted {
             for change in &mut changes {
-                change.lsn = position;
+                change.position = position;
             }
         }
         self.parted = false;

@@ -411,7 +411,7 @@ impl Decoder {
                     code: "08P01",
                     message: "a commit came without its begin".into(),
                 })?;
-                txn.iter_mut().for_each(|c| c.lsn = end_lsn);
+                txn.iter_mut().for_each(|c| c.position = end_lsn);
                 if txn.iter().any(|c| c.replaces) {
                     self.awaiting.push(self.xid);
                 }
@@ -552,7 +552,7 @@ mod tests {
             .iter()
             .map(|c| {
                 if c.truncate {
-                    return format!("{} truncate {}", c.table, c.lsn);
+                    return format!("{} truncate {}", c.table, c.position);
                 }
                 if c.relation {
                     let names: Vec<_> =
@@ -564,7 +564,7 @@ mod tests {
                     "{} {} {} [{}] {:?} {}",
                     c.table,
                     c.delete,
-                    c.lsn,
+                    c.position,
                     values.join(", "),
                     c.unchanged,
                     c.replaces

@@ -1,7 +1,7 @@
 //! The change rows a CDC source emits, the contract between a source's reader and the CDC
 //! tables' backfills, shared by both upstreams.
 //!
-//! A change row is `table | delete | lsn | values | unchanged | replaces | truncate |
+//! A change row is `table | delete | position | values | unchanged | replaces | truncate |
 //! relation`: `values`
 //! is the row as Postgres prints it, a list of text (one item per upstream column, NULL for
 //! NULL or not sent), and `unchanged` the list of upstream column indices the change did not
@@ -25,7 +25,7 @@ use crate::stream::message::StreamChunk;
 use crate::stream::{index_list_type, indices_at};
 
 /// The schema of the rows a source emits, one per change (see the module docs): `table`
-/// (`schema.table`), `delete`, `lsn` (the end of the change's transaction), `values` (text per
+/// (`schema.table`), `delete`, `position` (the end of the change's transaction), `values` (text per
 /// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none),
 /// `replaces` (see [`RowChange::replaces`]), `truncate` (see [`RowChange::truncate`]) and
 /// `relation` (see [`RowChange::relation`]).
@@ -33,7 +33,7 @@ pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("table", ArrowType::Utf8, false),
         Field::new("delete", ArrowType::Boolean, false),
-        Field::new("lsn", ArrowType::Int64, false),
+        Field::new("position", ArrowType::Int64, false),
         Field::new("values", ArrowType::new_list(ArrowType::Utf8, true), false),
         Field::new("unchanged", index_list_type(), true),
         Field::new("replaces", ArrowType::Boolean, false),
@@ -48,8 +48,8 @@ pub struct Changes<'a> {
     pub table: &'a StringArray,
     /// Whether each change is a delete (its values then only need the key columns).
     pub delete: &'a BooleanArray,
-    /// The end LSN of each change's transaction.
-    pub lsn: &'a Int64Array,
+    /// The upstream position of the end of each change's transaction.
+    pub position: &'a Int64Array,
     /// Whether each change replaces its row (see [`RowChange::replaces`]).
     pub replaces: &'a BooleanArray,
     /// Whether each change is a truncate of its table (it has no values).
@@ -72,7 +72,7 @@ impl<'a> Changes<'a> {
         Ok(Self {
             table: columns[0].as_string(),
             delete: columns[1].as_boolean(),
-            lsn: columns[2].as_primitive::<Int64Type>(),
+            position: columns[2].as_primitive::<Int64Type>(),
             values: columns[3].as_list(),
             unchanged: columns[4].as_list(),
             replaces: columns[5].as_boolean(),
@@ -137,7 +137,7 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
     let columns = vec![
         Arc::new(StringArray::from_iter_values(changes.iter().map(|c| c.table.as_str()))) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.delete)))) as _,
-        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.lsn as i64))) as _,
+        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.position as i64))) as _,
         Arc::new(values.finish()) as _,
         Arc::new(unchanged.finish()) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
@@ -153,12 +153,12 @@ pub(crate) mod tests {
 
     use super::*;
 
-    /// An insert into `table` of the transaction ending at `lsn` (the readers' tests use it too).
-    pub(crate) fn insert(table: &str, lsn: u64, values: &[Option<&str>]) -> RowChange {
+    /// An insert into `table` of the transaction ending at `position` (the readers' tests use it too).
+    pub(crate) fn insert(table: &str, position: u64, values: &[Option<&str>]) -> RowChange {
         RowChange {
             table: table.into(),
             values: values.iter().map(|v| v.map(String::from)).collect(),
-            lsn,
+            position,
             ..RowChange::default()
         }
     }
@@ -169,7 +169,7 @@ pub(crate) mod tests {
             insert("public.t", 100, &[Some("1"), Some("a")]),
             RowChange { delete: true, ..insert("public.t", 100, &[Some("2"), None]) },
             insert("public.u", 130, &[Some("3")]),
-            RowChange { lsn: 140, ..RowChange::truncation("public.t".into()) },
+            RowChange { position: 140, ..RowChange::truncation("public.t".into()) },
         ];
         let chunk = changes_chunk(&changes).unwrap();
         assert_eq!(chunk.schema(), change_schema());
@@ -215,7 +215,7 @@ pub(crate) mod tests {
         assert_eq!(row(1, 2), [Some("x, y"), None]);
         assert_eq!((read.unchanged(0), read.unchanged(1)), (&[][..], &[1][..]));
         assert_eq!(
-            (read.table.value(1), read.lsn.value(1), read.delete.value(1)),
+            (read.table.value(1), read.position.value(1), read.delete.value(1)),
             ("public.u", 8, false)
         );
         assert!(read.text(1, 2).is_err(), "public.u sent two columns");

@@ -323,7 +323,7 @@ mod tests {
             .map(|id| RowChange {
                 table: "shop.t".into(),
                 values: vec![Some((*id).to_owned())],
-                lsn: position,
+                position,
                 ..RowChange::default()
             })
             .collect();

@@ -237,8 +237,9 @@ impl Reader {
         // A stream started again re-sends what commits after its start, which may be less
         // than what was emitted. A table's columns come once a stream, in the first
         // transaction that changes it: they pass even when that transaction is skipped.
-        changes.retain(|c| c.lsn > emitted || c.relation);
-        self.emitted = changes.iter().map(|c| c.lsn).fold(emitted.max(batch.position), u64::max);
+        changes.retain(|c| c.position > emitted || c.relation);
+        self.emitted =
+            changes.iter().map(|c| c.position).fold(emitted.max(batch.position), u64::max);
         self.caught_up();
         if self.emitted.saturating_sub(self.recorded) > CHECKPOINT_WAL_BYTES {
             // The slot keeps the WAL until a checkpoint records the offset.

@@ -23,7 +23,7 @@ impl CdcBackfill {
                 out.push(Message::Chunk(chunk));
             }
             if changes.truncate.value(last) {
-                self.truncate(changes.lsn.value(last) as u64);
+                self.truncate(changes.position.value(last) as u64);
                 out.push(Message::Truncate);
             } else if changes.relation.value(last) {
                 self.check_columns(&changes.values_of(last)).await;
@@ -85,15 +85,15 @@ impl CdcBackfill {
         self.config.barrier.request_checkpoint();
     }
 
-    /// An upstream `TRUNCATE`, committed at `lsn`: the table is empty there, and each row it
+    /// An upstream `TRUNCATE`, committed at `position`: the table is empty there, and each row it
     /// holds later was written by a change after the truncate, which the source delivers. So
     /// the snapshot has nothing left to read: every split finishes, what was held or applied
     /// ahead is forgotten (the truncate deletes it), pages in flight are dropped when they
     /// arrive (they may have been read before the truncate), and every later change applies.
     /// A crash before the checkpoint that records it loses the epoch, and the source delivers
     /// the truncate again.
-    pub(super) fn truncate(&mut self, lsn: u64) {
-        tracing::info!(table = %self.upstream_name, lsn, "an upstream TRUNCATE emptied the table");
+    pub(super) fn truncate(&mut self, position: u64) {
+        tracing::info!(table = %self.upstream_name, position, "an upstream TRUNCATE emptied the table");
         self.generation += 1;
         if self.splits.is_empty() {
             self.splits.push(Split::new(self.upstream_name.clone(), SplitRange::default(), None));
@@ -138,7 +138,7 @@ impl CdcBackfill {
             .collect();
         let data = with_unchanged(data, unchanged)?;
         let keys = self.keys(&data)?;
-        let lsns: Vec<u64> = rows.iter().map(|&i| changes.lsn.value(i) as u64).collect();
+        let positions: Vec<u64> = rows.iter().map(|&i| changes.position.value(i) as u64).collect();
         let ops: Vec<Op> = rows
             .iter()
             .map(|&i| if changes.delete.value(i) { Op::Delete } else { Op::Insert })
@@ -154,13 +154,13 @@ impl CdcBackfill {
                 }
                 keep[row] = self.apply_ahead(index, key, ops[row], all_sent[row], &data, row)?;
             } else {
-                keep[row] = self.splits[index].applies(key, lsns[row]);
+                keep[row] = self.splits[index].applies(key, positions[row]);
             }
             if trace {
                 let split = &self.splits[index];
                 let pk = ScalarValue::try_from_array(data.column(self.config.table.pk[0]), row)?;
                 let cursor = split.cursor.as_ref().map(|c| c.0.clone());
-                tracing::trace!(split = index, %pk, lsn = lsns[row], op = ?ops[row], ?cursor, reading = split.reading, finished = split.finished, keep = keep[row], "change");
+                tracing::trace!(split = index, %pk, position = positions[row], op = ?ops[row], ?cursor, reading = split.reading, finished = split.finished, keep = keep[row], "change");
             }
         }
         for (index, held_rows) in held {
@@ -174,10 +174,10 @@ impl CdcBackfill {
                 ops: held_rows.iter().map(|&r| ops[r]).collect(),
                 data: RecordBatch::try_new(data.schema(), columns)?,
                 keys: held_rows.iter().map(|&r| keys[r].clone()).collect(),
-                lsns: held_rows.iter().map(|&r| lsns[r]).collect(),
+                positions: held_rows.iter().map(|&r| positions[r]).collect(),
             });
         }
-        if let Some(&max) = lsns.iter().max() {
+        if let Some(&max) = positions.iter().max() {
             for split in &mut self.splits {
                 split.settle(max);
             }

@@ -247,7 +247,7 @@ struct Held {
     ops: Vec<Op>,
     data: RecordBatch,
     keys: Vec<Vec<u8>>,
-    lsns: Vec<u64>,
+    positions: Vec<u64>,
 }
 
 /// A page read in flight (see [`PageDone`]).

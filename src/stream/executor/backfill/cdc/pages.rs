@@ -142,8 +142,12 @@ impl CdcBackfill {
         }
         for held in std::mem::take(&mut self.splits[index].held) {
             let split = &self.splits[index];
-            let keep: Vec<bool> =
-                held.keys.iter().zip(&held.lsns).map(|(k, &lsn)| split.applies(k, lsn)).collect();
+            let keep: Vec<bool> = held
+                .keys
+                .iter()
+                .zip(&held.positions)
+                .map(|(k, &position)| split.applies(k, position))
+                .collect();
             out.extend(kept(&held.ops, &held.data, keep)?);
         }
         Ok(out)

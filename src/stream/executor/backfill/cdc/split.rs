@@ -135,8 +135,8 @@ impl Split {
         !self.finished && self.cursor.as_ref().is_none_or(|(_, cursor)| key > cursor.as_slice())
     }
 
-    /// Whether a change to the row with `key`, committed at `lsn`, must be applied.
-    pub(super) fn applies(&self, key: &[u8], lsn: u64) -> bool {
+    /// Whether a change to the row with `key`, committed at `position`, must be applied.
+    pub(super) fn applies(&self, key: &[u8], position: u64) -> bool {
         if self.ahead(key) {
             return false;
         }
@@ -144,14 +144,14 @@ impl Split {
             return true;
         }
         match self.pages.iter().find(|p| key <= p.last_key.as_slice()) {
-            Some(page) => lsn >= page.low,
+            Some(page) => position >= page.low,
             None => true,
         }
     }
 
-    /// Pages whose low offset is at or below `lsn` cannot see an older change any more.
-    pub(super) fn settle(&mut self, lsn: u64) {
-        while self.pages.front().is_some_and(|p| p.low <= lsn) {
+    /// Pages whose low offset is at or below `position` cannot see an older change any more.
+    pub(super) fn settle(&mut self, position: u64) {
+        while self.pages.front().is_some_and(|p| p.low <= position) {
             let page = self.pages.pop_front().expect("checked");
             self.settled = Some(page.last_key);
         }

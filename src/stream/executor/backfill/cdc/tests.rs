@@ -113,8 +113,8 @@ fn page(b: &CdcBackfill, split: usize, rows: &[(i32, &str)], asked: usize, low: 
     PageDone { generation: b.generation, split, asked, session: None, page }
 }
 
-/// Source changes, one a line: `upstream-table delete? lsn [values] [unchanged] replaces?`,
-/// `upstream-table truncate lsn`, or `upstream-table columns lsn [names]`.
+/// Source changes, one a line: `upstream-table delete? position [values] [unchanged] replaces?`,
+/// `upstream-table truncate position`, or `upstream-table columns position [names]`.
 fn changes(lines: &str) -> StreamChunk {
     let lines: Vec<String> = lines
         .lines()
