@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, ensure};
 use arrow::array::Array;
+use sluice::connector::common::SplitRange;
 use sluice::connector::mysql::{self, MySqlSourceConfig};
 use sluice::connector::offset::CdcOffset;
 use sluice::error::Error;
-use sluice::stream::executor::backfill::state::SplitRange;
 use sluice::types::DataType;
 
 use crate::mysql_upstream::MySqlUpstream;

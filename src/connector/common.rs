@@ -91,3 +91,13 @@ impl RowChange {
         }
     }
 }
+
+/// A snapshot split's range of the first key column, as upstream text: from `start` (inclusive;
+/// `None`: the lowest key) to `end` (exclusive; `None`: past the highest key).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SplitRange {
+    /// The first value of the range.
+    pub start: Option<String>,
+    /// The first value past the range.
+    pub end: Option<String>,
+}

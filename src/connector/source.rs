@@ -20,14 +20,14 @@ use std::time::Duration;
 use arrow::array::{Array, ArrayRef, AsArray};
 
 use crate::catalog::Created;
+use crate::connector::common::SplitRange;
 use crate::connector::common::UpstreamTable;
 use crate::connector::mysql::binlog;
 use crate::connector::mysql::{self, MySqlSourceConfig};
 use crate::connector::offset::CdcOffset;
 use crate::connector::postgres::PgSourceConfig;
-use crate::connector::postgres::snapshot;
+use crate::connector::postgres::{publication, snapshot};
 use crate::error::{Error, Result};
-use crate::stream::executor::backfill::state::SplitRange;
 
 /// The connectors a source may name.
 pub const CONNECTORS: [&str; 2] = ["postgres-cdc", "mysql-cdc"];
@@ -153,6 +153,63 @@ impl SourceConfig {
                 let at = self.offset_at(position);
                 tokio::time::timeout(timeout, mysql::binlog_lag(config, at)).await.ok()?
             }
+        }
+    }
+
+    /// Makes the source's change stream carry `table`'s changes, read through `session` (a
+    /// session of this source): a Postgres publication gets the table when the source created
+    /// it (`owns_publication`), and one it did not create must already publish it; a MySQL
+    /// binlog carries every table.
+    pub async fn add_table(
+        &self,
+        session: &UpstreamSession,
+        owns_publication: bool,
+        table: &UpstreamTable,
+    ) -> Result<()> {
+        match (self, session) {
+            (Self::Postgres(config), UpstreamSession::Postgres(client)) => {
+                publication::publish_table(client, &config.publication, owns_publication, table)
+                    .await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops the source's change stream from carrying `schema.table`, where the source chose
+    /// what it carries (a Postgres publication it created); nothing for a MySQL binlog.
+    pub async fn remove_table(&self, schema: &str, table: &str) -> Result<()> {
+        match self {
+            Self::Postgres(config) => {
+                let client = config.connect().await?;
+                publication::unpublish_table(&client, &config.publication, schema, table).await
+            }
+            Self::MySql(_) => Ok(()),
+        }
+    }
+
+    /// The upstream's port.
+    pub fn port(&self) -> u16 {
+        match self {
+            Self::Postgres(config) => config.port,
+            Self::MySql(config) => config.port,
+        }
+    }
+
+    /// Where the source reads, `host:port/database`.
+    pub fn upstream(&self) -> String {
+        let (host, port, database) = match self {
+            Self::Postgres(c) => (&c.hostname, c.port, &c.database),
+            Self::MySql(c) => (&c.hostname, c.port, &c.database),
+        };
+        format!("{host}:{port}/{database}")
+    }
+
+    /// What the source reads the change stream as: its replication slot (Postgres), its
+    /// replica's `server_id N` (MySQL).
+    pub fn reader(&self) -> String {
+        match self {
+            Self::Postgres(config) => config.slot.clone(),
+            Self::MySql(config) => format!("server_id {}", config.server_id),
         }
     }
 

@@ -7,7 +7,6 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, CreatingInfo, SourceCatalog, StatePurpose, TableCatalog,
 };
 use crate::connector::common::UpstreamTable;
-use crate::connector::postgres::publication::publish_table;
 use crate::connector::source::SourceConfig;
 use crate::engine::ddl::{name_is_free, normalize_ident, relation_name};
 use crate::engine::{CommandTag, Engine, Output, Session};
@@ -53,11 +52,7 @@ impl Engine {
             (None, None) if !options.snapshot => 1,
             (None, None) => default_splits(reader.estimate_rows(&schema, &table).await?),
         };
-        if let (Some(pg), crate::connector::source::UpstreamSession::Postgres(client)) =
-            (config.postgres(), &reader)
-        {
-            publish_table(client, &pg.publication, source.created.publication, &upstream).await?;
-        }
+        config.add_table(&reader, source.created.publication, &upstream).await?;
 
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;

@@ -10,7 +10,6 @@ use crate::catalog::{
     CdcTableInfo, ColumnCatalog, DEFAULT_SCHEMA, ROW_ID_COLUMN, RelationKind, SourceCatalog,
     TableCatalog,
 };
-use crate::connector::postgres::publication::unpublish_table;
 use crate::connector::source::SourceConfig;
 use crate::engine::session::text_rows;
 use crate::engine::{CommandTag, Engine, Output, Session};
@@ -173,9 +172,7 @@ impl Engine {
         }
         let removal = async {
             let config = SourceConfig::from_options(&source.name, &source.options)?;
-            let Some(pg) = config.postgres() else { return Ok(()) };
-            let client = pg.connect().await?;
-            unpublish_table(&client, &pg.publication, &cdc.schema, &cdc.table).await
+            config.remove_table(&cdc.schema, &cdc.table).await
         };
         let result = tokio::time::timeout(UNPUBLISH_TIMEOUT, removal).await;
         let error = match result {

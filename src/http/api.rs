@@ -330,12 +330,6 @@ impl Observer {
             let Ok(config) = SourceConfig::from_options(&source.name, &source.options) else {
                 continue;
             };
-            let (host, port, database, slot) = match &config {
-                SourceConfig::Postgres(c) => (&c.hostname, c.port, &c.database, c.slot.clone()),
-                SourceConfig::MySql(c) => {
-                    (&c.hostname, c.port, &c.database, format!("server_id {}", c.server_id))
-                }
-            };
             let readers: Vec<String> = tables
                 .iter()
                 .filter(|t| t.cdc.as_ref().is_some_and(|c| c.source == source.id))
@@ -344,8 +338,8 @@ impl Observer {
             views.push(SourceView {
                 name: source.name.clone(),
                 connector: source.options.get("connector").cloned().unwrap_or_default(),
-                upstream: format!("{host}:{port}/{database}"),
-                slot,
+                upstream: config.upstream(),
+                slot: config.reader(),
                 tables: readers,
                 lag_bytes: config.lag_bytes(UPSTREAM_TIMEOUT, self.recorded(&source)).await,
                 lag_seconds: self.engine.metrics().cdc_lag_seconds(&source.name),

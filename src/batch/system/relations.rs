@@ -179,11 +179,7 @@ impl SystemSchema {
 fn source_row(source: &Arc<SourceCatalog>) -> SourceRow {
     let option = |key: &str| source.options.get(key).cloned().unwrap_or_default();
     let config = SourceConfig::from_options(&source.name, &source.options).ok();
-    let port = match &config {
-        Some(SourceConfig::Postgres(c)) => c.port,
-        Some(SourceConfig::MySql(c)) => c.port,
-        None => 0,
-    };
+    let port = config.as_ref().map_or(0, SourceConfig::port);
     let config = config.as_ref().and_then(SourceConfig::postgres);
     SourceRow {
         id: source.id.0 as i64,

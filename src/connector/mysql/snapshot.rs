@@ -11,12 +11,12 @@ use arrow::array::{StringArray, StringBuilder};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
+use crate::connector::common::SplitRange;
 use crate::connector::common::UpstreamTable;
 use crate::connector::mysql::text::{column_text, map_type, protocol_text};
 use crate::connector::mysql::{current_offset, quote_ident, quote_literal, upstream_error};
 use crate::connector::offset::CdcOffset;
 use crate::error::{Error, Result};
-use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
 
 /// The Sluice type of upstream column `index`, from its MySQL type (the description a table

@@ -10,12 +10,12 @@ use futures::TryStreamExt;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::catalog::ColumnCatalog;
+use crate::connector::common::SplitRange;
 use crate::connector::common::UpstreamTable;
 use crate::connector::postgres::copy::{self, Decoded, PageDecoder, Wire};
 use crate::connector::postgres::{quote_ident, upstream_error};
 use crate::connector::source::{SnapshotPage, upstream_text};
 use crate::error::{Error, Result};
-use crate::stream::executor::backfill::state::SplitRange;
 use crate::types::DataType;
 
 /// What Postgres needs of an upstream table.

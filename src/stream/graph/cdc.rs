@@ -14,12 +14,10 @@ use crate::connector::common::UpstreamTable;
 use crate::connector::source::SourceConfig;
 use crate::error::{Error, Result};
 use crate::stream::dispatch::Output;
-use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::receiver::ReceiverExecutor;
-use crate::stream::executor::source::mysql::BinlogSourceExecutor;
-use crate::stream::executor::source::postgres::CdcSourceExecutor;
+use crate::stream::executor::source::{self, ReaderParts};
 use crate::stream::graph::StreamGraph;
 use crate::stream::graph::build::CHANNEL_CAPACITY;
 use crate::stream::graph::job::PreparedJob;
@@ -33,31 +31,14 @@ impl StreamGraph {
         })?;
         let actor = self.new_actor_id();
         let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
-        let metrics = (source.name.clone(), self.metrics.clone());
-        let reader: BoxedExecutor = match SourceConfig::from_options(&source.name, &source.options)?
-        {
-            SourceConfig::Postgres(config) => Box::new(
-                CdcSourceExecutor::new(
-                    barrier_rx,
-                    config,
-                    self.store.clone(),
-                    state,
-                    self.barrier.clone(),
-                )
-                .with_metrics(metrics.0, metrics.1),
-            ),
-            SourceConfig::MySql(config) => Box::new(
-                BinlogSourceExecutor::new(
-                    barrier_rx,
-                    config,
-                    self.store.clone(),
-                    state,
-                    self.barrier.clone(),
-                    metrics,
-                )
-                .starting_at(source.start.clone()),
-            ),
+        let parts = ReaderParts {
+            barriers: barrier_rx,
+            store: self.store.clone(),
+            state,
+            barrier: self.barrier.clone(),
+            metrics: self.metrics.clone(),
         };
+        let reader = source::reader(source, parts)?;
         Ok(PreparedJob::single(source.id, actor, reader, Some(barrier_tx)))
     }
 

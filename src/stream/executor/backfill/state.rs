@@ -25,6 +25,7 @@ use arrow::datatypes::{Int64Type, Schema, SchemaRef};
 use datafusion::scalar::ScalarValue;
 
 use crate::catalog::{ColumnCatalog, TableCatalog, VirtualNode};
+use crate::connector::common::SplitRange;
 use crate::connector::offset::CdcOffset;
 use crate::error::{Error, Result};
 use crate::storage::row_codec::RowDecoder;
@@ -194,16 +195,6 @@ impl CdcProgress {
         let range = SplitRange { start: bound(SPLIT_START)?, end: bound(SPLIT_END)? };
         Ok(Self { split, range, cursor, finished, rows, offset })
     }
-}
-
-/// A CDC split's range of the first key column, as upstream text: from `start` (inclusive;
-/// `None`: the lowest key) to `end` (exclusive; `None`: past the highest key).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SplitRange {
-    /// The first value of the range.
-    pub start: Option<String>,
-    /// The first value past the range.
-    pub end: Option<String>,
 }
 
 /// The key (cursor) columns of a progress table: those between the first (or [`SPLIT_END`])

@@ -67,6 +67,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 
 use crate::catalog::{Epoch, TableCatalog};
+use crate::connector::common::SplitRange;
 use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
 use crate::connector::source::{SnapshotPage, SourceConfig, UpstreamSession, upstream_text};
@@ -76,7 +77,7 @@ use crate::storage::keycodec::{KEY_PREFIX_LEN, encode_column, encode_keys};
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
 use crate::stream::barrier::{BackfillTicket, BarrierHandle};
-use crate::stream::executor::backfill::state::{CdcProgress, SplitRange, read_rows};
+use crate::stream::executor::backfill::state::{CdcProgress, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
