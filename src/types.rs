@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType as ArrowType, TimeUnit};
+use arrow::datatypes::{DataType as ArrowType, Field, TimeUnit};
 use arrow::util::display::FormatOptions;
 use datafusion::sql::sqlparser::ast;
 use serde::{Deserialize, Serialize};
@@ -500,6 +500,24 @@ fn decode_hex(text: &str) -> Vec<u8> {
     let hex = text.strip_prefix("\\x").unwrap_or(text);
     let pair = |i: usize| hex.get(2 * i..2 * i + 2).and_then(|p| u8::from_str_radix(p, 16).ok());
     (0..hex.len() / 2).filter_map(pair).collect()
+}
+
+/// The field metadata key that marks a text column declared `varchar` (value: its length limit,
+/// or empty for none), so that a view of it is declared the same.
+pub const VARCHAR_KEY: &str = "sluice.varchar";
+
+/// `field` marked as a column declared `varchar`.
+pub fn mark_varchar(field: Field, varchar: Varchar) -> Field {
+    let mut metadata = field.metadata().clone();
+    let limit = varchar.max_length.map(|n| n.to_string()).unwrap_or_default();
+    metadata.insert(VARCHAR_KEY.to_owned(), limit);
+    field.with_metadata(metadata)
+}
+
+/// The `varchar` declaration `field` is marked with (see [`mark_varchar`]).
+pub fn varchar_mark(field: &Field) -> Option<Varchar> {
+    let limit = field.metadata().get(VARCHAR_KEY)?;
+    Some(Varchar { max_length: limit.parse().ok() })
 }
 
 #[cfg(test)]

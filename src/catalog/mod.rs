@@ -57,7 +57,7 @@ impl ColumnCatalog {
     pub fn mark(&self, field: arrow::datatypes::Field) -> arrow::datatypes::Field {
         match (self.data_type, self.varchar) {
             (DataType::Jsonb, _) => crate::sql::jsonb::mark(field),
-            (_, Some(varchar)) => crate::sql::jsonb::mark_varchar(field, varchar),
+            (_, Some(varchar)) => crate::types::mark_varchar(field, varchar),
             _ => field,
         }
     }

@@ -319,7 +319,7 @@ fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
                 false => DataType::from_arrow(field.data_type())?,
             },
             hidden,
-            varchar: crate::sql::jsonb::varchar_mark(field),
+            varchar: crate::types::varchar_mark(field),
             default: None,
         });
     }

@@ -54,7 +54,7 @@ pub fn session_context(
     // The defaults; a query of a session answers with its own values (see `query`).
     let defaults = Session::default();
     ctx.register_udf(crate::sql::functions::current_setting_udf(defaults.settings()));
-    ctx.register_udf(crate::sql::functions::set_config_udf(defaults.variables()));
+    ctx.register_udf(crate::sql::functions::set_config_udf(defaults.variables().setter()));
     for udf in crate::sql::jsonb::udfs() {
         ctx.register_udf(udf);
     }
@@ -102,7 +102,9 @@ impl Engine {
             let settings = session.settings();
             state.register_udf(Arc::new(crate::sql::functions::current_setting_udf(settings)))?;
             let variables = session.variables();
-            state.register_udf(Arc::new(crate::sql::functions::set_config_udf(variables)))?;
+            state.register_udf(Arc::new(crate::sql::functions::set_config_udf(
+                variables.setter(),
+            )))?;
         }
         let plan = self.plan(&state, stmt).await?;
         self.run_plan(state, plan).await

@@ -52,6 +52,11 @@ impl SessionVariables {
         let session = Session { vars: self.0.clone(), ..Session::default() };
         session.set_value(name, value)
     }
+
+    /// [`SessionVariables::set`] as the function `set_config` calls.
+    pub fn setter(self) -> crate::sql::functions::SetVariable {
+        Arc::new(move |name, value| self.set(name, value))
+    }
 }
 
 /// One connection's state.

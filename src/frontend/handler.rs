@@ -7,7 +7,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType as ArrowType, SchemaRef};
+use arrow::datatypes::DataType as ArrowType;
 use async_trait::async_trait;
 use datafusion::sql::sqlparser::ast;
 use futures::Sink;
@@ -29,7 +29,7 @@ use crate::engine::copy::CopyTarget;
 use crate::engine::{Engine, Output, Session};
 use crate::error::Error;
 use crate::frontend::encode;
-use crate::frontend::params::{describe, substitute};
+use crate::frontend::params::{Prepared, describe, substitute};
 use crate::frontend::sqlstate::{error_info, pg_error};
 use crate::sql::parser::{Statement, parse};
 
@@ -40,17 +40,6 @@ struct PendingCopy {
 }
 
 type CopySlot = Mutex<Option<PendingCopy>>;
-
-/// A prepared statement of the extended protocol.
-#[derive(Clone, Debug, Default)]
-pub struct Prepared {
-    /// The parsed statement; `None` for an empty query.
-    pub statement: Option<Statement>,
-    /// Types of `$1`, `$2`, ... as inferred (Arrow) or `None` when unknown.
-    pub param_types: Vec<Option<ArrowType>>,
-    /// The result schema, for statements that return rows.
-    pub schema: Option<SchemaRef>,
-}
 
 /// Serves every connection; one instance is shared.
 pub struct Backend {

@@ -22,9 +22,19 @@ use crate::engine::Engine;
 use crate::engine::ddl::{normalize_ident, relation_name};
 use crate::engine::session::Session;
 use crate::error::{Error, Result};
-use crate::frontend::handler::Prepared;
 use crate::frontend::sqlstate::pg_error;
 use crate::sql::parser::Statement;
+
+/// A prepared statement of the extended protocol.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared {
+    /// The parsed statement; `None` for an empty query.
+    pub statement: Option<Statement>,
+    /// Types of `$1`, `$2`, ... as inferred (Arrow) or `None` when unknown.
+    pub param_types: Vec<Option<ArrowType>>,
+    /// The result schema, for statements that return rows.
+    pub schema: Option<SchemaRef>,
+}
 
 /// The parameter types and result schema of a statement of `session`.
 pub async fn describe(
@@ -227,9 +237,15 @@ async fn where_types(
     };
     let table = relation_name(name)?;
     let alias = alias.as_ref().map_or(table.clone(), |a| normalize_ident(&a.name));
-    let sql =
-        format!("SELECT * FROM \"{DML_SCHEMA}\".\"{table}\" AS \"{alias}\" WHERE {selection}");
-    let stmt = Parser::new(&SluiceDialect::for_sql(&sql)).try_with_sql(&sql)?.parse_statement()?;
+    let quoted = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    let sql = format!("SELECT * FROM \"{DML_SCHEMA}\".{} AS {}", quoted(&table), quoted(&alias));
+    let mut stmt =
+        Parser::new(&SluiceDialect::for_sql(&sql)).try_with_sql(&sql)?.parse_statement()?;
+    if let ast::Statement::Query(query) = &mut stmt
+        && let ast::SetExpr::Select(select) = query.body.as_mut()
+    {
+        select.selection = Some(selection.clone());
+    }
     let state = engine.query_state();
     let plan = engine.plan(&state, stmt).await?;
     merge(types, plan.get_parameter_types()?);

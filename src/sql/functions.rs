@@ -73,7 +73,7 @@ fn postgres_type_name(field: &arrow::datatypes::Field) -> String {
         A::Float64 => "double precision",
         A::Decimal128(..) | A::Decimal256(..) => "numeric",
         A::Utf8 | A::LargeUtf8 | A::Utf8View if crate::sql::jsonb::is_marked(field) => "jsonb",
-        A::Utf8 | A::LargeUtf8 | A::Utf8View => match crate::sql::jsonb::varchar_mark(field) {
+        A::Utf8 | A::LargeUtf8 | A::Utf8View => match crate::types::varchar_mark(field) {
             Some(_) => "character varying",
             None => "text",
         },
@@ -181,10 +181,14 @@ pub fn current_setting_udf(settings: std::collections::HashMap<String, String>) 
     ))
 }
 
+/// Sets a session variable by name, as `SET` does (see [`set_config_udf`]).
+pub type SetVariable = Arc<dyn Fn(&str, String) -> crate::error::Result<()> + Send + Sync>;
+
 /// `set_config(name, value, is_local)`: `SET name = value` from a query, returning the value.
 /// With `is_local` the setting lasts to the end of the transaction, which in Sluice is the
-/// statement, so it changes nothing after it.
-pub fn set_config_udf(variables: crate::engine::session::SessionVariables) -> ScalarUDF {
+/// statement, so it changes nothing after it. `set` sets a variable of the session, as `SET`
+/// does.
+pub fn set_config_udf(set: SetVariable) -> ScalarUDF {
     let fun: datafusion::logical_expr::ScalarFunctionImplementation =
         Arc::new(move |args: &[ColumnarValue]| {
             let rows = args.iter().find_map(|a| match a {
@@ -205,8 +209,7 @@ pub fn set_config_udf(variables: crate::engine::session::SessionVariables) -> Sc
                 let value = (!values.is_null(row)).then(|| values.value(row).to_owned());
                 if !(local.is_valid(row) && local.value(row)) {
                     let text = value.clone().unwrap_or_default();
-                    variables
-                        .set(names.value(row), text)
+                    set(names.value(row), text)
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 }
                 out.append_option(value);

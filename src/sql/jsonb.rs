@@ -233,24 +233,6 @@ pub fn mark(field: Field) -> Field {
     field.with_metadata(metadata)
 }
 
-/// The field metadata key that marks a text column declared `varchar` (value: its length limit,
-/// or empty for none), so that a view of it is declared the same.
-pub const VARCHAR_KEY: &str = "sluice.varchar";
-
-/// `field` marked as a column declared `varchar`.
-pub fn mark_varchar(field: Field, varchar: crate::types::Varchar) -> Field {
-    let mut metadata = field.metadata().clone();
-    let limit = varchar.max_length.map(|n| n.to_string()).unwrap_or_default();
-    metadata.insert(VARCHAR_KEY.to_owned(), limit);
-    field.with_metadata(metadata)
-}
-
-/// The `varchar` declaration `field` is marked with (see [`mark_varchar`]).
-pub fn varchar_mark(field: &Field) -> Option<crate::types::Varchar> {
-    let limit = field.metadata().get(VARCHAR_KEY)?;
-    Some(crate::types::Varchar { max_length: limit.parse().ok() })
-}
-
 /// Whether `field` holds jsonb text (see [`mark`]).
 pub fn is_marked(field: &Field) -> bool {
     field.metadata().get(TYPE_KEY).is_some_and(|t| t == "jsonb")
