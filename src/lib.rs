@@ -39,8 +39,6 @@ pub mod http;
 pub mod ids;
 /// The server's metrics.
 pub mod metrics;
-/// Numeric values: decimals of up to 76 digits with NaN and the infinities.
-pub mod numeric;
 /// Statement parsing.
 pub mod sql;
 /// RocksDB store, key and row codecs, state tables.

@@ -26,8 +26,7 @@ use parking_lot::RwLock;
 use crate::catalog::{Catalog, DEFAULT_SCHEMA, RelationKind, TableCatalog};
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
-use crate::storage::snapshot::ReadSnapshot;
-use crate::storage::store::Store;
+use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::graph::StreamGraph;
 use crate::types::DataType;
 

@@ -346,7 +346,7 @@ pub fn pg_type(ty: DataType) -> (i32, i32) {
         DataType::Float32 => (700, -1),
         DataType::Float64 => (701, -1),
         DataType::Decimal { precision, scale }
-            if crate::numeric::is_unconstrained(precision, scale) =>
+            if crate::types::numeric::is_unconstrained(precision, scale) =>
         {
             (1700, -1)
         }

@@ -7,27 +7,16 @@
 //! without `HOLD`: Sluice's transactions do not group statements, so there is no transaction
 //! end to close it at.
 
-use std::collections::HashMap;
-
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::sql::sqlparser::ast;
 use futures::StreamExt;
 
-use crate::engine::session::Session;
+use crate::engine::session::{Cursor, Session};
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
 use crate::unsupported;
-
-/// One open cursor: the rest of its query's rows.
-pub struct Cursor {
-    schema: SchemaRef,
-    stream: SendableRecordBatchStream,
-    /// Rows of a batch a `FETCH` did not take.
-    rest: Option<RecordBatch>,
-}
 
 impl Cursor {
     /// Up to `limit` next rows (`None`: all of them).
@@ -51,16 +40,6 @@ impl Cursor {
             taken.push(batch);
         }
         Ok(taken)
-    }
-}
-
-/// A session's open cursors, by name.
-#[derive(Default)]
-pub struct Cursors(tokio::sync::Mutex<HashMap<String, Cursor>>);
-
-impl std::fmt::Debug for Cursors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Cursors")
     }
 }
 

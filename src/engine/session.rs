@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::sql::sqlparser::ast;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::engine::cursor::Cursors;
 use crate::engine::{CommandTag, Output};
 use crate::error::{Error, Result};
 
@@ -56,6 +56,24 @@ impl SessionVariables {
     /// [`SessionVariables::set`] as the function `set_config` calls.
     pub fn setter(self) -> crate::sql::functions::SetVariable {
         Arc::new(move |name, value| self.set(name, value))
+    }
+}
+
+/// One open cursor (see [`cursor`](crate::engine::cursor)): the rest of its query's rows.
+pub struct Cursor {
+    pub(crate) schema: SchemaRef,
+    pub(crate) stream: SendableRecordBatchStream,
+    /// Rows of a batch a `FETCH` did not take.
+    pub(crate) rest: Option<RecordBatch>,
+}
+
+/// A session's open cursors, by name.
+#[derive(Default)]
+pub struct Cursors(pub(crate) tokio::sync::Mutex<HashMap<String, Cursor>>);
+
+impl std::fmt::Debug for Cursors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cursors")
     }
 }
 

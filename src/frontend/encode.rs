@@ -45,9 +45,9 @@ pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo
 }
 
 /// An error when a numeric column of `batch` holds what arithmetic on `NaN` or an infinity
-/// gives (see [`crate::numeric::check_range`]).
+/// gives (see [`crate::types::numeric::check_range`]).
 fn numbers_in_range(batch: &RecordBatch) -> Result<(), Error> {
-    batch.columns().iter().try_for_each(|c| crate::numeric::check_range(c.as_ref()))
+    batch.columns().iter().try_for_each(|c| crate::types::numeric::check_range(c.as_ref()))
 }
 
 /// `schema` with the types the encoder announces columns by: a wide numeric (`Decimal256`,
@@ -69,7 +69,7 @@ fn announced(schema: &SchemaRef) -> SchemaRef {
 }
 
 /// The numeric columns of `batch` that go out in binary format, as Postgres's binary numeric
-/// (see [`crate::numeric::binaries`]): every digit, and the special values.
+/// (see [`crate::types::numeric::binaries`]): every digit, and the special values.
 fn numeric_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
     let decimal = |i: usize| {
         !format.is_text(i)
@@ -85,7 +85,7 @@ fn numeric_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
     let mut columns = batch.columns().to_vec();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for i in (0..columns.len()).filter(|&i| decimal(i)) {
-        columns[i] = Arc::new(crate::numeric::binaries(columns[i].as_ref()));
+        columns[i] = Arc::new(crate::types::numeric::binaries(columns[i].as_ref()));
         fields[i] = Field::new(fields[i].name(), ArrowType::Binary, true);
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")
@@ -423,7 +423,7 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
             // Every digit (the encoder's own path goes through a 28-digit decimal), special
             // values as words, an unconstrained numeric's values with their own digits.
             ArrowType::Decimal128(..) | ArrowType::Decimal256(..) => {
-                crate::numeric::texts(column.as_ref())
+                crate::types::numeric::texts(column.as_ref())
             }
             _ => continue,
         };
@@ -724,7 +724,7 @@ mod tests {
             Some(wide("-1200000000000000000000")),
             Some(i256::ZERO),
             None,
-            Some(crate::numeric::Special::NaN.as_i256()),
+            Some(crate::types::numeric::Special::NaN.as_i256()),
             Some(wide(&"9".repeat(76))),
         ])
         .with_precision_and_scale(p, s)

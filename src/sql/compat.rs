@@ -487,7 +487,7 @@ fn without_exponent(text: &str) -> Option<String> {
         format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
     };
     let significant = written.bytes().filter(u8::is_ascii_digit).count();
-    (significant <= crate::numeric::MAX_PRECISION as usize).then_some(written)
+    (significant <= crate::types::numeric::MAX_PRECISION as usize).then_some(written)
 }
 
 /// The deepest bracket nesting that the compatibility parser re-parses. It parses with the plain

@@ -15,7 +15,7 @@
 //! also what `length(bytea)` is, as in Postgres.
 //!
 //! [`NumericCast`]: a numeric cast to text, a float or another numeric as Postgres casts it:
-//! `NaN` and the infinities stay themselves (see [`crate::numeric`]; Arrow's cast took them for
+//! `NaN` and the infinities stay themselves (see [`crate::types::numeric`]; Arrow's cast took them for
 //! the large numbers that stand for them), and text has the value's digits (`1.5`, not the
 //! unconstrained numeric's `1.50000000000000000000`); text cast to a numeric reads `NaN` and
 //! `Infinity` (`WHERE x = 'NaN'`).
@@ -361,10 +361,10 @@ impl NumericCast {
         &self,
         array: &arrow::array::ArrayRef,
     ) -> datafusion::error::Result<arrow::array::ArrayRef> {
-        use crate::numeric::{Special, has_special, values};
+        use crate::types::numeric::{Special, has_special, values};
         let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
         match &self.to {
-            DataType::Utf8 => Ok(Arc::new(crate::numeric::texts(array.as_ref()))),
+            DataType::Utf8 => Ok(Arc::new(crate::types::numeric::texts(array.as_ref()))),
             DataType::Float32 | DataType::Float64 if has_special(array.as_ref()) => {
                 let special = values(array.as_ref()).into_iter().map(|v| {
                     v.and_then(Special::of_i256).map(|s| match s {

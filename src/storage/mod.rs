@@ -1,7 +1,5 @@
 //! Persistent state: the RocksDB store, the codecs of keys and rows, and state tables.
 
-/// Committing an epoch as sorted files ingested together; level 0 while a snapshot copies.
-pub mod ingest;
 /// Storage keys: `table id | vnode | memcomparable primary key`, ordered like the keys.
 pub mod keycodec;
 /// Files RocksDB writes stay in the page cache: its advice to drop them is not passed on.
@@ -9,8 +7,6 @@ pub mod keycodec;
 pub mod page_cache;
 /// Row values: compact per-column encoding, Arrow columns in and out.
 pub mod row_codec;
-/// Reading the store at one committed epoch.
-pub mod snapshot;
 /// A relation's rows as a table: staged writes per epoch, reads of committed state.
 pub mod state_table;
 /// RocksDB: the `meta` and `state` column families, epochs staged and committed atomically.

@@ -236,7 +236,7 @@ impl StateTable {
     /// For each of `prefixes` (ascending, none a prefix of another), the current rows (key and
     /// value) whose keys start with it, in key order, including writes not yet committed. The
     /// committed rows of all of them are read with one iterator (see
-    /// [`ReadSnapshot::scan_prefixes`](crate::storage::snapshot::ReadSnapshot::scan_prefixes)).
+    /// [`ReadSnapshot::scan_prefixes`](crate::storage::store::snapshot::ReadSnapshot::scan_prefixes)).
     pub fn rows_by_prefix(&self, prefixes: &[&[u8]]) -> Result<Vec<KeyedRows>> {
         let overlays = self.overlays();
         if overlays.iter().any(|b| !b.cleared().is_empty()) {

@@ -16,10 +16,10 @@ use tokio::task::JoinHandle;
 use crate::catalog::ActorId;
 use crate::error::{Error, Result};
 use crate::stream::barrier::Collect;
-use crate::stream::dispatch::Output;
 use crate::stream::eval::in_job;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::message::Message;
+use crate::stream::message::Output;
 
 /// A running chain of executors.
 pub struct Actor {

@@ -39,7 +39,7 @@ use crate::catalog::{ActorId, Epoch, TableId};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::storage::store::{Committed, Store};
-use crate::stream::dispatch::Output;
+use crate::stream::message::Output;
 use crate::stream::message::{Barrier, Mutation};
 
 /// What an actor reports back to the barrier manager.

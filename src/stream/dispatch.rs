@@ -6,16 +6,14 @@
 //! is split into a delete and an insert. Barriers go to every actor.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray};
 use arrow::compute::filter_record_batch;
-use datafusion::physical_plan::PhysicalExpr;
 
 use crate::catalog::{TableId, VirtualNode};
 use crate::error::Result;
 use crate::storage::keycodec::{encode_keys_into, vnode_in_key};
-use crate::stream::message::{Message, Op, OutputSender, StreamChunk};
+use crate::stream::message::{Message, Op, Output, StreamChunk};
 
 /// Which actor of a fragment owns each vnode: actor `i` of `n` owns a contiguous share.
 pub fn owner_of(vnode: usize, parallelism: usize) -> usize {
@@ -40,21 +38,6 @@ pub fn vnodes_of(keys: &[ArrayRef], rows: usize) -> Result<Vec<VirtualNode>> {
         encode_keys_into(TableId(0), keys, rows, keys.len(), encoded)?;
         Ok(encoded.iter().map(|k| vnode_in_key(k)).collect())
     })
-}
-
-/// The output of an actor to one downstream fragment.
-#[derive(Clone)]
-pub struct Output {
-    /// Expressions over the actor's output rows whose values choose the vnode.
-    pub keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// One channel per downstream actor; actor `i` of `n` owns [`owned_vnodes`]`(i, n)`.
-    pub senders: Vec<OutputSender>,
-}
-
-impl std::fmt::Debug for Output {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Output({} keys, {} actors)", self.keys.len(), self.senders.len())
-    }
 }
 
 impl Output {

@@ -4,12 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use tokio::sync::mpsc;
 
 use crate::catalog::{ActorId, Epoch, TableId};
 pub use crate::chunk::{Op, StreamChunk};
-use crate::stream::dispatch::Output;
 
 /// The epoch a barrier opens and the one it closes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,21 @@ pub enum BarrierKind {
 
 /// The sending end of a channel between two actors.
 pub type OutputSender = mpsc::Sender<Message>;
+
+/// The output of an actor to one downstream fragment.
+#[derive(Clone)]
+pub struct Output {
+    /// Expressions over the actor's output rows whose values choose the vnode.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// One channel per downstream actor; actor `i` of `n` owns [`owned_vnodes`](crate::stream::dispatch::owned_vnodes)`(i, n)`.
+    pub senders: Vec<OutputSender>,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Output({} keys, {} actors)", self.keys.len(), self.senders.len())
+    }
+}
 
 /// Changes to the running graph that travel with a barrier; each applies at that barrier.
 #[derive(Debug, Clone, Default)]

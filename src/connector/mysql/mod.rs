@@ -26,9 +26,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Row};
 
 use crate::catalog::ColumnCatalog;
+use crate::connector::common::SourceOptions;
 use crate::connector::common::UpstreamTable;
 use crate::connector::offset::CdcOffset;
-use crate::connector::source::SourceOptions;
 use crate::error::{Error, Result};
 use crate::types::DataType;
 
@@ -305,7 +305,7 @@ pub(super) fn quote_literal(value: &str) -> String {
 /// Splits `database.table` (each part optionally back-quoted; names keep their case, as MySQL's
 /// do on Linux) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    crate::connector::source::split_two_parts(name, '`', false).ok_or_else(|| {
+    crate::connector::common::split_two_parts(name, '`', false).ok_or_else(|| {
         Error::InvalidStatement(format!(
             "the upstream table must be database-qualified, like 'shop.{name}'; got '{name}'"
         ))

@@ -64,10 +64,10 @@ fn decimal(column_type: &str) -> DataType {
     let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
     match (parts.next(), parts.next()) {
         // MySQL's decimals hold at most 65 digits, Sluice's 76.
-        (Some(Ok(p)), Some(Ok(s))) if p <= crate::numeric::MAX_PRECISION => {
+        (Some(Ok(p)), Some(Ok(s))) if p <= crate::types::numeric::MAX_PRECISION => {
             DataType::Decimal { precision: p, scale: s as i8 }
         }
-        (Some(Ok(p)), None) if p <= crate::numeric::MAX_PRECISION => {
+        (Some(Ok(p)), None) if p <= crate::types::numeric::MAX_PRECISION => {
             DataType::Decimal { precision: p, scale: 0 }
         }
         _ => DataType::Varchar,

@@ -9,7 +9,7 @@
 //! A numeric the column cannot hold exactly (more digits than its precision, a fraction digit
 //! below its scale) stops the page with an error (22003) naming it. Numeric `NaN` and the
 //! infinities, and `infinity` and `-infinity` dates and timestamps, are the special values of
-//! their Arrow types (see [`crate::numeric`] and [`crate::types::infinite_date`]).
+//! their Arrow types (see [`crate::types::numeric`] and [`crate::types::infinite_date`]).
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use arrow::array::{
 use postgres_protocol::types as pg;
 
 use crate::error::{Error, Result};
-use crate::numeric::Special;
+use crate::types::numeric::Special;
 use crate::types::{DataType, UTC};
 use arrow::datatypes::i256;
 
@@ -70,7 +70,7 @@ impl Wire {
     /// The format for an upstream column of type `upstream_type` (as `format_type` prints it)
     /// that Sluice holds as `data_type`.
     pub fn of(upstream_type: &str, data_type: DataType) -> Self {
-        let base = crate::connector::postgres::snapshot::base_type(upstream_type);
+        let base = crate::connector::postgres::base_type(upstream_type);
         match (base.as_str(), data_type) {
             ("boolean", DataType::Boolean) => Wire::Bool,
             ("smallint", DataType::Int16) => Wire::Int2,
@@ -548,7 +548,7 @@ fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i256> {
     let weight = i16::from_be_bytes(take::<2>(value, &mut at)?) as i32;
     let sign = u16::from_be_bytes(take::<2>(value, &mut at)?);
     at += 2; // dscale: the digits carry the value.
-    let unconstrained = crate::numeric::is_unconstrained(precision, scale);
+    let unconstrained = crate::types::numeric::is_unconstrained(precision, scale);
     let negative = match sign {
         0x0000 => false,
         0x4000 => true,
@@ -651,8 +651,8 @@ mod tests {
     }
 
     fn show(array: &ArrayRef) -> Vec<String> {
-        if array.data_type().is_numeric() && crate::numeric::has_special(array.as_ref()) {
-            let texts = crate::numeric::texts(array.as_ref());
+        if array.data_type().is_numeric() && crate::types::numeric::has_special(array.as_ref()) {
+            let texts = crate::types::numeric::texts(array.as_ref());
             return texts.iter().map(|v| v.unwrap_or("NULL").to_owned()).collect();
         }
         (0..array.len())

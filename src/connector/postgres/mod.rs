@@ -24,7 +24,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::connector::postgres::tls::{SslMode, TlsSettings};
 
 use crate::catalog::Created;
-use crate::connector::source::SourceOptions;
+use crate::connector::common::SourceOptions;
 use crate::error::{Error, Result};
 
 /// Whether a connection failed in the TLS negotiation or handshake.
@@ -454,6 +454,17 @@ fn sqlstate_of(code: &str) -> &'static str {
 /// A Postgres identifier, quoted.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// An upstream type as `format_type` prints it, without its modifier: `timestamp(3) without
+/// time zone` is a `timestamp without time zone`, `numeric(10,2)` a `numeric`.
+pub fn base_type(ty: &str) -> String {
+    match (ty.find('('), ty.find(')')) {
+        (Some(open), Some(close)) if open < close => {
+            format!("{}{}", &ty[..open], &ty[close + 1..]).trim().to_owned()
+        }
+        _ => ty.trim().to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 use crate::catalog::ColumnCatalog;
 use crate::connector::common::SplitRange;
 use crate::connector::common::UpstreamTable;
+use crate::connector::common::{SnapshotPage, upstream_text};
 use crate::connector::postgres::copy::{self, Decoded, PageDecoder, Wire};
 use crate::connector::postgres::{quote_ident, upstream_error};
-use crate::connector::source::{SnapshotPage, upstream_text};
 use crate::error::{Error, Result};
 use crate::types::DataType;
 
@@ -37,7 +37,7 @@ impl UpstreamTable {
 
 /// Splits `schema.table` (each part optionally double-quoted) into its parts.
 pub fn split_qualified(name: &str) -> Result<(String, String)> {
-    crate::connector::source::split_two_parts(name, '"', true).ok_or_else(|| {
+    crate::connector::common::split_two_parts(name, '"', true).ok_or_else(|| {
         Error::InvalidStatement(format!(
             "the upstream table must be schema-qualified, like 'public.{name}'; got '{name}'"
         ))
@@ -112,20 +112,9 @@ pub async fn table_identity(client: &Client, schema: &str, table: &str) -> Resul
     Ok(rows.first().map(|r| r.get(0)))
 }
 
-/// An upstream type as `format_type` prints it, without its modifier: `timestamp(3) without
-/// time zone` is a `timestamp without time zone`, `numeric(10,2)` a `numeric`.
-pub fn base_type(ty: &str) -> String {
-    match (ty.find('('), ty.find(')')) {
-        (Some(open), Some(close)) if open < close => {
-            format!("{}{}", &ty[..open], &ty[close + 1..]).trim().to_owned()
-        }
-        _ => ty.trim().to_owned(),
-    }
-}
-
 /// The Sluice type that holds values of an upstream type (arrays, enums and other types as text).
 fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
-    let base = base_type(ty);
+    let base = super::base_type(ty);
     let base = base.as_str();
     if category == "A" || typtype == "e" {
         return DataType::Varchar;
@@ -151,7 +140,7 @@ fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
 /// numerics hold them (76 digits), else unconstrained (whose values past 76 digits stop the
 /// table with an error naming them).
 fn numeric(ty: &str) -> DataType {
-    use crate::numeric::MAX_PRECISION;
+    use crate::types::numeric::MAX_PRECISION;
     let inner = ty.trim_start_matches("numeric").trim_matches(|c| c == '(' || c == ')');
     let mut parts = inner.split(',').map(|p| p.trim().parse::<u8>());
     match (parts.next(), parts.next()) {

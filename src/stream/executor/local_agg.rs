@@ -220,7 +220,7 @@ impl Partial {
                 Ok(arrow::array::new_null_array(&ArrowType::Int64, value.len()))
             }
             AggKind::Count => Ok(value),
-            _ => cast(crate::numeric::specials_as_null(value), &call.output_type),
+            _ => cast(crate::types::numeric::specials_as_null(value), &call.output_type),
         }
     }
 

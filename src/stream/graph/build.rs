@@ -18,7 +18,7 @@ use crate::catalog::{ActorId, TableCatalog, TableId};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 use crate::stream::barrier::BarrierHandle;
-use crate::stream::dispatch::{Output, owned_vnodes};
+use crate::stream::dispatch::owned_vnodes;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::backfill::arrangement::{
     ArrangementBackfillExecutor, BackfillConfig, PAGE_ROWS,
@@ -34,6 +34,7 @@ use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
+use crate::stream::message::Output;
 use crate::stream::plan::{AggCallPlan, NodeKind, StreamNode, StreamPlan};
 
 /// Messages buffered between two actors.

@@ -13,7 +13,6 @@ use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableC
 use crate::connector::common::UpstreamTable;
 use crate::connector::source::SourceConfig;
 use crate::error::{Error, Result};
-use crate::stream::dispatch::Output;
 use crate::stream::executor::backfill::cdc::{CdcBackfillConfig, CdcBackfillExecutor};
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
 use crate::stream::executor::receiver::ReceiverExecutor;
@@ -21,6 +20,7 @@ use crate::stream::executor::source::{self, ReaderParts};
 use crate::stream::graph::StreamGraph;
 use crate::stream::graph::build::CHANNEL_CAPACITY;
 use crate::stream::graph::job::PreparedJob;
+use crate::stream::message::Output;
 use crate::types::DataType;
 
 impl StreamGraph {

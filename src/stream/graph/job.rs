@@ -9,11 +9,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::catalog::{ActorId, TableId};
-use crate::stream::dispatch::Output;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::backfill::status::BackfillWatch;
 use crate::stream::executor::dml::DmlRequest;
 use crate::stream::message::Barrier;
+use crate::stream::message::Output;
 
 /// A running streaming job.
 pub struct Job {

@@ -38,8 +38,8 @@ use crate::metrics::Metrics;
 use crate::storage::store::Store;
 use crate::stream::actor::Actor;
 use crate::stream::barrier::BarrierHandle;
-use crate::stream::dispatch::Output;
 use crate::stream::executor::backfill::status::BackfillWatch;
+use crate::stream::message::Output;
 
 use creating::ProgressTracker;
 use job::{Fragment, Job, JobLayout, PreparedJob};

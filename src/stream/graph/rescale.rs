@@ -21,9 +21,9 @@ use std::collections::{HashMap, HashSet};
 use crate::catalog::{ActorId, Epoch, TableId};
 use crate::error::Result;
 use crate::stream::barrier::Replacement;
-use crate::stream::dispatch::Output;
 use crate::stream::graph::StreamGraph;
 use crate::stream::graph::job::{JobLayout, PreparedJob};
+use crate::stream::message::Output;
 
 impl StreamGraph {
     /// Swaps the running actors of each prepared job's relation for the prepared ones at one

@@ -11,13 +11,14 @@ use tokio::sync::mpsc;
 
 use crate::catalog::{ActorId, TableCatalog, TableId};
 use crate::error::{Error, Result};
-use crate::stream::dispatch::{Output, owned_vnodes};
+use crate::stream::dispatch::owned_vnodes;
 use crate::stream::executor::BoxedExecutor;
 use crate::stream::executor::dml::DmlExecutor;
 use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::graph::StreamGraph;
 use crate::stream::graph::build::{BuildContext, build_plan, channels, input_of, key_exprs};
 use crate::stream::graph::job::PreparedJob;
+use crate::stream::message::Output;
 use crate::stream::plan::StreamPlan;
 
 /// How many DML requests may queue for one table.

@@ -365,7 +365,7 @@ impl Aggregation {
             };
             let mut arg = eval(call.arg.as_ref(), chunk.data())?;
             if matches!(call.kind, AggKind::Sum | AggKind::Avg) {
-                arg = crate::numeric::specials_as_null(arg);
+                arg = crate::types::numeric::specials_as_null(arg);
             }
             let arg = cast(arg, &target)?;
             let valid = validity(&arg);

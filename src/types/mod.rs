@@ -6,6 +6,9 @@
 //! [`cast_to`] is the one conversion of values (text above all) to a column type: strict for
 //! what users write (INSERT, UPDATE, COPY), lenient for what an upstream Postgres prints.
 
+/// Numeric values: decimals of up to 76 digits with NaN and the infinities.
+pub mod numeric;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -25,8 +28,8 @@ pub const UTC: &str = "+00:00";
 /// Precision and scale used for `numeric` without a declared precision: 56 digits before the
 /// point and 20 after (Postgres's division gives 20 fraction digits to small quotients; token
 /// amounts use 18). Values print with their own digits, not the scale (see
-/// [`crate::numeric::is_unconstrained`]).
-pub const DEFAULT_NUMERIC: (u8, i8) = (crate::numeric::MAX_PRECISION, 20);
+/// [`crate::types::numeric::is_unconstrained`]).
+pub const DEFAULT_NUMERIC: (u8, i8) = (crate::types::numeric::MAX_PRECISION, 20);
 
 /// A SQL column type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -150,7 +153,7 @@ fn decimal(info: &ast::ExactNumberInfo) -> Result<DataType> {
         ast::ExactNumberInfo::Precision(p) => (narrow(*p)?, 0),
         ast::ExactNumberInfo::PrecisionAndScale(p, s) => (narrow(*p)?, narrow(*s as u64)? as i8),
     };
-    let max = crate::numeric::MAX_PRECISION;
+    let max = crate::types::numeric::MAX_PRECISION;
     if precision == 0 || precision > max || scale < 0 || scale as u8 > precision {
         return Err(Error::InvalidStatement(format!(
             "numeric({precision},{scale}) is out of range: precision must be 1..{max} and scale 0..precision"
@@ -188,7 +191,7 @@ impl fmt::Display for DataType {
             DataType::Float32 => f.write_str("real"),
             DataType::Float64 => f.write_str("double precision"),
             DataType::Decimal { precision, scale }
-                if crate::numeric::is_unconstrained(*precision, *scale) =>
+                if crate::types::numeric::is_unconstrained(*precision, *scale) =>
             {
                 f.write_str("numeric")
             }
@@ -298,12 +301,12 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if array.data_type() == &target {
         return Ok(array.clone());
     }
-    if crate::numeric::has_special(array.as_ref()) {
+    if crate::types::numeric::has_special(array.as_ref()) {
         return match to {
             DataType::Decimal { .. } => {
-                crate::numeric::cast_keeping_specials(array, to, |n| cast_to(n, to, mode))
+                crate::types::numeric::cast_keeping_specials(array, to, |n| cast_to(n, to, mode))
             }
-            DataType::Varchar => Ok(Arc::new(crate::numeric::texts(array.as_ref()))),
+            DataType::Varchar => Ok(Arc::new(crate::types::numeric::texts(array.as_ref()))),
             _ => Err(Error::OutOfRange(format!(
                 "cannot convert NaN or infinite numeric values to {to}"
             ))),
@@ -327,9 +330,12 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
             }
             (DataType::Decimal { precision, scale }, _)
-                if text.iter().flatten().any(|v| crate::numeric::Special::parse(v).is_some()) =>
+                if text
+                    .iter()
+                    .flatten()
+                    .any(|v| crate::types::numeric::Special::parse(v).is_some()) =>
             {
-                return crate::numeric::with_specials(text, precision, scale, mode);
+                return crate::types::numeric::with_specials(text, precision, scale, mode);
             }
             _ => {}
         }

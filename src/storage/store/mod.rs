@@ -12,6 +12,11 @@
 //! above them), writes staged for them later are ignored, and whoever waits for one of them
 //! learns that its writes are gone.
 
+/// Committing an epoch as sorted files ingested together; level 0 while a snapshot copies.
+pub mod ingest;
+/// Reading the store at one committed epoch.
+pub mod snapshot;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,11 +31,11 @@ use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::ids::{Epoch, TableId};
-use crate::storage::ingest::{
+use crate::storage::keycodec::{prefix_successor, release_marker_prefix, table_prefix};
+use crate::storage::store::ingest::{
     INGEST_MIN_ROWS, LEVEL0_NORMAL, ORDERED_MIN_ROWS, Piece, file_pieces, merged,
 };
-use crate::storage::keycodec::{prefix_successor, release_marker_prefix, table_prefix};
-use crate::storage::snapshot::ReadSnapshot;
+pub use crate::storage::store::snapshot::ReadSnapshot;
 
 /// Version of the on-disk layout. A data dir written with another version is refused, except
 /// older versions, which are upgraded in place: 1 and 2 kept the committed epoch in one of the
@@ -539,7 +544,7 @@ impl Drop for EpochMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::ingest::Write;
+    use crate::storage::store::ingest::Write;
     use rocksdb::SstFileWriter;
 
     #[test]
