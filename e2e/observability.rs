@@ -136,6 +136,25 @@ async fn metrics_scenario(server: &Sluice) -> anyhow::Result<()> {
         graph["edges"].as_array().is_some_and(|e| e.iter().any(|e| e["from_job"] == "big")),
         "the scan's upstream edge is missing: {graph}"
     );
+    // The backfilling fragment's progress is the record rw_fragment_backfill_progress serves.
+    let backfill = graph["fragments"]
+        .as_array()
+        .and_then(|f| f.iter().find_map(|f| f["backfill"].as_object().cloned()))
+        .context("no fragment of the graph backfills")?;
+    let table = text_rows(
+        &client,
+        "SELECT fragment_id, backfill_type, upstream, actor_count \
+         FROM rw_catalog.rw_fragment_backfill_progress WHERE job_name = 'slow'",
+    )
+    .await?;
+    let served = [&backfill["state_table"], &backfill["kind"], &backfill["upstream"]]
+        .map(|v| v.as_str().map_or(v.to_string(), str::to_owned));
+    ensure!(
+        table.len() == 1
+            && table[0][..3] == served.map(Some)
+            && table[0][3] == Some(backfill["actors"].to_string()),
+        "the graph's backfill {backfill:?} is not rw_fragment_backfill_progress {table:?}"
+    );
 
     // Read-only: unknown paths are 404, other methods 405, unknown jobs 404.
     ensure!(server.http("GET", "/nowhere").await?.0 == 404);

@@ -17,7 +17,9 @@ use crate::engine::Engine;
 use crate::metrics::{BackfillScrape, Scrape};
 use crate::stream::dispatch::owned_vnodes;
 use crate::stream::executor::source::offset_table::recorded_position;
-use crate::stream::graph::creating::{CreatingJob, JobStatus, STARVED_CHECKPOINTS};
+use crate::stream::graph::creating::{
+    CreatingJob, FragmentProgress, JobStatus, STARVED_CHECKPOINTS,
+};
 use crate::stream::graph::job::Fragment;
 
 /// How long a request waits for an upstream to report its slot lag.
@@ -71,26 +73,7 @@ pub struct FragmentView {
     /// The vnodes of each actor, as ranges (`0-127`).
     pub vnodes: Vec<String>,
     /// Its backfill, if it runs one and the job is creating.
-    pub backfill: Option<BackfillView>,
-}
-
-/// The progress of a backfilling fragment.
-#[derive(Debug, Serialize)]
-pub struct BackfillView {
-    /// `ARRANGEMENT` (a view's scan, per vnode) or `CDC` (a CDC table, per split).
-    pub kind: &'static str,
-    /// Rows read.
-    pub rows_done: u64,
-    /// Rows of the upstream, once counted.
-    pub rows_total: Option<u64>,
-    /// Vnodes or splits done, and in all.
-    pub units_done: u32,
-    /// See `units_done`.
-    pub units_total: u32,
-    /// Rows per second.
-    pub rows_per_second: f64,
-    /// The upstream position reached (CDC).
-    pub upstream_offset: Option<String>,
+    pub backfill: Option<FragmentProgress>,
 }
 
 /// An edge of a job's graph: from a fragment, or from an upstream job, into a fragment.
@@ -247,19 +230,7 @@ impl Observer {
             let backfill = progress
                 .iter()
                 .find(|p| backfills_in(fragment, &p.upstream, creating.as_ref()))
-                .map(|p| BackfillView {
-                    kind: if creating.as_ref().is_some_and(|c| c.is_cdc) {
-                        "CDC"
-                    } else {
-                        "ARRANGEMENT"
-                    },
-                    rows_done: p.rows_done,
-                    rows_total: p.rows_total,
-                    units_done: p.units_done,
-                    units_total: p.units_total,
-                    rows_per_second: p.rows_per_second,
-                    upstream_offset: p.upstream_offset.clone(),
-                });
+                .cloned();
             views.push(FragmentView {
                 id: fragment.id,
                 label: fragment.label.clone(),

@@ -16,7 +16,7 @@ use crate::stream::executor::backfill::state::{
     PersistedProgress, persisted_progress, persisted_splits,
 };
 use crate::stream::executor::source::offset_table::recorded_position;
-use crate::stream::graph::creating::create_type;
+use crate::stream::graph::creating::{FragmentProgress, create_type};
 
 /// How long `rw_cdc_progress` waits for an upstream to report its slot lag.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
@@ -71,15 +71,7 @@ impl SystemRow for DdlProgressRow {
 pub struct FragmentProgressRow {
     job_id: i64,
     job_name: String,
-    fragment_id: i64,
-    backfill_type: &'static str,
-    upstream: String,
-    actors: i32,
-    rows_done: u64,
-    rows_total: Option<u64>,
-    units_done: i32,
-    units_total: i32,
-    rows_per_second: f64,
+    progress: FragmentProgress,
 }
 
 impl SystemRow for FragmentProgressRow {
@@ -100,18 +92,19 @@ impl SystemRow for FragmentProgressRow {
     }
 
     fn values(self) -> Vec<Value> {
+        let p = self.progress;
         vec![
             Value::Int(Some(self.job_id)),
             text(self.job_name),
-            Value::Int(Some(self.fragment_id)),
-            text(self.backfill_type),
-            text(self.upstream),
-            Value::Int32(Some(self.actors)),
-            Value::Int(Some(self.rows_done as i64)),
-            Value::Int(self.rows_total.map(|n| n as i64)),
-            Value::Int32(Some(self.units_done)),
-            Value::Int32(Some(self.units_total)),
-            Value::Float(Some(self.rows_per_second)),
+            Value::Int(Some(i64::from(p.state_table.0))),
+            text(p.kind.name()),
+            text(p.upstream),
+            Value::Int32(Some(p.actors as i32)),
+            Value::Int(Some(p.rows_done as i64)),
+            Value::Int(p.rows_total.map(|n| n as i64)),
+            Value::Int32(Some(p.units_done as i32)),
+            Value::Int32(Some(p.units_total as i32)),
+            Value::Float(Some(p.rows_per_second)),
         ]
     }
 }
@@ -246,15 +239,7 @@ impl SystemSchema {
                 rows.push(FragmentProgressRow {
                     job_id: job.id.0 as i64,
                     job_name: job.name.clone(),
-                    fragment_id: fragment.state_table.0 as i64,
-                    backfill_type: if job.is_cdc { "CDC" } else { "ARRANGEMENT" },
-                    upstream: fragment.upstream,
-                    actors: fragment.actors as i32,
-                    rows_done: fragment.rows_done,
-                    rows_total: fragment.rows_total,
-                    units_done: fragment.units_done as i32,
-                    units_total: fragment.units_total as i32,
-                    rows_per_second: fragment.rows_per_second,
+                    progress: fragment,
                 });
             }
         }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::catalog::{Catalog, CreatingInfo, Epoch, RelationKind, TableCatalog, TableId};
@@ -123,9 +124,33 @@ pub struct JobProgress {
     pub progress: String,
 }
 
-/// The progress of one fragment (one backfilling scan) of a job.
-#[derive(Debug, Clone, PartialEq)]
+/// What a backfilling scan reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BackfillKind {
+    /// A view's scan of its upstream's stored state, per vnode.
+    #[serde(rename = "ARRANGEMENT")]
+    Arrangement,
+    /// A CDC table's snapshot of its upstream table, per split.
+    #[serde(rename = "CDC")]
+    Cdc,
+}
+
+impl BackfillKind {
+    /// `ARRANGEMENT` or `CDC`, as the system tables and the HTTP API say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackfillKind::Arrangement => "ARRANGEMENT",
+            BackfillKind::Cdc => "CDC",
+        }
+    }
+}
+
+/// The progress of one fragment (one backfilling scan) of a job, as `rw_fragment_backfill_progress`
+/// and the HTTP API serve it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FragmentProgress {
+    /// What the scan reads.
+    pub kind: BackfillKind,
     /// The scan's state table.
     pub state_table: TableId,
     /// What it reads.
@@ -243,6 +268,7 @@ impl CreatingJob {
         for backfill in &self.watches().1 {
             let status = backfill.status.borrow().clone();
             let entry = by_table.entry(backfill.state_table).or_insert_with(|| FragmentProgress {
+                kind: if self.is_cdc { BackfillKind::Cdc } else { BackfillKind::Arrangement },
                 state_table: backfill.state_table,
                 upstream: backfill.upstream.clone(),
                 actors: 0,
