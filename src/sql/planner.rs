@@ -459,24 +459,33 @@ impl Planner<'_> {
     fn join(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
-            JoinType::Left if join.filter.is_none() => JoinKind::LeftOuter,
-            JoinType::Left => {
+            JoinType::Left => JoinKind::LeftOuter,
+            JoinType::Right => JoinKind::RightOuter,
+            JoinType::Full => JoinKind::FullOuter,
+            JoinType::LeftSemi => JoinKind::LeftSemi,
+            JoinType::RightSemi => JoinKind::RightSemi,
+            JoinType::LeftAnti if join.null_aware => {
                 return Err(unsupported!(
-                    "a LEFT JOIN with a non-equality condition in a materialized view"
+                    "NOT IN (subquery) in a materialized view: its answer turns on whether the \
+                     subquery yields a NULL anywhere; write NOT EXISTS (SELECT .. WHERE a = b), \
+                     which is maintained (it differs only where NULLs are compared)"
                 ));
             }
-            JoinType::LeftSemi | JoinType::RightSemi | JoinType::LeftAnti | JoinType::RightAnti => {
-                return Err(unsupported!(
-                    "EXISTS, NOT EXISTS, IN (subquery) and NOT IN (subquery) in a materialized \
-                     view (they plan as semi and anti joins; inner and left joins are supported)"
-                ));
-            }
+            JoinType::LeftAnti => JoinKind::LeftAnti,
+            JoinType::RightAnti => JoinKind::RightAnti,
             other => {
                 return Err(unsupported!(
-                    "{other} JOIN in a materialized view (inner and left joins are)"
+                    "{other} JOIN in a materialized view (inner, outer, semi and anti joins are)"
                 ));
             }
         };
+        if join.filter.is_some() && kind != JoinKind::Inner {
+            return Err(unsupported!(
+                "a non-equality condition in the ON clause of an outer join, or in the \
+                 correlation of an EXISTS or IN subquery, in a materialized view (equalities \
+                 are supported; move other conditions into a WHERE where the meaning allows)"
+            ));
+        }
         if join.on.is_empty() {
             return Err(unsupported!(
                 "a join without an equality condition in a materialized view"
@@ -508,7 +517,7 @@ impl Planner<'_> {
             for field in side.schema.fields() {
                 columns.push(column(field.name(), field.data_type())?);
             }
-            if t == 0 && kind == JoinKind::LeftOuter {
+            if kind.counts(t) {
                 columns.push(column("_degree", &ArrowType::Int64)?);
             }
             let nk = keys.len();
@@ -518,17 +527,47 @@ impl Planner<'_> {
                 if t == 0 { StatePurpose::HashJoinLeft } else { StatePurpose::HashJoinRight };
             tables[t] = self.slot(StateSlot { purpose, columns, pk, dist_key_len: nk });
         }
+        if let Some(kept) = kind.kept() {
+            // A semi or anti join outputs rows of one side: its columns, then the join key.
+            let side = if kept == 0 { &left } else { &right };
+            let mut fields: Vec<Field> =
+                side.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            let mut stream_key = side.stream_key.clone();
+            let keys = if kept == 0 { &left_keys } else { &right_keys };
+            for (i, key) in keys.iter().enumerate() {
+                stream_key.push(fields.len());
+                fields.push(Field::new(
+                    format!("_join_key_{i}"),
+                    key.data_type(side.schema.as_ref())?,
+                    true,
+                ));
+            }
+            let visible = side.visible;
+            return Ok(StreamNode {
+                kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables },
+                inputs: vec![left, right],
+                schema: Arc::new(Schema::new(fields)),
+                visible,
+                stream_key,
+                dist: None,
+            });
+        }
         let (lv, rv) = (left.visible, right.visible);
         let (lh, rh) = (left.schema.fields().len() - lv, right.schema.fields().len() - rv);
         let at_left = |i: usize| if i < lv { i } else { lv + rv + (i - lv) };
         let at_right = |i: usize| if i < rv { lv + i } else { lv + rv + lh + (i - rv) };
         let mut stream_key: Vec<usize> = left.stream_key.iter().map(|&i| at_left(i)).collect();
         stream_key.extend(right.stream_key.iter().map(|&i| at_right(i)));
+        // A side padded with NULLs (that of an outer join's unmatched rows) may be NULL anywhere.
+        let padded = |side: usize| kind.counts(1 - side);
+        let field = |f: &Arc<Field>, side: usize| {
+            f.as_ref().clone().with_nullable(f.is_nullable() || padded(side))
+        };
         let mut fields: Vec<Field> = Vec::with_capacity(lv + rv + lh + rh);
-        fields.extend(left.schema.fields()[..lv].iter().map(|f| f.as_ref().clone()));
-        fields.extend(right.schema.fields()[..rv].iter().map(|f| f.as_ref().clone()));
-        fields.extend(left.schema.fields()[lv..].iter().map(|f| f.as_ref().clone()));
-        fields.extend(right.schema.fields()[rv..].iter().map(|f| f.as_ref().clone()));
+        fields.extend(left.schema.fields()[..lv].iter().map(|f| field(f, 0)));
+        fields.extend(right.schema.fields()[..rv].iter().map(|f| field(f, 1)));
+        fields.extend(left.schema.fields()[lv..].iter().map(|f| field(f, 0)));
+        fields.extend(right.schema.fields()[rv..].iter().map(|f| field(f, 1)));
         // The join key is part of the output's stream key: a pair whose key changed is a
         // different row, so the actors of two join keys never write the same output row.
         for (i, key) in left_keys.iter().enumerate() {

@@ -1,5 +1,5 @@
-//! `HashJoinExecutor`: an inner or left outer equi-join of two changing inputs (the left outer
-//! parts are in [`left`](crate::stream::executor::hash_join::left)).
+//! `HashJoinExecutor`: an equi-join of two changing inputs: inner here; outer (left, right,
+//! full), semi and anti in [`degree`](crate::stream::executor::hash_join::degree).
 //!
 //! Each side's rows are kept in a state table keyed by `join key | side's stream key`, with the
 //! join key as distribution key, so all rows of one join key are one prefix scan. A change on
@@ -10,8 +10,8 @@
 //! Output rows are `left columns ++ right columns ++ left hidden ++ right hidden`, where hidden
 //! columns are the stream-key columns an input carries after its visible ones.
 
-/// The left outer variant: match counts (degrees) per left row.
-pub mod left;
+/// Outer, semi and anti joins: match counts (degrees) per row.
+pub mod degree;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ use crate::stream::eval::eval;
 use crate::stream::executor::filter::filter_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
-use left::left_outer_chunk;
+use degree::degree_chunk;
 
 /// One input of the join.
 pub struct JoinSide {
@@ -55,9 +55,46 @@ pub enum JoinKind {
     Inner,
     /// Matching pairs, and every left row without a match padded with NULLs.
     LeftOuter,
+    /// Matching pairs, and every right row without a match padded with NULLs.
+    RightOuter,
+    /// Matching pairs, and every row of either side without a match padded with NULLs.
+    FullOuter,
+    /// The left rows that have a match (`EXISTS`, `IN (subquery)`).
+    LeftSemi,
+    /// The right rows that have a match.
+    RightSemi,
+    /// The left rows that have no match (`NOT EXISTS`).
+    LeftAnti,
+    /// The right rows that have no match.
+    RightAnti,
 }
 
-/// Inner hash join.
+impl JoinKind {
+    /// Whether side `side` (0 left, 1 right) stores each row's degree, its number of matches:
+    /// the sides whose rows show without a match (outer), and the kept side of a semi or anti
+    /// join.
+    pub fn counts(self, side: usize) -> bool {
+        use JoinKind::*;
+        match self {
+            Inner => false,
+            LeftOuter | LeftSemi | LeftAnti => side == 0,
+            RightOuter | RightSemi | RightAnti => side == 1,
+            FullOuter => true,
+        }
+    }
+
+    /// The side whose rows a semi or anti join outputs; `None` for joins that output pairs.
+    pub fn kept(self) -> Option<usize> {
+        use JoinKind::*;
+        match self {
+            LeftSemi | LeftAnti => Some(0),
+            RightSemi | RightAnti => Some(1),
+            Inner | LeftOuter | RightOuter | FullOuter => None,
+        }
+    }
+}
+
+/// Hash join of any [`JoinKind`].
 pub struct HashJoinExecutor {
     kind: JoinKind,
     left: JoinSide,
@@ -279,9 +316,7 @@ impl Executor for HashJoinExecutor {
                 };
                 let joined = match kind {
                     JoinKind::Inner => join_chunk(&mut sides, &chunk, from_left, &output_schema)?,
-                    JoinKind::LeftOuter => {
-                        left_outer_chunk(&mut sides, &chunk, from_left, &output_schema)?
-                    }
+                    kind => degree_chunk(kind, &mut sides, &chunk, from_left, &output_schema)?,
                 };
                 let joined = match (&filter, joined) {
                     (Some(f), Some(j)) => filter_chunk(&j, f.as_ref())?,

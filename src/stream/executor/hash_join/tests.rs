@@ -1,4 +1,6 @@
-//! Chunk-in / chunk-out tests of the inner and left outer hash joins.
+//! Chunk-in / chunk-out tests of the hash joins of every kind.
+
+use std::collections::BTreeMap;
 
 use datafusion::physical_expr::expressions::Column;
 use futures::FutureExt;
@@ -60,9 +62,12 @@ pub(crate) fn join(
     };
     let letters: Vec<&str> = shape.header.split_whitespace().collect();
     let (visible, hidden) = letters.split_at(shape.visible);
-    let header = [visible, visible, hidden, hidden, &letters[..1]].concat().join(" ");
-    let left = side(left, 1001, kind == JoinKind::LeftOuter);
-    let right = side(right, 1002, false);
+    let header = match kind.kept() {
+        Some(_) => [visible, hidden, &letters[..1]].concat().join(" "),
+        None => [visible, visible, hidden, hidden, &letters[..1]].concat().join(" "),
+    };
+    let left = side(left, 1001, kind.counts(0));
+    let right = side(right, 1002, kind.counts(1));
     Box::new(HashJoinExecutor::new(kind, left, right, store.clone(), None, schema(&header)))
 }
 
@@ -438,4 +443,181 @@ async fn a_padded_row_has_nulls_for_the_right_hidden_columns_too() {
 
         barrier 2";
     assert_eq!(out, dedent(expected));
+}
+
+// The right and full outer, semi and anti joins.
+
+#[tokio::test]
+async fn a_right_join_pads_right_rows_without_a_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::RightOuter, &store).await;
+    assert_eq!(j.right("i T\n+ 1 x\n+ . y").await, "i T i T i\n+ . . 1 x 1\n+ . . . y .");
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n- . . 1 x 1\n+ 1 a 1 x 1");
+    assert_eq!(j.left("i T\n+ 2 b").await, "");
+    assert_eq!(j.left("i T\n- 1 a").await, "i T i T i\n- 1 a 1 x 1\n+ . . 1 x 1");
+}
+
+#[tokio::test]
+async fn a_full_join_pads_either_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::FullOuter, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a").await, "i T i T i\n+ 1 a . . 1");
+    assert_eq!(j.right("i T\n+ 2 y").await, "i T i T i\n+ . . 2 y 2");
+    let expected = "
+        i T i T i
+        - 1 a . . 1
+        + 1 a 1 x 1";
+    assert_eq!(j.right("i T\n+ 1 x").await, dedent(expected));
+    let expected = "
+        i T i T i
+        - 1 a 1 x 1
+        + . . 1 x 1
+        - . . 2 y 2
+        + 2 a 2 y 2";
+    // The left row moves from key 1 to key 2: x loses its match, y gains one.
+    assert_eq!(j.left("i T\nU- 1 a\nU+ 2 a").await, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_semi_join_shows_a_row_while_it_has_a_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::LeftSemi, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ . b").await, "");
+    assert_eq!(j.right("i T\n+ 1 x").await, "i T i\n+ 1 a 1");
+    // A second match changes nothing; the last one going retracts the row.
+    assert_eq!(j.right("i T\n+ 1 y").await, "");
+    assert_eq!(j.right("i T\n- 1 x").await, "");
+    assert_eq!(j.right("i T\n- 1 y").await, "i T i\n- 1 a 1");
+    assert_eq!(j.right("i T\n+ 1 z\n+ . w").await, "i T i\n+ 1 a 1");
+    assert_eq!(j.left("i T\n+ 1 c").await, "i T i\n+ 1 c 1");
+}
+
+#[tokio::test]
+async fn an_anti_join_shows_a_row_while_it_has_no_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut j = Join::start(JoinKind::LeftAnti, &store).await;
+    assert_eq!(j.left("i T\n+ 1 a\n+ . b").await, "i T i\n+ 1 a 1\n+ . b .");
+    assert_eq!(j.right("i T\n+ 1 x\n+ . y").await, "i T i\n- 1 a 1");
+    assert_eq!(j.right("i T\n+ 1 z").await, "");
+    assert_eq!(j.right("i T\n- 1 x\n- 1 z").await, "i T i\n+ 1 a 1");
+    assert_eq!(j.left("i T\n- . b").await, "i T i\n- . b .");
+}
+
+/// A row's text of a join output, from the printed chunks: `op values..` lines after headers.
+fn apply_printed(view: &mut BTreeMap<String, i64>, printed: &str) {
+    for line in printed.lines() {
+        let Some((op, row)) = line.split_once(' ') else { continue };
+        let delta = match op {
+            "+" | "U+" => 1,
+            "-" | "U-" => -1,
+            _ => continue,
+        };
+        *view.entry(row.to_owned()).or_default() += delta;
+    }
+    view.retain(|_, n| *n != 0);
+}
+
+/// What a join of `kind` outputs for the rows `(key, tag)` of its sides, as `apply_printed`
+/// accumulates it; `.` is NULL.
+fn expected(
+    kind: JoinKind,
+    left: &[(Option<u8>, String)],
+    right: &[(Option<u8>, String)],
+) -> BTreeMap<String, i64> {
+    let show = |k: Option<u8>| k.map_or(".".to_owned(), |k| k.to_string());
+    let matches = |k: Option<u8>, other: &[(Option<u8>, String)]| {
+        other.iter().filter(|(o, _)| k.is_some() && *o == k).count()
+    };
+    let mut out = BTreeMap::new();
+    let mut add = |row: String| *out.entry(row).or_insert(0) += 1;
+    if kind.kept().is_none() {
+        for (lk, lt) in left {
+            for (rk, rt) in right.iter().filter(|(rk, _)| lk.is_some() && rk == lk) {
+                add(format!("{} {lt} {} {rt} {}", show(*lk), show(*rk), show(*lk)));
+            }
+        }
+    }
+    for (side, rows, other) in [(0, left, right), (1, right, left)] {
+        for (k, t) in rows {
+            let n = matches(*k, other);
+            let (s, kept) = (show(*k), kind.kept() == Some(side));
+            let semi = matches!(kind, JoinKind::LeftSemi | JoinKind::RightSemi);
+            match kind.kept() {
+                Some(_) if kept && (n > 0) == semi => add(format!("{s} {t} {s}")),
+                None if kind.counts(side) && n == 0 => add(match side {
+                    0 => format!("{s} {t} . . {s}"),
+                    _ => format!(". . {s} {t} {s}"),
+                }),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Random changes to both sides (keys 1..3 and NULL, inserts and deletes, one row or a few per
+/// chunk, checkpoints and restarts between them) against every join kind: after every chunk, the
+/// output so far equals the join of the sides' current rows.
+#[tokio::test]
+async fn every_kind_equals_its_join_after_every_change() {
+    use JoinKind::*;
+    let kinds = [Inner, LeftOuter, RightOuter, FullOuter, LeftSemi, RightSemi, LeftAnti, RightAnti];
+    for (k, kind) in kinds.into_iter().enumerate() {
+        for seed in 0..6u64 {
+            let mut rng = crate::stream::test_utils::Lcg::new(seed * 131 + k as u64);
+            let dir = tempfile::tempdir().unwrap();
+            let mut store = Store::open(dir.path()).unwrap();
+            let mut j = Join::start(kind, &store).await;
+            let mut sides: [Vec<(Option<u8>, String)>; 2] = [Vec::new(), Vec::new()];
+            let mut view = BTreeMap::new();
+            let mut tags = 0;
+            for step in 0..40u64 {
+                let side = rng.below(2) as usize;
+                let mut lines = vec!["i T".to_owned()];
+                for _ in 0..1 + rng.below(3) {
+                    if !sides[side].is_empty() && rng.below(3) == 0 {
+                        let (key, tag) =
+                            sides[side].remove(rng.below(sides[side].len() as u64) as usize);
+                        lines
+                            .push(format!("- {} {tag}", key.map_or(".".into(), |k| k.to_string())));
+                    } else {
+                        let key = match rng.below(5) {
+                            0 => None,
+                            k => Some(k.min(3) as u8),
+                        };
+                        tags += 1;
+                        let tag = format!("t{tags}");
+                        lines
+                            .push(format!("+ {} {tag}", key.map_or(".".into(), |k| k.to_string())));
+                        sides[side].push((key, tag));
+                    }
+                }
+                let printed = if side == 0 {
+                    j.left(&lines.join("\n")).await
+                } else {
+                    j.right(&lines.join("\n")).await
+                };
+                apply_printed(&mut view, &printed);
+                assert_eq!(
+                    view,
+                    expected(kind, &sides[0], &sides[1]),
+                    "{kind:?}, seed {seed}, step {step}:\n{}\n{printed}",
+                    lines.join("\n")
+                );
+                if rng.below(8) == 0 {
+                    j.checkpoint(step + 1).await;
+                    if rng.below(2) == 0 {
+                        drop(j);
+                        drop(store);
+                        store = Store::open(dir.path()).unwrap();
+                        j = Join::start(kind, &store).await;
+                    }
+                }
+            }
+        }
+    }
 }
