@@ -349,6 +349,24 @@ pub fn dedent(text: &str) -> String {
     lines.join("\n")
 }
 
+/// A small deterministic generator for tests that draw random changes (a linear congruential
+/// generator: good enough to pick test data, and the same sequence for a seed everywhere).
+pub struct Lcg(u64);
+
+impl Lcg {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Lcg(seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407))
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 =
+            self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,23 +392,5 @@ mod tests {
     async fn mock_source_replays_its_messages() {
         let source = MockSource::boxed([chunk("i\n+ 1"), barrier(1), chunk("i\n- 1")]);
         assert_eq!(run(source).await, dedent("i\n+ 1\n\nbarrier 1\n\ni\n- 1"));
-    }
-}
-
-/// A small deterministic generator for tests that draw random changes (a linear congruential
-/// generator: good enough to pick test data, and the same sequence for a seed everywhere).
-pub struct Lcg(u64);
-
-impl Lcg {
-    /// A generator starting from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Lcg(seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407))
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 =
-            self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
     }
 }
