@@ -29,7 +29,11 @@ use crate::{invalid, unsupported};
 impl Engine {
     /// Plans a view's query text into a stream plan, with eager aggregation if `eager`.
     pub(crate) async fn plan_view(&self, query: &str, eager: bool) -> Result<StreamPlan> {
-        let (state, plan) = self.logical_view_plan(query).await?;
+        let (mut state, plan) = self.logical_view_plan(query).await?;
+        // An uncorrelated scalar subquery becomes a join with its one row, which streams, not
+        // a value computed once before the query runs.
+        state.config_mut().options_mut().optimizer.enable_physical_uncorrelated_scalar_subquery =
+            false;
         let mut plan = state.optimize(&plan)?;
         if eager {
             plan = eager_aggregation(plan, &self.catalog)?;

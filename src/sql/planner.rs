@@ -479,32 +479,30 @@ impl Planner<'_> {
                 ));
             }
         };
-        if join.filter.is_some() && kind != JoinKind::Inner {
-            return Err(unsupported!(
-                "a non-equality condition in the ON clause of an outer join, or in the \
-                 correlation of an EXISTS or IN subquery, in a materialized view (equalities \
-                 are supported; move other conditions into a WHERE where the meaning allows)"
-            ));
-        }
-        if join.on.is_empty() {
-            return Err(unsupported!(
-                "a join without an equality condition in a materialized view"
-            ));
-        }
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
-        let left_keys = join
-            .on
-            .iter()
-            .map(|(l, _)| self.physical(l, left_schema))
-            .collect::<Result<Vec<_>>>()?;
-        let right_keys = join
-            .on
-            .iter()
-            .map(|(_, r)| self.physical(r, right_schema))
-            .collect::<Result<Vec<_>>>()?;
+        let (left_keys, right_keys) = match join.on.is_empty() {
+            // No equality (a cross join, a one-row subquery, a band join): every row has the
+            // same key, so one actor joins them all, each pair decided by the condition.
+            true => {
+                let constant = || -> Arc<dyn PhysicalExpr> {
+                    Arc::new(Literal::new(ScalarValue::Int32(Some(0))))
+                };
+                (vec![constant()], vec![constant()])
+            }
+            false => (
+                join.on.iter().map(|(l, _)| self.physical(l, left_schema)).collect::<Result<Vec<_>>>()?,
+                join.on.iter().map(|(_, r)| self.physical(r, right_schema)).collect::<Result<Vec<_>>>()?,
+            ),
+        };
         let left = exchange(self.lower(&join.left)?, left_keys.clone());
         let right = exchange(self.lower(&join.right)?, right_keys.clone());
-        let filter = join.filter.as_ref().map(|f| self.physical(f, &join.schema)).transpose()?;
+        // An inner join's condition filters its output rows; the other kinds' decides which
+        // pairs match, over `left visible ++ right visible`.
+        let pair_schema = match kind {
+            JoinKind::Inner => join.schema.as_ref().clone(),
+            _ => left_schema.as_ref().clone().join(right_schema)?,
+        };
+        let filter = join.filter.as_ref().map(|f| self.physical(f, &pair_schema)).transpose()?;
         let mut tables = [0; 2];
         for (t, (side, keys)) in
             [(&left, &left_keys), (&right, &right_keys)].into_iter().enumerate()

@@ -12,6 +12,9 @@
 //! - semi: a row is output (its own columns) while it has a match;
 //! - anti: a row is output while it has none.
 //!
+//! A condition besides the key equalities (`ON a.k = b.k AND a.x < b.y`, the correlation of
+//! `EXISTS`) decides which pairs match, so only pairs that meet it count in the degrees.
+//!
 //! A row with a NULL in its join key matches nothing and is not stored: an outer join outputs
 //! it padded, an anti join outputs it, a semi join drops it (`NOT EXISTS` semantics; `NOT IN`'s
 //! NULL-aware form is refused by the planner).
@@ -19,14 +22,16 @@
 //! Output rows of an outer join are `left visible ++ right visible ++ left hidden ++ right
 //! hidden ++ join key`; of a semi or anti join, `kept visible ++ kept hidden ++ join key`.
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::SchemaRef;
+use datafusion::physical_plan::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
 use super::{JoinKind, Side};
 use crate::error::Result;
 use crate::storage::keycodec::encode_keys;
 use crate::storage::row_codec::RowDecoder;
+use crate::stream::eval::eval;
 use crate::stream::executor::hash_agg::rows_to_batch;
 use crate::stream::message::{Op, StreamChunk};
 
@@ -112,6 +117,7 @@ pub(crate) fn degree_chunk(
     chunk: &StreamChunk,
     from_left: bool,
     schema: &SchemaRef,
+    condition: Option<&dyn PhysicalExpr>,
 ) -> Result<Option<StreamChunk>> {
     let this = if from_left { 0 } else { 1 };
     let keys = sides[this].key_columns(chunk)?;
@@ -130,7 +136,7 @@ pub(crate) fn degree_chunk(
         let has_key = key.iter().all(|k| !k.is_null());
         let mut out = Out { kind, sides, ops: Vec::new(), rows: Vec::new() };
         let (writes, degree) = if has_key {
-            change(&mut out, this, op, &key, &values, prefix)?
+            change(&mut out, this, op, &key, &values, prefix, condition)?
         } else {
             // No match, ever: shown alone as a row without one, and not stored.
             if out.shown_alone(this, 0) {
@@ -170,11 +176,16 @@ fn change(
     key: &[ScalarValue],
     values: &[ScalarValue],
     prefix: &[u8],
+    condition: Option<&dyn PhysicalExpr>,
 ) -> Result<(Vec<Write>, i64)> {
     let other = 1 - this;
     let kind = out.kind;
-    let matches = out.sides[other].stored_rows(prefix)?;
     let n_keys = key.len();
+    let mut matches = out.sides[other].stored_rows(prefix)?;
+    if let Some(condition) = condition {
+        let met = meets(out.sides, this, values, &matches, n_keys, condition)?;
+        matches = matches.into_iter().zip(met).filter_map(|(m, met)| met.then_some(m)).collect();
+    }
     let other_counts = kind.counts(other);
     let degree = matches.len() as i64;
     // This row alone, as it shows with its matches.
@@ -210,6 +221,48 @@ fn change(
         }
     }
     Ok((writes, degree))
+}
+
+/// Which of the other side's `stored` rows (key columns first) meet the join's `condition`
+/// paired with this side's row `values`: the condition reads `left visible ++ right visible`,
+/// and NULL is not met.
+fn meets(
+    sides: &[Side; 2],
+    this: usize,
+    values: &[ScalarValue],
+    stored: &[Vec<ScalarValue>],
+    n_keys: usize,
+    condition: &dyn PhysicalExpr,
+) -> Result<Vec<bool>> {
+    if stored.is_empty() {
+        return Ok(Vec::new());
+    }
+    let visible_fields = |side: &Side| {
+        let schema = side.def.full_schema();
+        let n = side.keys.len();
+        schema.fields()[n..n + side.visible]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>()
+    };
+    let mut fields = visible_fields(&sides[0]);
+    fields.extend(visible_fields(&sides[1]));
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+    let mine = &values[..sides[this].visible];
+    let rows: Vec<Vec<ScalarValue>> = stored
+        .iter()
+        .map(|s| {
+            let theirs = &s[n_keys..n_keys + sides[1 - this].visible];
+            match this {
+                0 => [mine, theirs].concat(),
+                _ => [theirs, mine].concat(),
+            }
+        })
+        .collect();
+    let batch = rows_to_batch(&rows, &schema)?;
+    let met = eval(condition, &batch)?;
+    let met = met.as_boolean();
+    Ok((0..met.len()).map(|i| met.is_valid(i) && met.value(i)).collect())
 }
 
 fn scalars(columns: &[ArrayRef], row: usize) -> Result<Vec<ScalarValue>> {

@@ -100,7 +100,8 @@ pub struct HashJoinExecutor {
     left: JoinSide,
     right: JoinSide,
     store: Arc<Store>,
-    /// A residual (non-equi) condition over the output row.
+    /// A residual (non-equi) condition: over the output row of an inner join, over `left
+    /// visible ++ right visible` of a pair for the other kinds, where it decides what matches.
     filter: Option<Arc<dyn PhysicalExpr>>,
     output_schema: SchemaRef,
 }
@@ -315,12 +316,14 @@ impl Executor for HashJoinExecutor {
                     }
                 };
                 let joined = match kind {
-                    JoinKind::Inner => join_chunk(&mut sides, &chunk, from_left, &output_schema)?,
-                    kind => degree_chunk(kind, &mut sides, &chunk, from_left, &output_schema)?,
-                };
-                let joined = match (&filter, joined) {
-                    (Some(f), Some(j)) => filter_chunk(&j, f.as_ref())?,
-                    (_, j) => j,
+                    JoinKind::Inner => {
+                        match join_chunk(&mut sides, &chunk, from_left, &output_schema)? {
+                            Some(j) if filter.is_some() => filter_chunk(&j, filter.as_deref().expect("checked"))?,
+                            j => j,
+                        }
+                    }
+                    // The condition decides which pairs match, so it counts in the degrees.
+                    kind => degree_chunk(kind, &mut sides, &chunk, from_left, &output_schema, filter.as_deref())?,
                 };
                 if let Some(joined) = joined {
                     yield Message::Chunk(joined);
