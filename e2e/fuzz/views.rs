@@ -234,7 +234,7 @@ impl Fuzzer {
             let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
             (l, r, lk, rk)
         };
-        match rng.below(6) {
+        match rng.below(7) {
             // Filter and project, with expressions that can fail.
             0 | 1 => {
                 let mut items = Vec::new();
@@ -336,9 +336,17 @@ impl Fuzzer {
                         }
                     }
                 }
-                let join = if rng.chance(40) { "LEFT JOIN" } else { "JOIN" };
+                let join = *rng.pick(&["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]);
+                let mut on = format!("l.{lk} = r.{rk}");
+                if rng.chance(25) {
+                    // A condition besides the key: it decides which pairs match.
+                    let both = both_sides(&l, &r);
+                    let p = ExprGen { rng: &mut *rng, cols: &both, scalar_subqueries: false }
+                        .expr(Ty::Bool, 1);
+                    write!(on, " AND {p}").unwrap();
+                }
                 let mut sql = format!(
-                    "SELECT {} FROM {} l {join} {} r ON l.{lk} = r.{rk}",
+                    "SELECT {} FROM {} l {join} {} r ON {on}",
                     items.join(", "),
                     l.name,
                     r.name
@@ -374,6 +382,34 @@ impl Fuzzer {
                     l.name,
                     r.name
                 );
+                (sql, cols, vec![l.name, r.name])
+            }
+            // EXISTS, NOT EXISTS and IN (subquery): semi and anti joins, some with a condition
+            // besides the key.
+            5 => {
+                let (l, r, lk, rk) = join_sides(rng);
+                let mut items = Vec::new();
+                let mut cols = Vec::new();
+                for (n, t) in &l.cols {
+                    if rng.chance(60) || n == &lk {
+                        items.push(format!("l.{n} AS {n}"));
+                        cols.push((n.clone(), *t));
+                    }
+                }
+                let mut correlation = format!("r.{rk} = l.{lk}");
+                if rng.chance(30) {
+                    let both = both_sides(&l, &r);
+                    let p = ExprGen { rng: &mut *rng, cols: &both, scalar_subqueries: false }
+                        .expr(Ty::Bool, 1);
+                    write!(correlation, " AND {p}").unwrap();
+                }
+                let predicate = match rng.below(3) {
+                    0 => format!("EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
+                    1 => format!("NOT EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
+                    _ => format!("l.{lk} IN (SELECT r.{rk} FROM {} r)", r.name),
+                };
+                let sql =
+                    format!("SELECT {} FROM {} l WHERE {predicate}", items.join(", "), l.name);
                 (sql, cols, vec![l.name, r.name])
             }
             // UNION [ALL] of two relations' columns of one type.
@@ -507,4 +543,12 @@ impl Fuzzer {
             self.find(Kind::ViewMismatch, Source::Check, &sql, "", &message);
         }
     }
+}
+
+/// The columns of both sides of a join, as `l.c` and `r.c`, for conditions over a pair.
+fn both_sides(l: &Rel, r: &Rel) -> Vec<Col> {
+    let side = |alias: &str, rel: &Rel| -> Vec<Col> {
+        rel.cols.iter().map(|(n, t)| (format!("{alias}.{n}"), *t)).collect()
+    };
+    [side("l", l), side("r", r)].concat()
 }

@@ -490,8 +490,14 @@ impl Planner<'_> {
                 (vec![constant()], vec![constant()])
             }
             false => (
-                join.on.iter().map(|(l, _)| self.physical(l, left_schema)).collect::<Result<Vec<_>>>()?,
-                join.on.iter().map(|(_, r)| self.physical(r, right_schema)).collect::<Result<Vec<_>>>()?,
+                join.on
+                    .iter()
+                    .map(|(l, _)| self.physical(l, left_schema))
+                    .collect::<Result<Vec<_>>>()?,
+                join.on
+                    .iter()
+                    .map(|(_, r)| self.physical(r, right_schema))
+                    .collect::<Result<Vec<_>>>()?,
             ),
         };
         let left = exchange(self.lower(&join.left)?, left_keys.clone());
