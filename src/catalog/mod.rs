@@ -148,11 +148,13 @@ pub enum StatePurpose {
     HashJoinLeft,
     /// A hash join's right side.
     HashJoinRight,
+    /// A top-N's rows, by group and order.
+    TopN,
 }
 
 impl StatePurpose {
     /// Every purpose.
-    pub const ALL: [StatePurpose; 7] = [
+    pub const ALL: [StatePurpose; 8] = [
         StatePurpose::Source,
         StatePurpose::StreamCdcScan,
         StatePurpose::StreamScan,
@@ -160,6 +162,7 @@ impl StatePurpose {
         StatePurpose::HashAggValues,
         StatePurpose::HashJoinLeft,
         StatePurpose::HashJoinRight,
+        StatePurpose::TopN,
     ];
 
     /// The name used in the table's name and in `rw_catalog.rw_internal_tables`.
@@ -172,6 +175,7 @@ impl StatePurpose {
             StatePurpose::HashAggValues => "hashaggvalues",
             StatePurpose::HashJoinLeft => "hashjoinleft",
             StatePurpose::HashJoinRight => "hashjoinright",
+            StatePurpose::TopN => "topn",
         }
     }
 

@@ -23,6 +23,9 @@ use crate::storage::store::{Store, WriteBuffer};
 /// Stored rows as (key, value) pairs, in key order.
 pub type KeyedRows = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Rows of a range read, and the last committed key read when the read stopped at its limit.
+type RangePage = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
+
 /// One relation's rows, keyed by `table id | vnode | pk`.
 pub struct StateTable {
     table_id: TableId,
@@ -197,13 +200,34 @@ impl StateTable {
     }
 
     /// Up to `limit` current rows with `start <= key < end`, in key order, including writes not
-    /// yet committed. Continue a scan from just after the last key returned.
+    /// yet committed: fewer only when the range holds fewer. Continue a scan from just after
+    /// the last key returned.
     pub fn iter_range(
         &self,
         start: &[u8],
         end: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut rows = Vec::new();
+        let mut from = start.to_vec();
+        loop {
+            let (page, scanned_to) = self.range_page(&from, end, limit - rows.len())?;
+            rows.extend(page);
+            match scanned_to {
+                // Committed rows the writes not yet committed deleted: read on past them.
+                Some(last) if rows.len() < limit => {
+                    from = last;
+                    from.push(0);
+                }
+                _ => return Ok(rows),
+            }
+        }
+    }
+
+    /// One page of [`StateTable::iter_range`]: up to `limit` current rows from `start`, and the
+    /// last committed key read when the committed scan stopped at its limit (the rows are
+    /// complete up to it only; deleted ones may leave the page short).
+    fn range_page(&self, start: &[u8], end: &[u8], limit: usize) -> Result<RangePage> {
         let snapshot = self.store.snapshot();
         let overlays = self.overlays();
         let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
@@ -219,7 +243,8 @@ impl StateTable {
             last = scanned.or(last);
         }
         // Committed rows are complete up to `last` when the scan hit its limit, else to `end`.
-        let upper = match (&last, rows.len() >= limit) {
+        let hit_limit = rows.len() >= limit;
+        let upper = match (&last, hit_limit) {
             (Some(last), true) => Bound::Included(last.as_slice()),
             _ => Bound::Excluded(end),
         };
@@ -230,7 +255,8 @@ impl StateTable {
             let writes = buffer.range(start, upper);
             rows.extend(writes.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))));
         }
-        Ok(rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect())
+        let page = rows.into_iter().filter_map(|(k, v)| Some((k, v?))).take(limit).collect();
+        Ok((page, if hit_limit { last } else { None }))
     }
 
     /// For each of `prefixes` (ascending, none a prefix of another), the current rows (key and
@@ -521,6 +547,26 @@ mod tests {
         let limited = table.iter_range(&start, &end, 2).unwrap();
         assert_eq!(limited.len(), 2);
         assert_eq!(limited, rows[..2].to_vec());
+    }
+
+    #[test]
+    fn a_limited_range_reads_past_committed_rows_deleted_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // One vnode for every key, so key order is id order.
+        let mut table = StateTable::new(store.clone(), TableId(3), vec![0], 0);
+        let ids: Vec<i64> = (1..=6).collect();
+        table.write_chunk(&chunk(vec![Op::Insert; 6], ids, vec![0; 6])).unwrap();
+        table.commit(Epoch(1));
+        store.commit(Epoch(1)).unwrap();
+        // The first four committed rows deleted, not yet committed: the first live row is 5.
+        table.write_chunk(&chunk(vec![Op::Delete; 4], vec![1, 2, 3, 4], vec![0; 4])).unwrap();
+        let (start, end) = table.full_range();
+        let first = table.iter_range(&start, &end, 1).unwrap();
+        let keys = table.keys(chunk(vec![Op::Insert], vec![5], vec![0]).columns(), 1).unwrap();
+        assert_eq!(first.len(), 1, "a live row is left after the deleted ones");
+        assert_eq!(first[0].0, keys[0]);
+        assert_eq!(table.iter_range(&start, &end, 3).unwrap().len(), 2, "5 and 6 only");
     }
 
     #[test]

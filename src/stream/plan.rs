@@ -94,7 +94,7 @@ pub enum NodeKind {
     Union,
     /// Equi-join of the two inputs.
     HashJoin {
-        /// Inner or left outer.
+        /// Which rows it outputs.
         kind: crate::stream::executor::hash_join::JoinKind,
         /// Join key expressions over the left input.
         left_keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -104,6 +104,13 @@ pub enum NodeKind {
         filter: Option<Arc<dyn PhysicalExpr>>,
         /// Left and right state tables (slot indices).
         tables: [usize; 2],
+    },
+    /// The first rows of an order, per group or overall.
+    TopN {
+        /// Groups, order, offset, limit, rank column.
+        spec: crate::stream::executor::top_n::TopNSpec,
+        /// Its rows (slot index).
+        table: usize,
     },
 }
 
@@ -177,6 +184,26 @@ impl StreamNode {
                     left_keys.iter().zip(right_keys).map(|(l, r)| format!("{l} = {r}")).collect();
                 let filter = filter.as_ref().map_or(String::new(), |f| format!(", filter: {f}"));
                 format!("StreamHashJoin {{ type: {kind:?}, on: [{}]{filter} }}", on.join(", "))
+            }
+            NodeKind::TopN { spec, .. } => {
+                let groups: Vec<String> = spec.group.iter().map(|e| e.to_string()).collect();
+                let order: Vec<String> = spec
+                    .order
+                    .iter()
+                    .map(|k| {
+                        let dir = if k.descending { "DESC" } else { "ASC" };
+                        let nulls = if k.nulls_first { "NULLS FIRST" } else { "NULLS LAST" };
+                        format!("{} {dir} {nulls}", k.expr)
+                    })
+                    .collect();
+                format!(
+                    "StreamTopN {{ group_key: [{}], order: [{}], offset: {}, limit: {}{} }}",
+                    groups.join(", "),
+                    order.join(", "),
+                    spec.offset,
+                    spec.limit,
+                    if spec.rank { ", with row_number" } else { "" }
+                )
             }
         }
     }

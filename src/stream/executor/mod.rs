@@ -35,6 +35,8 @@ pub mod project;
 pub mod receiver;
 /// CDC sources: each upstream's one reader, the change rows they emit, their offsets.
 pub mod source;
+/// The first rows of an order, per group or overall (`ORDER BY .. LIMIT`, `row_number() <= n`).
+pub mod top_n;
 /// UNION ALL of several inputs, aligning barriers.
 pub mod union;
 

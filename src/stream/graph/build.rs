@@ -32,6 +32,7 @@ use crate::stream::executor::local_agg::LocalAggExecutor;
 use crate::stream::executor::merge::MergeExecutor;
 use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::executor::top_n::TopNExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
 use crate::stream::message::Output;
@@ -105,6 +106,7 @@ fn fragment_label(node: &StreamNode) -> String {
         NodeKind::HashAgg { .. } => "HashAgg",
         NodeKind::LocalAgg { .. } => "LocalAgg",
         NodeKind::HashJoin { .. } => "HashJoin",
+        NodeKind::TopN { .. } => "TopN",
         NodeKind::Union => "Union",
     };
     let inputs: Vec<String> = node.inputs.iter().map(fragment_label).collect();
@@ -280,6 +282,25 @@ fn build_fragment(
                 }
                 executors.push(Box::new(agg) as BoxedExecutor);
             }
+            Ok(executors)
+        }
+        NodeKind::TopN { spec, table } => {
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            let table = &ctx.tables[*table];
+            let visible = node.inputs[0].visible;
+            let executors = inputs
+                .into_iter()
+                .map(|input| {
+                    Box::new(TopNExecutor::new(
+                        input,
+                        spec.clone(),
+                        table.clone(),
+                        ctx.store.clone(),
+                        visible,
+                        node.schema.clone(),
+                    )) as BoxedExecutor
+                })
+                .collect();
             Ok(executors)
         }
         NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables } => {
