@@ -234,7 +234,7 @@ impl Fuzzer {
             let rk = rng.pick(&typed(&r.cols, Ty::Int)).clone();
             (l, r, lk, rk)
         };
-        match rng.below(7) {
+        match rng.below(8) {
             // Filter and project, with expressions that can fail.
             0 | 1 => {
                 let mut items = Vec::new();
@@ -411,6 +411,37 @@ impl Fuzzer {
                 let sql =
                     format!("SELECT {} FROM {} l WHERE {predicate}", items.join(", "), l.name);
                 (sql, cols, vec![l.name, r.name])
+            }
+            // Top-N over an oracle table (its `id` makes every order total, so the view and
+            // its batch query agree on the rows): overall, or per group with row_number.
+            6 => {
+                let rel = if rng.chance(50) { table_a() } else { table_b() };
+                let others: Vec<Col> =
+                    rel.cols.iter().filter(|(n, _)| n != "id").cloned().collect();
+                let (c, t) = rng.pick(&others).clone();
+                let dir = *rng.pick(&["", " DESC"]);
+                let nulls = *rng.pick(&["", " NULLS FIRST", " NULLS LAST"]);
+                let n = 1 + rng.below(4);
+                let cols = vec![("id".to_owned(), Some(Ty::Int)), ("c".to_owned(), t)];
+                let sql = if rng.chance(50) {
+                    let offset = match rng.chance(30) {
+                        true => format!(" OFFSET {}", rng.below(3)),
+                        false => String::new(),
+                    };
+                    format!(
+                        "SELECT id, {c} AS c FROM {} ORDER BY {c}{dir}{nulls}, id LIMIT {n}{offset}",
+                        rel.name
+                    )
+                } else {
+                    let ints = typed(&rel.cols, Ty::Int);
+                    let group = format!("{} % 3", rng.pick(&ints));
+                    format!(
+                        "SELECT id, c FROM (SELECT id, {c} AS c, row_number() OVER (PARTITION BY \
+                         {group} ORDER BY {c}{dir}{nulls}, id) AS rn FROM {}) t WHERE rn <= {n}",
+                        rel.name
+                    )
+                };
+                (sql, cols, vec![rel.name])
             }
             // UNION [ALL] of two relations' columns of one type.
             _ => {
