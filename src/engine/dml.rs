@@ -502,7 +502,7 @@ fn fill_default_values(
     Ok(())
 }
 
-/// In `INSERT .. VALUES` rows, writes the number literals of a numeric column as text when
+/// In `INSERT .. VALUES` rows, writes the number literals of a numeric or float column as text when
 /// another row gives that column text (`(1.5), ('NaN')`): the rows then share a type (text),
 /// which is cast to the column's type as one text value alone would be, where the planner
 /// would cast the text to a number type and fail on `NaN` or `Infinity`.
@@ -515,8 +515,12 @@ fn numeric_values_as_text(table: &TableCatalog, targets: &[usize], source: &mut 
         )
     };
     for (j, &column) in targets.iter().enumerate() {
-        let numeric =
-            matches!(table.columns[column].data_type, crate::types::DataType::Decimal { .. });
+        let numeric = matches!(
+            table.columns[column].data_type,
+            crate::types::DataType::Decimal { .. }
+                | crate::types::DataType::Float32
+                | crate::types::DataType::Float64
+        );
         if !numeric || !values.rows.iter().any(|row| row.get(j).is_some_and(text)) {
             continue;
         }

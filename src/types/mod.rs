@@ -307,6 +307,17 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                 crate::types::numeric::cast_keeping_specials(array, to, |n| cast_to(n, to, mode))
             }
             DataType::Varchar => Ok(Arc::new(crate::types::numeric::texts(array.as_ref()))),
+            // Floats hold NaN and the infinities too (Postgres: `'NaN'::numeric::float8`).
+            DataType::Float32 | DataType::Float64 => {
+                let texts = crate::types::numeric::texts(array.as_ref());
+                let floats: arrow::array::Float64Array =
+                    texts.iter().map(|t| t.and_then(|t| t.parse::<f64>().ok())).collect();
+                Ok(cast_with_options(
+                    &(Arc::new(floats) as ArrayRef),
+                    &target,
+                    &CastOptions::default(),
+                )?)
+            }
             _ => Err(Error::OutOfRange(format!(
                 "cannot convert NaN or infinite numeric values to {to}"
             ))),
