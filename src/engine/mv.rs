@@ -276,13 +276,16 @@ fn refuse_unsupported_syntax(query: &ast::Query) -> Result<()> {
                     {
                         self.0 = Some("DISTINCT ON");
                     }
-                    ast::SetExpr::SetOperation { op, left, right, .. } => {
+                    ast::SetExpr::SetOperation { op, left, right, set_quantifier } => {
+                        // EXCEPT and INTERSECT are anti and semi joins over distinct rows; with
+                        // ALL they count duplicates, which those joins do not.
+                        let all = matches!(set_quantifier, ast::SetQuantifier::All);
                         match op {
-                            ast::SetOperator::Except | ast::SetOperator::Minus => {
-                                self.0 = Some("EXCEPT")
+                            ast::SetOperator::Except | ast::SetOperator::Minus if all => {
+                                self.0 = Some("EXCEPT ALL")
                             }
-                            ast::SetOperator::Intersect => self.0 = Some("INTERSECT"),
-                            ast::SetOperator::Union => {}
+                            ast::SetOperator::Intersect if all => self.0 = Some("INTERSECT ALL"),
+                            _ => {}
                         }
                         bodies.push(left);
                         bodies.push(right);

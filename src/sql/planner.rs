@@ -706,6 +706,7 @@ impl Planner<'_> {
                 ));
             }
         };
+        let nulls_equal = join.null_equality == datafusion::common::NullEquality::NullEqualsNull;
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         let (left_keys, right_keys) = match join.on.is_empty() {
             // No equality (a cross join, a one-row subquery, a band join): every row has the
@@ -775,7 +776,14 @@ impl Planner<'_> {
             }
             let visible = side.visible;
             return Ok(StreamNode {
-                kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables },
+                kind: NodeKind::HashJoin {
+                    kind,
+                    left_keys,
+                    right_keys,
+                    filter,
+                    tables,
+                    nulls_equal,
+                },
                 inputs: vec![left, right],
                 schema: Arc::new(Schema::new(fields)),
                 visible,
@@ -810,7 +818,7 @@ impl Planner<'_> {
             ));
         }
         Ok(StreamNode {
-            kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables },
+            kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables, nulls_equal },
             inputs: vec![left, right],
             schema: Arc::new(Schema::new(fields)),
             visible: lv + rv,

@@ -104,6 +104,8 @@ pub enum NodeKind {
         filter: Option<Arc<dyn PhysicalExpr>>,
         /// Left and right state tables (slot indices).
         tables: [usize; 2],
+        /// NULL keys match each other (`IS NOT DISTINCT FROM`).
+        nulls_equal: bool,
     },
     /// The first rows of an order, per group or overall.
     TopN {

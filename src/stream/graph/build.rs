@@ -303,7 +303,7 @@ fn build_fragment(
                 .collect();
             Ok(executors)
         }
-        NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables } => {
+        NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables, nulls_equal } => {
             let lefts = build_fragment(&node.inputs[0], ctx, built)?;
             let rights = build_fragment(&node.inputs[1], ctx, built)?;
             let mut executors = Vec::with_capacity(n);
@@ -329,7 +329,8 @@ fn build_fragment(
                     ctx.store.clone(),
                     filter.clone(),
                     node.schema.clone(),
-                );
+                )
+                .with_nulls_equal(*nulls_equal);
                 executors.push(Box::new(join) as BoxedExecutor);
             }
             Ok(executors)

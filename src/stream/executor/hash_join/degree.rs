@@ -15,7 +15,8 @@
 //! A condition besides the key equalities (`ON a.k = b.k AND a.x < b.y`, the correlation of
 //! `EXISTS`) decides which pairs match, so only pairs that meet it count in the degrees.
 //!
-//! A row with a NULL in its join key matches nothing and is not stored: an outer join outputs
+//! A row with a NULL in its join key matches nothing (unless NULLs are equal, as in INTERSECT
+//! and EXCEPT) and is not stored: an outer join outputs
 //! it padded, an anti join outputs it, a semi join drops it (`NOT EXISTS` semantics; `NOT IN`'s
 //! NULL-aware form is refused by the planner).
 //!
@@ -133,7 +134,7 @@ pub(crate) fn degree_chunk(
             .iter()
             .map(|k| ScalarValue::try_from_array(k, row))
             .collect::<datafusion::error::Result<_>>()?;
-        let has_key = key.iter().all(|k| !k.is_null());
+        let has_key = sides[this].nulls_equal || key.iter().all(|k| !k.is_null());
         let mut out = Out { kind, sides, ops: Vec::new(), rows: Vec::new() };
         let (writes, degree) = if has_key {
             change(&mut out, this, op, &key, &values, prefix, condition)?

@@ -104,6 +104,8 @@ pub struct HashJoinExecutor {
     /// visible ++ right visible` of a pair for the other kinds, where it decides what matches.
     filter: Option<Arc<dyn PhysicalExpr>>,
     output_schema: SchemaRef,
+    /// NULL join keys match each other (`IS NOT DISTINCT FROM`: INTERSECT, EXCEPT).
+    nulls_equal: bool,
 }
 
 impl HashJoinExecutor {
@@ -116,7 +118,13 @@ impl HashJoinExecutor {
         filter: Option<Arc<dyn PhysicalExpr>>,
         output_schema: SchemaRef,
     ) -> Self {
-        Self { kind, left, right, store, filter, output_schema }
+        Self { kind, left, right, store, filter, output_schema, nulls_equal: false }
+    }
+
+    /// Lets NULL join keys match each other, as `IS NOT DISTINCT FROM` does.
+    pub fn with_nulls_equal(mut self, nulls_equal: bool) -> Self {
+        self.nulls_equal = nulls_equal;
+        self
     }
 }
 
@@ -172,6 +180,8 @@ pub(crate) struct Side {
     /// Columns of the input rows (the state table adds key columns, and for the left side of a
     /// left outer join a degree column).
     width: usize,
+    /// NULL join keys match each other.
+    pub(crate) nulls_equal: bool,
     /// Stored rows by join-key prefix, for keys looked up recently. This executor is the only
     /// writer of its sides, so it drops a key's entry whenever it writes a row with that key.
     /// Shared with the probes that read it, so a hit copies no row.
@@ -185,8 +195,9 @@ const CACHE_KEYS: usize = 1 << 18;
 const PRELOAD_MIN_KEYS: usize = 16;
 
 impl Side {
-    fn new(side: &JoinSide, store: &Arc<Store>) -> Self {
+    fn new(side: &JoinSide, store: &Arc<Store>, nulls_equal: bool) -> Self {
         Self {
+            nulls_equal,
             keys: side.keys.clone(),
             def: side.table.clone(),
             table: side.table.state_table(store.clone()),
@@ -299,9 +310,10 @@ impl Side {
 
 impl Executor for HashJoinExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { kind, left, right, store, filter, output_schema } = *self;
+        let Self { kind, left, right, store, filter, output_schema, nulls_equal } = *self;
         async_stream::try_stream! {
-            let mut sides = [Side::new(&left, &store), Side::new(&right, &store)];
+            let mut sides =
+                [Side::new(&left, &store, nulls_equal), Side::new(&right, &store, nulls_equal)];
             let mut input = align(left.input.execute(), right.input.execute());
             while let Some(msg) = input.next().await {
                 let (chunk, from_left) = match msg? {
@@ -353,7 +365,9 @@ fn join_chunk(
 ) -> Result<Option<StreamChunk>> {
     let (this, other) = if from_left { (0, 1) } else { (1, 0) };
     let keys = sides[this].key_columns(chunk)?;
-    let has_key: Vec<bool> = (0..chunk.len()).map(|i| keys.iter().all(|k| k.is_valid(i))).collect();
+    let nulls_equal = sides[this].nulls_equal;
+    let has_key: Vec<bool> =
+        (0..chunk.len()).map(|i| nulls_equal || keys.iter().all(|k| k.is_valid(i))).collect();
     let other_def = sides[other].def.clone();
     let prefixes = encode_keys(other_def.id, &keys, chunk.len(), keys.len())?;
     sides[other].preload(&prefixes, &has_key)?;
