@@ -309,8 +309,29 @@ impl Fuzzer {
                     } else {
                         c
                     };
-                    items.push(format!("{f}({arg}) AS a{i}"));
+                    // Over distinct values, and over the rows a filter keeps.
+                    let distinct = match f {
+                        "count" | "sum" if rng.chance(30) => "DISTINCT ",
+                        _ => "",
+                    };
+                    let filter = match rng.chance(25) {
+                        true => {
+                            let cols = &rel.cols;
+                            let p = ExprGen { rng: &mut *rng, cols, scalar_subqueries: false }
+                                .expr(Ty::Bool, 1);
+                            format!(" FILTER (WHERE {p})")
+                        }
+                        false => String::new(),
+                    };
+                    items.push(format!("{f}({distinct}{arg}){filter} AS a{i}"));
                     cols.push((format!("a{i}"), if f == "count" { Some(Ty::BigInt) } else { t }));
+                }
+                if rng.chance(25) {
+                    let p = ExprGen { rng: &mut *rng, cols: &rel.cols, scalar_subqueries: false }
+                        .expr(Ty::Bool, 1);
+                    let f = *rng.pick(&["bool_and", "bool_or"]);
+                    items.push(format!("{f}({p}) AS b"));
+                    cols.push(("b".to_owned(), Some(Ty::Bool)));
                 }
                 let mut sql = format!("SELECT {} FROM {}", items.join(", "), rel.name);
                 if rng.chance(40) {
@@ -422,8 +443,45 @@ impl Fuzzer {
                 let dir = *rng.pick(&["", " DESC"]);
                 let nulls = *rng.pick(&["", " NULLS FIRST", " NULLS LAST"]);
                 let n = 1 + rng.below(4);
-                let cols = vec![("id".to_owned(), Some(Ty::Int)), ("c".to_owned(), t)];
-                let sql = if rng.chance(50) {
+                let mut cols = vec![("id".to_owned(), Some(Ty::Int)), ("c".to_owned(), t)];
+                let sql = if rng.chance(25) {
+                    // A window function over partitions, ordered totally (or over the whole
+                    // partition, where only its rows count).
+                    let ints = typed(&rel.cols, Ty::Int);
+                    let group = format!("{} % 3", rng.pick(&ints));
+                    let f = match rng.below(6) {
+                        0 => "rank()".to_owned(),
+                        1 => "dense_rank()".to_owned(),
+                        2 => "row_number()".to_owned(),
+                        3 => format!("lag({c})::text"),
+                        4 => format!("count({c})"),
+                        _ => format!("sum({})", rng.pick(&ints)),
+                    };
+                    let over = match rng.chance(75) {
+                        true => format!("PARTITION BY {group} ORDER BY {c}{dir}{nulls}, id"),
+                        false => format!("PARTITION BY {group}"),
+                    };
+                    let over = match f.starts_with("lag") || f.ends_with("()") {
+                        // Order-dependent functions need the total order.
+                        true => format!("PARTITION BY {group} ORDER BY {c}{dir}{nulls}, id"),
+                        false => over,
+                    };
+                    let f = match f.strip_suffix("::text") {
+                        Some(lag) => format!("({lag} OVER ({over}))::text"),
+                        None => format!("({f} OVER ({over}))::text"),
+                    };
+                    cols[1].1 = Some(Ty::Text);
+                    format!("SELECT id, {f} AS c FROM {}", rel.name)
+                } else if rng.chance(25) {
+                    // The first row per group: DISTINCT ON, a top-1.
+                    let ints = typed(&rel.cols, Ty::Int);
+                    let group = format!("{} % 3", rng.pick(&ints));
+                    format!(
+                        "SELECT DISTINCT ON ({group}) id, {c} AS c FROM {} ORDER BY {group}, \
+                         {c}{dir}{nulls}, id",
+                        rel.name
+                    )
+                } else if rng.chance(50) {
                     let offset = match rng.chance(30) {
                         true => format!(" OFFSET {}", rng.below(3)),
                         false => String::new(),

@@ -150,11 +150,15 @@ pub enum StatePurpose {
     HashJoinRight,
     /// A top-N's rows, by group and order.
     TopN,
+    /// A temporal filter's rows still to leave or to enter, by time.
+    TemporalFilter,
+    /// An over-window's rows, by partition and order, with the window values emitted.
+    OverWindow,
 }
 
 impl StatePurpose {
     /// Every purpose.
-    pub const ALL: [StatePurpose; 8] = [
+    pub const ALL: [StatePurpose; 10] = [
         StatePurpose::Source,
         StatePurpose::StreamCdcScan,
         StatePurpose::StreamScan,
@@ -163,6 +167,8 @@ impl StatePurpose {
         StatePurpose::HashJoinLeft,
         StatePurpose::HashJoinRight,
         StatePurpose::TopN,
+        StatePurpose::TemporalFilter,
+        StatePurpose::OverWindow,
     ];
 
     /// The name used in the table's name and in `rw_catalog.rw_internal_tables`.
@@ -176,6 +182,8 @@ impl StatePurpose {
             StatePurpose::HashJoinLeft => "hashjoinleft",
             StatePurpose::HashJoinRight => "hashjoinright",
             StatePurpose::TopN => "topn",
+            StatePurpose::TemporalFilter => "temporalfilter",
+            StatePurpose::OverWindow => "overwindow",
         }
     }
 

@@ -20,7 +20,7 @@ use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
 use crate::sql::eager::eager_aggregation;
 use crate::sql::parser::{Statement, parse};
-use crate::sql::planner::{check_deterministic, plan_stream};
+use crate::sql::planner::{check_deterministic, mark_now, plan_stream};
 use crate::stream::graph::creating::{CreatingJob, now_ms};
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
 use crate::types::DataType;
@@ -53,7 +53,7 @@ impl Engine {
         };
         refuse_unsupported_syntax(query)?;
         let state = self.query_state();
-        let plan = self.plan(&state, *stmt).await?;
+        let plan = mark_now(self.plan(&state, *stmt).await?)?;
         check_deterministic(&plan)?;
         Ok((state, plan))
     }
@@ -258,8 +258,8 @@ fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<Option<
 }
 
 /// Refuses, by name, what a view cannot maintain and the plan would describe only by its
-/// rewriting (`DISTINCT ON` plans as `first_value`, `EXCEPT` and `INTERSECT` as anti and semi
-/// joins).
+/// rewriting (`EXCEPT ALL` and `INTERSECT ALL` plan as anti and semi joins, which do not count
+/// duplicates).
 fn refuse_unsupported_syntax(query: &ast::Query) -> Result<()> {
     use std::ops::ControlFlow;
 
@@ -270,27 +270,19 @@ fn refuse_unsupported_syntax(query: &ast::Query) -> Result<()> {
         fn pre_visit_query(&mut self, query: &ast::Query) -> ControlFlow<()> {
             let mut bodies = vec![query.body.as_ref()];
             while let Some(body) = bodies.pop() {
-                match body {
-                    ast::SetExpr::Select(select)
-                        if matches!(select.distinct, Some(ast::Distinct::On(_))) =>
-                    {
-                        self.0 = Some("DISTINCT ON");
-                    }
-                    ast::SetExpr::SetOperation { op, left, right, set_quantifier } => {
-                        // EXCEPT and INTERSECT are anti and semi joins over distinct rows; with
-                        // ALL they count duplicates, which those joins do not.
-                        let all = matches!(set_quantifier, ast::SetQuantifier::All);
-                        match op {
-                            ast::SetOperator::Except | ast::SetOperator::Minus if all => {
-                                self.0 = Some("EXCEPT ALL")
-                            }
-                            ast::SetOperator::Intersect if all => self.0 = Some("INTERSECT ALL"),
-                            _ => {}
+                if let ast::SetExpr::SetOperation { op, left, right, set_quantifier } = body {
+                    // EXCEPT and INTERSECT are anti and semi joins over distinct rows; with ALL
+                    // they count duplicates, which those joins do not.
+                    let all = matches!(set_quantifier, ast::SetQuantifier::All);
+                    match op {
+                        ast::SetOperator::Except | ast::SetOperator::Minus if all => {
+                            self.0 = Some("EXCEPT ALL")
                         }
-                        bodies.push(left);
-                        bodies.push(right);
+                        ast::SetOperator::Intersect if all => self.0 = Some("INTERSECT ALL"),
+                        _ => {}
                     }
-                    _ => {}
+                    bodies.push(left);
+                    bodies.push(right);
                 }
             }
             match self.0 {

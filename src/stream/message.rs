@@ -83,13 +83,16 @@ pub struct Barrier {
     pub kind: BarrierKind,
     /// An optional change to the graph applied at this barrier.
     pub mutation: Option<Arc<Mutation>>,
+    /// The wall-clock time it was made, in microseconds since 1970-01-01 UTC: what `now()`
+    /// is in the epoch it opens (temporal filters read it).
+    pub time_us: i64,
 }
 
 impl Barrier {
     /// A checkpoint barrier ending `prev` and starting the next epoch.
     pub fn checkpoint(prev: Epoch) -> Self {
         let epoch = EpochPair { curr: prev.next(), prev };
-        Self { epoch, kind: BarrierKind::Checkpoint, mutation: None }
+        Self { epoch, kind: BarrierKind::Checkpoint, mutation: None, time_us: wall_clock_us() }
     }
 
     /// The initial barrier of an actor that starts in epoch `curr` from the state committed at
@@ -97,7 +100,13 @@ impl Barrier {
     /// between the two).
     pub fn initial(committed: Epoch, curr: Epoch) -> Self {
         let epoch = EpochPair { curr, prev: committed };
-        Self { epoch, kind: BarrierKind::Initial, mutation: None }
+        Self { epoch, kind: BarrierKind::Initial, mutation: None, time_us: wall_clock_us() }
+    }
+
+    /// The same barrier made at `time_us` (microseconds since 1970-01-01 UTC).
+    pub fn at(mut self, time_us: i64) -> Self {
+        self.time_us = time_us;
+        self
     }
 
     /// The same barrier carrying `mutation`.
@@ -133,6 +142,12 @@ impl Barrier {
     pub fn is_checkpoint(&self) -> bool {
         self.kind == BarrierKind::Checkpoint
     }
+}
+
+/// Microseconds since 1970-01-01 UTC now.
+fn wall_clock_us() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_micros() as i64)
 }
 
 /// A promise that no later row has a smaller value in column `col_idx`.

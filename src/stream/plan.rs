@@ -36,8 +36,11 @@ pub struct AggCallPlan {
     pub arg: Arc<dyn PhysicalExpr>,
     /// Its output type.
     pub output_type: arrow::datatypes::DataType,
-    /// For min and max, the value multiset table (index into the plan's slots).
+    /// For min and max, and a DISTINCT call, the value multiset table (index into the plan's
+    /// slots).
     pub multiset: Option<usize>,
+    /// Over the distinct values only (see [`crate::stream::executor::hash_agg::AggCall`]).
+    pub distinct: bool,
 }
 
 /// What a node does.
@@ -113,6 +116,20 @@ pub enum NodeKind {
         spec: crate::stream::executor::top_n::TopNSpec,
         /// Its rows (slot index).
         table: usize,
+    },
+    /// Window functions over partitions (see [`crate::stream::executor::over_window`]).
+    OverWindow {
+        /// Partitions, order, functions.
+        spec: crate::stream::executor::over_window::OverWindowSpec,
+        /// Its rows (slot index).
+        table: usize,
+    },
+    /// Conditions on `now()` (see [`crate::stream::executor::temporal_filter`]), on one actor.
+    TemporalFilter {
+        /// The condition rows leave by, with its state table (slot index).
+        leaving: Option<(crate::stream::executor::temporal_filter::TemporalCondition, usize)>,
+        /// The condition rows enter by, with its state table (slot index).
+        entering: Option<(crate::stream::executor::temporal_filter::TemporalCondition, usize)>,
     },
 }
 
@@ -207,6 +224,23 @@ impl StreamNode {
                     if spec.rank { ", with row_number" } else { "" }
                 )
             }
+            NodeKind::OverWindow { spec, .. } => {
+                let partition: Vec<String> = spec.partition.iter().map(|e| e.to_string()).collect();
+                let calls: Vec<String> = spec.calls.iter().map(|c| c.name().to_owned()).collect();
+                format!(
+                    "StreamOverWindow {{ partition_by: [{}], calls: [{}] }}",
+                    partition.join(", "),
+                    calls.join(", ")
+                )
+            }
+            NodeKind::TemporalFilter { leaving, entering } => {
+                let conditions: Vec<String> = [leaving, entering]
+                    .into_iter()
+                    .flatten()
+                    .map(|(c, _)| c.predicate.to_string())
+                    .collect();
+                format!("StreamTemporalFilter {{ conditions: [{}] }}", conditions.join(", "))
+            }
         }
     }
 
@@ -221,7 +255,10 @@ impl StreamNode {
 /// `group_key: [..], aggs: [..]` of an aggregate node, for EXPLAIN.
 fn agg_text(group_exprs: &[Arc<dyn PhysicalExpr>], calls: &[AggCallPlan]) -> String {
     let groups: Vec<String> = group_exprs.iter().map(|e| e.to_string()).collect();
-    let calls: Vec<String> = calls.iter().map(|c| format!("{:?}({})", c.kind, c.arg)).collect();
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|c| format!("{:?}({}{})", c.kind, if c.distinct { "DISTINCT " } else { "" }, c.arg))
+        .collect();
     format!("group_key: [{}], aggs: [{}]", groups.join(", "), calls.join(", "))
 }
 

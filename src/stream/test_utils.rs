@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, ListArray, StringArray, UInt32Array,
+    Int64Array, ListArray, StringArray, UInt32Array, UInt64Array,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -51,6 +51,7 @@ fn type_of(letter: &str) -> DataType {
     match letter {
         "i" => DataType::Int32,
         "u" => DataType::UInt32,
+        "U" => DataType::UInt64,
         "I" => DataType::Int64,
         "h" => DataType::Int16,
         "F" => DataType::Float64,
@@ -70,6 +71,7 @@ fn letter_of(ty: &DataType) -> String {
         DataType::Int64 => "I",
         DataType::Int16 => "h",
         DataType::UInt32 => "u",
+        DataType::UInt64 => "U",
         DataType::Float64 => "F",
         DataType::Float32 => "f",
         DataType::Utf8 => "T",
@@ -104,6 +106,7 @@ fn column(ty: &DataType, values: &[&str]) -> ArrayRef {
         DataType::Int64 => Arc::new(cells.map(parse::<i64>).collect::<Int64Array>()),
         DataType::Int16 => Arc::new(cells.map(parse::<i16>).collect::<Int16Array>()),
         DataType::UInt32 => Arc::new(cells.map(parse::<u32>).collect::<UInt32Array>()),
+        DataType::UInt64 => Arc::new(cells.map(parse::<u64>).collect::<UInt64Array>()),
         DataType::Float64 => Arc::new(cells.map(parse::<f64>).collect::<Float64Array>()),
         DataType::Float32 => Arc::new(cells.map(parse::<f32>).collect::<Float32Array>()),
         DataType::Boolean => Arc::new(

@@ -623,7 +623,7 @@ mod tests {
             if kind == AggKind::Sum {
                 fields.push(Field::new("nonnull", ArrowType::Int64, true));
             }
-            agg_calls.push(AggCall { kind, arg, output_type, multiset: None });
+            agg_calls.push(AggCall { kind, arg, output_type, multiset: None, distinct: false });
         }
         let group: Arc<dyn PhysicalExpr> = Arc::new(Column::new("c0", 0));
         let output = Arc::new(Schema::new(fields));
@@ -805,6 +805,7 @@ mod tests {
             arg: group.clone(),
             output_type: ArrowType::Int32,
             multiset: None,
+            distinct: false,
         };
         let made =
             LocalAggExecutor::new(MockSource::boxed([]), vec![group], vec![call], schema("i"));

@@ -29,12 +29,16 @@ pub mod local_agg;
 pub mod materialize;
 /// Merges the channels of several upstream actors, aligning barriers.
 pub mod merge;
+/// Window functions kept exact as their partitions change.
+pub mod over_window;
 /// Computes output columns.
 pub mod project;
 /// Reads one upstream actor's channel.
 pub mod receiver;
 /// CDC sources: each upstream's one reader, the change rows they emit, their offsets.
 pub mod source;
+/// Conditions on `now()`: rows that leave or enter a view as time passes.
+pub mod temporal_filter;
 /// The first rows of an order, per group or overall (`ORDER BY .. LIMIT`, `row_number() <= n`).
 pub mod top_n;
 /// UNION ALL of several inputs, aligning barriers.

@@ -30,8 +30,10 @@ use crate::stream::executor::hash_agg::{AggCall, HOLD_LIMIT, HashAggExecutor, Ho
 use crate::stream::executor::hash_join::{HashJoinExecutor, JoinSide};
 use crate::stream::executor::local_agg::LocalAggExecutor;
 use crate::stream::executor::merge::MergeExecutor;
+use crate::stream::executor::over_window::OverWindowExecutor;
 use crate::stream::executor::project::ProjectExecutor;
 use crate::stream::executor::receiver::ReceiverExecutor;
+use crate::stream::executor::temporal_filter::{KeptBy, TemporalCondition, TemporalFilterExecutor};
 use crate::stream::executor::top_n::TopNExecutor;
 use crate::stream::executor::union::UnionExecutor;
 use crate::stream::message::Message;
@@ -107,6 +109,8 @@ fn fragment_label(node: &StreamNode) -> String {
         NodeKind::LocalAgg { .. } => "LocalAgg",
         NodeKind::HashJoin { .. } => "HashJoin",
         NodeKind::TopN { .. } => "TopN",
+        NodeKind::TemporalFilter { .. } => "TemporalFilter",
+        NodeKind::OverWindow { .. } => "OverWindow",
         NodeKind::Union => "Union",
     };
     let inputs: Vec<String> = node.inputs.iter().map(fragment_label).collect();
@@ -122,6 +126,7 @@ fn agg_calls(calls: &[AggCallPlan], ctx: &BuildContext<'_>) -> Vec<AggCall> {
             arg: c.arg.clone(),
             output_type: c.output_type.clone(),
             multiset: c.multiset.map(|s| ctx.tables[s].clone()),
+            distinct: c.distinct,
         })
         .collect()
 }
@@ -282,6 +287,48 @@ fn build_fragment(
                 }
                 executors.push(Box::new(agg) as BoxedExecutor);
             }
+            Ok(executors)
+        }
+        NodeKind::OverWindow { spec, table } => {
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            let table = &ctx.tables[*table];
+            let executors = inputs
+                .into_iter()
+                .map(|input| {
+                    Box::new(OverWindowExecutor::new(
+                        input,
+                        spec.clone(),
+                        table.clone(),
+                        ctx.store.clone(),
+                        node.schema.clone(),
+                    )) as BoxedExecutor
+                })
+                .collect();
+            Ok(executors)
+        }
+        NodeKind::TemporalFilter { leaving, entering } => {
+            let inputs = build_fragment(&node.inputs[0], ctx, built)?;
+            let kept = |k: &Option<(TemporalCondition, usize)>| {
+                k.as_ref().map(|(condition, slot)| KeptBy {
+                    condition: condition.clone(),
+                    table: ctx.tables[*slot].clone(),
+                })
+            };
+            let visible = node.inputs[0].visible;
+            let executors = inputs
+                .into_iter()
+                .enumerate()
+                .map(|(i, input)| {
+                    Box::new(TemporalFilterExecutor::new(
+                        input,
+                        ctx.store.clone(),
+                        visible,
+                        owned_vnodes(i, n),
+                        kept(leaving),
+                        kept(entering),
+                    )) as BoxedExecutor
+                })
+                .collect();
             Ok(executors)
         }
         NodeKind::TopN { spec, table } => {

@@ -3,7 +3,8 @@
 //! Groups live in a result state table keyed by the group key: `group | row_count | agg states`.
 //! count, sum and avg retract arithmetically; min and max keep a multiset of their input values
 //! per group in their own state table (`group | value | count`) and re-read the extreme when it
-//! may have changed. Changed groups are emitted on each barrier, before it is forwarded: an
+//! may have changed. A DISTINCT count, sum or avg keeps such a multiset too, and counts a value
+//! in its state when the value's count in the multiset leaves or returns to zero. Changed groups are emitted on each barrier, before it is forwarded: an
 //! update pair for a group that existed and still exists, an insert for a new group, a delete
 //! for a group whose last row went away. Groups touched in an epoch count as its memory
 //! ([`EpochMemory`]); past [`FLUSH_BYTES`] of them they are flushed mid-epoch the same way, so
@@ -40,7 +41,8 @@ use hold::Held;
 pub use hold::{HOLD_LIMIT, Hold};
 pub(crate) use state::cast;
 use state::{
-    AggState, add_to_sum, as_f64, as_i64, column_of, empty_state, fold, fold_partial, last_i64,
+    AggState, add_to_sum, add_value, as_f64, as_i64, column_of, empty_state, fold, fold_partial,
+    last_i64,
 };
 
 /// Groups an actor keeps in memory between epochs (see `Aggregation::cache`): a backfill's
@@ -77,8 +79,11 @@ pub struct AggCall {
     pub arg: Arc<dyn PhysicalExpr>,
     /// The output type.
     pub output_type: ArrowType,
-    /// For min and max: the value multiset table.
+    /// For min and max, and for a DISTINCT call: the value multiset table.
     pub multiset: Option<Arc<TableCatalog>>,
+    /// `count`, `sum` or `avg` of the distinct values only (`count(DISTINCT x)`): a value
+    /// counts while the group's multiset holds it.
+    pub distinct: bool,
 }
 
 impl AggCall {
@@ -221,8 +226,9 @@ impl Executor for HashAggExecutor {
     }
 }
 
-/// A pending change to one min/max multiset entry: the group, the value, the count change.
-type MultisetDelta = (Vec<ScalarValue>, ScalarValue, i64);
+/// A pending change to one multiset entry: the group's slot and values, the value, the count
+/// change.
+type MultisetDelta = (usize, Vec<ScalarValue>, ScalarValue, i64);
 
 /// The state of the aggregation between barriers.
 struct Aggregation {
@@ -238,7 +244,7 @@ struct Aggregation {
     group_index: hashbrown::HashMap<Vec<u8>, usize>,
     /// The result keys of the last chunk's rows (buffers reused from chunk to chunk).
     keys: Vec<Vec<u8>>,
-    /// Per min/max call: multiset key -> (group values, value, count change).
+    /// Per call with a multiset: multiset key -> (group slot and values, value, count change).
     deltas: Vec<HashMap<Vec<u8>, MultisetDelta>>,
     /// For an aggregate without GROUP BY: whether its single group has been emitted.
     global_loaded: bool,
@@ -347,7 +353,6 @@ impl Aggregation {
     /// natively and added to the group's state once. The sums wrap like the per-row `+` and
     /// `-` of the state would, so the result is the same; float sums and min/max go row by row.
     fn apply(&mut self, chunk: &StreamChunk) -> Result<()> {
-        let n = chunk.len();
         let (group_columns, slots) = self.slots(chunk)?;
         let signs: Vec<i64> =
             chunk.ops().iter().map(|op| if op.is_insert() { 1 } else { -1 }).collect();
@@ -359,14 +364,18 @@ impl Aggregation {
         }
         for i in 0..self.calls.len() {
             let call = &self.calls[i];
-            let target = match call.kind {
-                AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
-                _ => call.state_type(),
-            };
             let mut arg = eval(call.arg.as_ref(), chunk.data())?;
             if matches!(call.kind, AggKind::Sum | AggKind::Avg) {
                 arg = crate::types::numeric::specials_as_null(arg);
             }
+            if call.multiset.is_some() {
+                self.stage_values(i, &group_columns, arg, &slots, &signs)?;
+                continue;
+            }
+            let target = match call.kind {
+                AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
+                _ => call.state_type(),
+            };
             let arg = cast(arg, &target)?;
             let valid = validity(&arg);
             match (call.kind, arg.data_type()) {
@@ -399,36 +408,50 @@ impl Aggregation {
                     for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {
                         if valid(row) {
                             let v = ScalarValue::try_from_array(&arg, row)?;
-                            if let AggState::Sum { sum, count } = &mut self.groups[slot].states[i] {
-                                *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
-                                *count += sign;
-                            }
+                            add_value(&mut self.groups[slot].states[i], call, &v, sign)?;
                         }
                     }
                 }
                 (AggKind::Min | AggKind::Max, _) => {
-                    let def = call.multiset.as_ref().expect("min/max has a multiset");
-                    let mut cols = group_columns.clone();
-                    cols.push(arg.clone());
-                    let mkeys = encode_keys(def.id, &cols, n, self.n_groups())?;
-                    for (row, mkey) in mkeys.into_iter().enumerate() {
-                        if !valid(row) {
-                            continue;
-                        }
-                        let group = &self.groups[slots[row]];
-                        let value = ScalarValue::try_from_array(&arg, row)?;
-                        let entry = match self.deltas[i].entry(mkey) {
-                            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                            std::collections::hash_map::Entry::Vacant(entry) => {
-                                let at = footprint(entry.key(), &group.values, &[]);
-                                self.memory.add(at + size_of::<ScalarValue>());
-                                entry.insert((group.values.clone(), value, 0))
-                            }
-                        };
-                        entry.2 += signs[row];
-                    }
+                    unreachable!("min and max keep a multiset")
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Stages the count changes of call `i`'s non-NULL values `arg` in its multiset, by group.
+    fn stage_values(
+        &mut self,
+        i: usize,
+        group_columns: &[ArrayRef],
+        arg: ArrayRef,
+        slots: &[usize],
+        signs: &[i64],
+    ) -> Result<()> {
+        let def = self.calls[i].multiset.as_ref().expect("staged calls have a multiset");
+        let n_groups = self.n_groups();
+        let arg = cast(arg, def.full_schema().field(n_groups).data_type())?;
+        let valid = validity(&arg);
+        let mut cols = group_columns.to_vec();
+        cols.push(arg.clone());
+        let mkeys = encode_keys(def.id, &cols, arg.len(), n_groups)?;
+        for (row, mkey) in mkeys.into_iter().enumerate() {
+            if !valid(row) {
+                continue;
+            }
+            let slot = slots[row];
+            let group = &self.groups[slot];
+            let value = ScalarValue::try_from_array(&arg, row)?;
+            let entry = match self.deltas[i].entry(mkey) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    let at = footprint(entry.key(), &group.values, &[]);
+                    self.memory.add(at + size_of::<ScalarValue>());
+                    entry.insert((slot, group.values.clone(), value, 0))
+                }
+            };
+            entry.3 += signs[row];
         }
         Ok(())
     }
@@ -638,21 +661,27 @@ impl Aggregation {
         Ok(Some(StreamChunk::new(ops, rows_to_batch(&rows, &self.output_schema)?)))
     }
 
+    /// Writes the staged multiset changes; a DISTINCT call's value that comes or goes counts
+    /// in its group's state.
     fn apply_multisets(&mut self) -> Result<()> {
         for (i, deltas) in self.deltas.iter_mut().enumerate() {
-            let (Some(table), Some(def)) =
-                (self.multisets[i].as_mut(), self.calls[i].multiset.as_ref())
+            let call = &self.calls[i];
+            let (Some(table), Some(def)) = (self.multisets[i].as_mut(), call.multiset.as_ref())
             else {
                 continue;
             };
             let mut ops = Vec::new();
             let mut rows = Vec::new();
-            for (key, (group, value, delta)) in deltas.drain() {
+            for (key, (slot, group, value, delta)) in deltas.drain() {
                 let stored = match table.get(&key)? {
                     Some(row) => last_i64(def, &key, &row)?,
                     None => 0,
                 };
                 let count = stored + delta;
+                if call.distinct && (stored > 0) != (count > 0) {
+                    let sign = if count > 0 { 1 } else { -1 };
+                    add_value(&mut self.groups[slot].states[i], call, &value, sign)?;
+                }
                 let mut row = group;
                 row.push(value);
                 row.push(ScalarValue::Int64(Some(count.max(0))));
@@ -674,6 +703,9 @@ impl Aggregation {
             else {
                 continue;
             };
+            if !matches!(call.kind, AggKind::Min | AggKind::Max) {
+                continue;
+            }
             let group_columns: Vec<ArrayRef> = group
                 .values
                 .iter()

@@ -46,6 +46,25 @@ pub(super) fn add_to_sum(
     Ok(())
 }
 
+/// Adds (`sign` 1) or takes away (-1) one non-NULL input `value` of a count, sum or avg.
+pub(super) fn add_value(
+    state: &mut AggState,
+    call: &AggCall,
+    value: &ScalarValue,
+    sign: i64,
+) -> Result<()> {
+    match state {
+        AggState::Count(c) => *c += sign,
+        AggState::Sum { sum, count } => {
+            let v = value.cast_to(&call.state_type())?;
+            *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
+            *count += sign;
+        }
+        AggState::Extreme(_) => {}
+    }
+    Ok(())
+}
+
 /// Adds up the signed values of a chunk's non-NULL rows per group: `(group slot, (sum, number
 /// of values))` for every group with one, wrapping on overflow.
 pub(super) fn fold(

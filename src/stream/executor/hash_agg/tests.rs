@@ -75,6 +75,11 @@ fn hash_agg_executor(
     let mut agg_calls = Vec::new();
     for (i, call) in calls.split_whitespace().enumerate() {
         let (name, arg) = call.strip_suffix(')').and_then(|c| c.split_once('(')).unwrap();
+        // `count(distinct:c1)`: over the distinct values.
+        let (distinct, arg) = match arg.strip_prefix("distinct:") {
+            Some(arg) => (true, arg),
+            None => (false, arg),
+        };
         let kind = match name {
             "count" => AggKind::Count,
             "sum" => AggKind::Sum,
@@ -107,7 +112,12 @@ fn hash_agg_executor(
                 multiset = Some(state_table(101 + i as u32, &types, n_groups + 1, n_groups));
             }
         }
-        agg_calls.push(AggCall { kind, arg, output_type, multiset });
+        if distinct {
+            let mut types = group_types.clone();
+            types.extend([arg_type.clone(), ArrowType::Int64]);
+            multiset = Some(state_table(101 + i as u32, &types, n_groups + 1, n_groups));
+        }
+        agg_calls.push(AggCall { kind, arg, output_type, multiset, distinct });
     }
     let fields: Vec<Field> = group_types
         .iter()
@@ -911,6 +921,7 @@ fn two_phase(
         arg,
         output_type: c.output_type.clone(),
         multiset: None,
+        distinct: false,
     };
     let locals = one.calls.iter().map(|c| copy(c, c.arg.clone())).collect();
     let local = LocalAggExecutor::new(input, one.group_exprs.clone(), locals, partial.clone())
@@ -1010,6 +1021,7 @@ async fn the_final_phase_merges_partial_rows_into_stored_groups() {
             arg: Arc::new(Column::new(&format!("c{at}"), at)),
             output_type: call.output_type.clone(),
             multiset: None,
+            distinct: false,
         });
     }
     let agg = HashAggExecutor::new(
@@ -1022,4 +1034,158 @@ async fn the_final_phase_merges_partial_rows_into_stored_groups() {
     )
     .merging();
     assert_eq!(run_sorted(Box::new(agg)).await, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_distinct_value_counts_once_until_its_last_row_goes() {
+    let input = [
+        initial(0),
+        chunk("i I\n+ 1 10\n+ 1 10\n+ 1 20\n+ 1 .\n+ 2 5"),
+        barrier(1),
+        // One of the two 10s goes: still there. The 20 goes: gone.
+        chunk("i I\n- 1 10\n- 1 20"),
+        barrier(2),
+        // The last 10 goes and comes back within one epoch: nothing changes.
+        chunk("i I\n- 1 10\n+ 1 10\n+ 2 5\n+ 2 7"),
+        barrier(3),
+    ];
+    let expected = "barrier 0
+
+                    i I I I F
+                    + 1 4 2 30 15.0
+                    + 2 1 1 5 5.0
+
+                    barrier 1
+
+                    i I I I F
+                    U- 1 4 2 30 15.0
+                    U+ 1 2 1 10 10.0
+
+                    barrier 2
+
+                    i I I I F
+                    U- 2 1 1 5 5.0
+                    U+ 2 3 2 12 6.0
+
+                    barrier 3";
+    let calls = "count(*) count(distinct:c1) sum(distinct:c1) avg(distinct:c1)";
+    assert_eq!(aggregate("i I", &[0], calls, input).await, dedent(expected));
+}
+
+#[tokio::test]
+async fn a_distinct_count_restarts_from_its_committed_multiset() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = "count(*) count(distinct:c1)";
+    let store = Store::open(dir.path()).unwrap();
+    let first = [initial(0), chunk("i I\n+ 1 10\n+ 1 10\n+ 1 20"), barrier(1)];
+    run(hash_agg(&store, "i I", &[0], calls, committing(&store, first))).await;
+    drop(store);
+
+    let store = Store::open(dir.path()).unwrap();
+    // 10 stays (one of its two rows goes), 20 goes, 30 and 40 come.
+    let second = [initial(1), chunk("i I\n- 1 10\n- 1 20\n+ 1 30\n+ 1 40"), barrier(2)];
+    let expected = "barrier 1
+
+                    i I I
+                    U- 1 3 2
+                    U+ 1 3 3
+
+                    barrier 2";
+    assert_eq!(
+        run_sorted(hash_agg(&store, "i I", &[0], calls, committing(&store, second))).await,
+        dedent(expected)
+    );
+}
+
+/// Random inserts and deletes (values colliding, NULLs among them) under `count(DISTINCT)`,
+/// `sum(DISTINCT)` and `avg(DISTINCT)` beside the plain calls, fed one epoch at a time and
+/// committed: after every barrier the output so far equals the aggregates of the rows.
+#[tokio::test]
+async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::stream::executor::receiver::ReceiverExecutor;
+    use crate::stream::test_utils::{Lcg, Pretty};
+
+    let calls = "count(*) count(distinct:c1) sum(distinct:c1) avg(distinct:c1) sum(c1)";
+    for seed in 0..6u64 {
+        let mut rng = Lcg::new(seed);
+        // Live rows: (group, value) with their multiplicity.
+        let mut rows: Vec<(i32, Option<i64>)> = Vec::new();
+        let mut messages = vec![initial(0)];
+        let mut states = Vec::new();
+        for epoch in 1..=25u64 {
+            let mut lines = vec!["i I".to_owned()];
+            for _ in 0..1 + rng.below(6) {
+                let show = |v: Option<i64>| v.map_or(".".to_owned(), |v| v.to_string());
+                if !rows.is_empty() && rng.below(5) < 2 {
+                    let (g, v) = rows.swap_remove(rng.below(rows.len() as u64) as usize);
+                    lines.push(format!("- {g} {}", show(v)));
+                } else {
+                    let g = rng.below(3) as i32;
+                    let v = match rng.below(5) {
+                        0 => None,
+                        v => Some(v as i64 * 10),
+                    };
+                    lines.push(format!("+ {g} {}", show(v)));
+                    rows.push((g, v));
+                }
+            }
+            messages.push(chunk(&lines.join("\n")));
+            messages.push(barrier(epoch));
+            let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+            let groups: BTreeSet<i32> = rows.iter().map(|r| r.0).collect();
+            for g in groups {
+                let all: Vec<i64> = rows.iter().filter(|r| r.0 == g).filter_map(|r| r.1).collect();
+                let n = rows.iter().filter(|r| r.0 == g).count();
+                let set: BTreeSet<i64> = all.iter().copied().collect();
+                let sum = |s: i64, any: bool| if any { s.to_string() } else { ".".to_owned() };
+                let dsum: i64 = set.iter().sum();
+                let avg = match set.len() {
+                    0 => ".".to_owned(),
+                    k => format!("{:?}", dsum as f64 / k as f64),
+                };
+                let line = format!(
+                    "{g} {n} {} {} {avg} {}",
+                    set.len(),
+                    sum(dsum, !set.is_empty()),
+                    sum(all.iter().sum(), !all.is_empty())
+                );
+                expected.insert(line, 1);
+            }
+            states.push(expected);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let input = Box::new(ReceiverExecutor::new(rx));
+        let mut out = hash_agg(&store, "i I", &[0], calls, input).execute();
+        let mut view: BTreeMap<String, i64> = BTreeMap::new();
+        for message in messages {
+            let n = match &message {
+                Message::Barrier(b) => Some(b.epoch.prev.0),
+                _ => None,
+            };
+            tx.send(message).await.unwrap();
+            let Some(n) = n else { continue };
+            loop {
+                let message = out.next().await.expect("running").unwrap();
+                let Message::Chunk(chunk) = message else { break };
+                for line in Message::Chunk(chunk).pretty().lines() {
+                    let Some((op, row)) = line.split_once(' ') else { continue };
+                    let delta = match op {
+                        "+" | "U+" => 1,
+                        "-" | "U-" => -1,
+                        _ => continue,
+                    };
+                    *view.entry(row.to_owned()).or_insert(0) += delta;
+                    view.retain(|_, n| *n != 0);
+                }
+            }
+            if n > 0 {
+                store.commit(Epoch(n)).unwrap();
+                assert_eq!(view, states[n as usize - 1], "seed {seed}, epoch {n}");
+            }
+        }
+    }
 }

@@ -5,6 +5,17 @@
 //! columns each operator needs and describing the state tables it will own. Constructs with no
 //! streaming operator yet fail here with an error naming them.
 
+/// Lowering joins.
+mod join;
+/// Lowering window functions.
+mod over_window;
+/// Lowering conditions on `now()`.
+mod temporal;
+/// Lowering top-N.
+mod top_n;
+
+pub use temporal::mark_now;
+
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
@@ -198,6 +209,9 @@ impl Planner<'_> {
                 if let Some(node) = self.group_top_n(filter)? {
                     return Ok(node);
                 }
+                if let Some(node) = self.temporal_filter(filter)? {
+                    return Ok(node);
+                }
                 let input = self.lower(&filter.input)?;
                 let predicate = self.physical(&filter.predicate, filter.input.schema())?;
                 let (schema, visible) = (input.schema.clone(), input.visible);
@@ -219,7 +233,10 @@ impl Planner<'_> {
                 ))
             }
             LogicalPlan::SubqueryAlias(alias) => self.lower(&alias.input),
-            LogicalPlan::Aggregate(agg) => self.aggregate(agg),
+            LogicalPlan::Aggregate(agg) => match self.first_values(agg)? {
+                Some(node) => Ok(node),
+                None => self.aggregate(agg),
+            },
             LogicalPlan::Join(join) => self.join(join),
             // A view is a set of rows: its ORDER BY without LIMIT is left to the queries of it.
             LogicalPlan::Sort(sort) => match sort.fetch {
@@ -227,10 +244,7 @@ impl Planner<'_> {
                 None => self.lower(&sort.input),
             },
             LogicalPlan::Limit(limit) => self.limit(limit),
-            LogicalPlan::Window(_) => Err(unsupported!(
-                "window functions in a materialized view (the top-N pattern `WHERE rn <= n` over \
-                 row_number() OVER (PARTITION BY .. ORDER BY ..) is supported)"
-            )),
+            LogicalPlan::Window(window) => self.over_window(window),
             LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Distinct(_) => Err(unsupported!("DISTINCT ON in a materialized view")),
             LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
@@ -240,213 +254,10 @@ impl Planner<'_> {
         }
     }
 
-    /// `LIMIT n [OFFSET m]`, over an `ORDER BY` or not (then ordered by the stream key).
-    fn limit(&mut self, limit: &datafusion::logical_expr::Limit) -> Result<StreamNode> {
-        use datafusion::logical_expr::{FetchType, SkipType};
-        let SkipType::Literal(offset) = limit.get_skip_type()? else {
-            return Err(unsupported!("an OFFSET that is not a constant in a materialized view"));
-        };
-        let fetch = match limit.get_fetch_type()? {
-            FetchType::Literal(Some(fetch)) => fetch,
-            FetchType::Literal(None) => {
-                return Err(unsupported!(
-                    "OFFSET without LIMIT in a materialized view (its rows are all but the first)"
-                ));
-            }
-            FetchType::UnsupportedExpr => {
-                return Err(unsupported!("a LIMIT that is not a constant in a materialized view"));
-            }
-        };
-        match limit.input.as_ref() {
-            LogicalPlan::Sort(sort) => self.top_n(&sort.input, &sort.expr, offset, fetch),
-            input => self.top_n(input, &[], offset, fetch),
-        }
-    }
-
-    /// A top-N over all rows of `input`: they go to one actor.
-    fn top_n(
-        &mut self,
-        input: &LogicalPlan,
-        order: &[datafusion::logical_expr::SortExpr],
-        offset: usize,
-        limit: usize,
-    ) -> Result<StreamNode> {
-        let order = self.sort_keys(order, input.schema())?;
-        let node = self.lower(input)?;
-        let spec = TopNSpec { group: Vec::new(), order, offset, limit, rank: false };
-        self.top_n_node(exchange(node, Vec::new()), spec)
-    }
-
-    fn sort_keys(
-        &self,
-        order: &[datafusion::logical_expr::SortExpr],
-        schema: &DFSchema,
-    ) -> Result<Vec<SortKey>> {
-        order
-            .iter()
-            .map(|s| {
-                let expr = self.physical(&s.expr, schema)?;
-                Ok(SortKey { expr, descending: !s.asc, nulls_first: s.nulls_first })
-            })
-            .collect()
-    }
-
-    /// `WHERE rn <= n` (or `< n`, `= 1`) over `row_number() OVER (PARTITION BY .. ORDER BY ..)
-    /// AS rn`: a top-N per partition that outputs each row's rank. `None` when `filter` is not
-    /// that pattern; other conditions ANDed to it filter the top-N's output.
-    fn group_top_n(
-        &mut self,
-        filter: &datafusion::logical_expr::Filter,
-    ) -> Result<Option<StreamNode>> {
-        use datafusion::logical_expr::expr::WindowFunction;
-        use datafusion::logical_expr::{BinaryExpr, Operator, WindowFunctionDefinition};
-        // The window directly below, or below a projection that only picks its columns.
-        let (window, projection) = match filter.input.as_ref() {
-            LogicalPlan::Window(window) => (window, None),
-            LogicalPlan::Projection(p) => match p.input.as_ref() {
-                LogicalPlan::Window(window)
-                    if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) =>
-                {
-                    (window, Some(p))
-                }
-                _ => return Ok(None),
-            },
-            _ => return Ok(None),
-        };
-        let [Expr::WindowFunction(function)] = window.window_expr.as_slice() else {
-            return Ok(None);
-        };
-        let WindowFunction { fun, params } = function.as_ref();
-        let WindowFunctionDefinition::WindowUDF(udf) = fun else { return Ok(None) };
-        if udf.name() != "row_number" || !params.args.is_empty() || params.filter.is_some() {
-            return Ok(None);
-        }
-        let rank_column = window.input.schema().fields().len();
-        let (rank_qualifier, rank_field) = window.schema.qualified_field(rank_column);
-        let rank = datafusion::common::Column::new(rank_qualifier.cloned(), rank_field.name());
-        // The bound on the rank, from one conjunct; the other conjuncts stay a filter.
-        let mut limit = None;
-        let mut rest = Vec::new();
-        for conjunct in datafusion::logical_expr::utils::split_conjunction(&filter.predicate) {
-            let bound = match conjunct {
-                Expr::BinaryExpr(BinaryExpr { left, op, right }) if limit.is_none() => {
-                    let literal = |e: &Expr| match e {
-                        Expr::Literal(v, _) => {
-                            v.cast_to(&ArrowType::Int64).ok().and_then(|v| match v {
-                                ScalarValue::Int64(Some(n)) => Some(n),
-                                _ => None,
-                            })
-                        }
-                        _ => None,
-                    };
-                    let is_rank = |e: &Expr| matches!(e, Expr::Column(c) if *c == rank);
-                    match (is_rank(left), literal(right), is_rank(right), literal(left)) {
-                        (true, Some(n), _, _) => match op {
-                            Operator::LtEq => Some(n),
-                            Operator::Lt => Some(n - 1),
-                            Operator::Eq if n == 1 => Some(1),
-                            _ => None,
-                        },
-                        (_, _, true, Some(n)) => match op {
-                            Operator::GtEq => Some(n),
-                            Operator::Gt => Some(n - 1),
-                            Operator::Eq if n == 1 => Some(1),
-                            _ => None,
-                        },
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            match bound {
-                Some(n) => limit = Some(n.max(0) as usize),
-                None => rest.push(conjunct.clone()),
-            }
-        }
-        let Some(limit) = limit else { return Ok(None) };
-        let input_schema = window.input.schema();
-        let group = params
-            .partition_by
-            .iter()
-            .map(|e| self.physical(e, input_schema))
-            .collect::<Result<Vec<_>>>()?;
-        let order = self.sort_keys(&params.order_by, input_schema)?;
-        let node = self.lower(&window.input)?;
-        let spec = TopNSpec { group: group.clone(), order, offset: 0, limit, rank: true };
-        let mut node = self.top_n_node(exchange(node, group), spec)?;
-        if let Some(projection) = projection {
-            let exprs = projection
-                .expr
-                .iter()
-                .map(|e| self.physical(e, &window.schema))
-                .collect::<Result<Vec<_>>>()?;
-            node = with_hidden_key(NodeKind::Project { exprs }, projection.schema.as_arrow(), node);
-        }
-        if let Some(predicate) = datafusion::logical_expr::utils::conjunction(rest) {
-            let predicate = self.physical(&predicate, filter.input.schema())?;
-            let (schema, visible) = (node.schema.clone(), node.visible);
-            let (stream_key, dist) = (node.stream_key.clone(), node.dist.clone());
-            let kind = NodeKind::Filter { predicate };
-            node = StreamNode { kind, inputs: vec![node], schema, visible, stream_key, dist };
-        }
-        Ok(Some(node))
-    }
-
-    /// The top-N node over `input` (already exchanged by the groups), with its state table:
-    /// `group values ++ _order ++ input columns`, keyed by `group ++ _order ++ stream key`.
-    fn top_n_node(&mut self, input: StreamNode, spec: TopNSpec) -> Result<StreamNode> {
-        let mut columns = Vec::new();
-        for (i, g) in spec.group.iter().enumerate() {
-            columns.push(column(&format!("group_{i}"), &g.data_type(input.schema.as_ref())?)?);
-        }
-        columns.push(column("_order", &ArrowType::Binary)?);
-        for field in input.schema.fields() {
-            columns.push(column(field.name(), field.data_type())?);
-        }
-        let n_group = spec.group.len();
-        let mut pk: Vec<usize> = (0..=n_group).collect();
-        pk.extend(input.stream_key.iter().map(|&k| n_group + 1 + k));
-        let table = self.slot(StateSlot {
-            purpose: StatePurpose::TopN,
-            columns,
-            pk,
-            dist_key_len: n_group,
-        });
-        let visible = input.visible;
-        let mut fields: Vec<Field> =
-            input.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        let mut stream_key = input.stream_key.clone();
-        let mut out_visible = visible;
-        if spec.rank {
-            fields.insert(visible, Field::new("row_number", ArrowType::UInt64, false));
-            for k in &mut stream_key {
-                if *k >= visible {
-                    *k += 1;
-                }
-            }
-            out_visible += 1;
-        }
-        // The group values join the stream key: a row that moves to another group is deleted
-        // by one actor and inserted by another, as two different rows.
-        for (i, g) in spec.group.iter().enumerate() {
-            stream_key.push(fields.len());
-            fields.push(Field::new(
-                format!("_group_{i}"),
-                g.data_type(input.schema.as_ref())?,
-                true,
-            ));
-        }
-        Ok(StreamNode {
-            kind: NodeKind::TopN { spec, table },
-            inputs: vec![input],
-            schema: Arc::new(Schema::new(fields)),
-            visible: out_visible,
-            stream_key,
-            dist: None,
-        })
-    }
-
     fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        if temporal::reads_now(expr) {
+            return Err(unsupported!("{expr}: {}", temporal::NOW_USE));
+        }
         if is_volatile(expr) {
             return Err(unsupported!(
                 "non-deterministic function in {expr} in a materialized view"
@@ -548,7 +359,7 @@ impl Planner<'_> {
         let mut calls = Vec::with_capacity(agg.aggr_expr.len());
         for (i, expr) in agg.aggr_expr.iter().enumerate() {
             let output_type = out.field(n_groups + i).data_type().clone();
-            let (kind, arg) = agg_call(expr)?;
+            let (kind, arg, distinct) = agg_call(expr)?;
             if output_type == ArrowType::Null {
                 // State tables store typed values; an untyped NULL has none to store.
                 return Err(unsupported!(
@@ -557,10 +368,17 @@ impl Planner<'_> {
                 ));
             }
             let arg = self.physical(&arg, in_schema)?;
-            let multiset = match kind {
-                AggKind::Min | AggKind::Max => {
+            // min and max keep their values as their output type, DISTINCT calls as their
+            // argument's.
+            let value_type = match kind {
+                AggKind::Min | AggKind::Max => Some(output_type.clone()),
+                _ if distinct => Some(arg.data_type(in_schema.as_arrow())?),
+                _ => None,
+            };
+            let multiset = match value_type {
+                Some(value_type) => {
                     let mut columns = group_columns.clone();
-                    columns.push(column("value", &output_type)?);
+                    columns.push(column("value", &value_type)?);
                     columns.push(column("count", &ArrowType::Int64)?);
                     let pk = (0..=n_groups).collect();
                     Some(self.slot(StateSlot {
@@ -570,7 +388,7 @@ impl Planner<'_> {
                         dist_key_len: n_groups,
                     }))
                 }
-                _ => None,
+                None => None,
             };
             match kind {
                 AggKind::Count => {
@@ -586,7 +404,7 @@ impl Planner<'_> {
                     result_columns.push(column(&format!("extreme_{i}"), &output_type)?)
                 }
             }
-            calls.push(AggCallPlan { kind, arg, output_type, multiset });
+            calls.push(AggCallPlan { kind, arg, output_type, multiset, distinct });
         }
         let pk = (0..n_groups).collect();
         let result = self.slot(StateSlot {
@@ -606,7 +424,7 @@ impl Planner<'_> {
         // (docs/backfill.md, "Two-phase aggregation"). Not over float group keys: the local
         // phase would keep 0 and -0 apart, and the group would show whichever came first.
         let two_phase = !group_exprs.is_empty()
-            && calls.iter().all(|c| partial_state_adds_up(c.kind, &c.output_type))
+            && calls.iter().all(|c| !c.distinct && partial_state_adds_up(c.kind, &c.output_type))
             && !out.fields()[..n_groups].iter().any(|f| f.data_type().is_floating())
             && !distributed_by(&input, &group_exprs);
         let (input, group_exprs, calls, merge) = match two_phase {
@@ -682,150 +500,6 @@ impl Planner<'_> {
             dist: None,
         })
     }
-
-    fn join(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
-        let kind = match join.join_type {
-            JoinType::Inner => JoinKind::Inner,
-            JoinType::Left => JoinKind::LeftOuter,
-            JoinType::Right => JoinKind::RightOuter,
-            JoinType::Full => JoinKind::FullOuter,
-            JoinType::LeftSemi => JoinKind::LeftSemi,
-            JoinType::RightSemi => JoinKind::RightSemi,
-            JoinType::LeftAnti if join.null_aware => {
-                return Err(unsupported!(
-                    "NOT IN (subquery) in a materialized view: its answer turns on whether the \
-                     subquery yields a NULL anywhere; write NOT EXISTS (SELECT .. WHERE a = b), \
-                     which is maintained (it differs only where NULLs are compared)"
-                ));
-            }
-            JoinType::LeftAnti => JoinKind::LeftAnti,
-            JoinType::RightAnti => JoinKind::RightAnti,
-            other => {
-                return Err(unsupported!(
-                    "{other} JOIN in a materialized view (inner, outer, semi and anti joins are)"
-                ));
-            }
-        };
-        let nulls_equal = join.null_equality == datafusion::common::NullEquality::NullEqualsNull;
-        let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
-        let (left_keys, right_keys) = match join.on.is_empty() {
-            // No equality (a cross join, a one-row subquery, a band join): every row has the
-            // same key, so one actor joins them all, each pair decided by the condition.
-            true => {
-                let constant = || -> Arc<dyn PhysicalExpr> {
-                    Arc::new(Literal::new(ScalarValue::Int32(Some(0))))
-                };
-                (vec![constant()], vec![constant()])
-            }
-            false => (
-                join.on
-                    .iter()
-                    .map(|(l, _)| self.physical(l, left_schema))
-                    .collect::<Result<Vec<_>>>()?,
-                join.on
-                    .iter()
-                    .map(|(_, r)| self.physical(r, right_schema))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-        };
-        let left = exchange(self.lower(&join.left)?, left_keys.clone());
-        let right = exchange(self.lower(&join.right)?, right_keys.clone());
-        // An inner join's condition filters its output rows; the other kinds' decides which
-        // pairs match, over `left visible ++ right visible`.
-        let pair_schema = match kind {
-            JoinKind::Inner => join.schema.as_ref().clone(),
-            _ => left_schema.as_ref().clone().join(right_schema)?,
-        };
-        let filter = join.filter.as_ref().map(|f| self.physical(f, &pair_schema)).transpose()?;
-        let mut tables = [0; 2];
-        for (t, (side, keys)) in
-            [(&left, &left_keys), (&right, &right_keys)].into_iter().enumerate()
-        {
-            let mut columns = Vec::new();
-            for (i, key) in keys.iter().enumerate() {
-                columns
-                    .push(column(&format!("join_key_{i}"), &key.data_type(side.schema.as_ref())?)?);
-            }
-            for field in side.schema.fields() {
-                columns.push(column(field.name(), field.data_type())?);
-            }
-            if kind.counts(t) {
-                columns.push(column("_degree", &ArrowType::Int64)?);
-            }
-            let nk = keys.len();
-            let mut pk: Vec<usize> = (0..nk).collect();
-            pk.extend(side.stream_key.iter().map(|&k| nk + k));
-            let purpose =
-                if t == 0 { StatePurpose::HashJoinLeft } else { StatePurpose::HashJoinRight };
-            tables[t] = self.slot(StateSlot { purpose, columns, pk, dist_key_len: nk });
-        }
-        if let Some(kept) = kind.kept() {
-            // A semi or anti join outputs rows of one side: its columns, then the join key.
-            let side = if kept == 0 { &left } else { &right };
-            let mut fields: Vec<Field> =
-                side.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-            let mut stream_key = side.stream_key.clone();
-            let keys = if kept == 0 { &left_keys } else { &right_keys };
-            for (i, key) in keys.iter().enumerate() {
-                stream_key.push(fields.len());
-                fields.push(Field::new(
-                    format!("_join_key_{i}"),
-                    key.data_type(side.schema.as_ref())?,
-                    true,
-                ));
-            }
-            let visible = side.visible;
-            return Ok(StreamNode {
-                kind: NodeKind::HashJoin {
-                    kind,
-                    left_keys,
-                    right_keys,
-                    filter,
-                    tables,
-                    nulls_equal,
-                },
-                inputs: vec![left, right],
-                schema: Arc::new(Schema::new(fields)),
-                visible,
-                stream_key,
-                dist: None,
-            });
-        }
-        let (lv, rv) = (left.visible, right.visible);
-        let (lh, rh) = (left.schema.fields().len() - lv, right.schema.fields().len() - rv);
-        let at_left = |i: usize| if i < lv { i } else { lv + rv + (i - lv) };
-        let at_right = |i: usize| if i < rv { lv + i } else { lv + rv + lh + (i - rv) };
-        let mut stream_key: Vec<usize> = left.stream_key.iter().map(|&i| at_left(i)).collect();
-        stream_key.extend(right.stream_key.iter().map(|&i| at_right(i)));
-        // A side padded with NULLs (that of an outer join's unmatched rows) may be NULL anywhere.
-        let padded = |side: usize| kind.counts(1 - side);
-        let field = |f: &Arc<Field>, side: usize| {
-            f.as_ref().clone().with_nullable(f.is_nullable() || padded(side))
-        };
-        let mut fields: Vec<Field> = Vec::with_capacity(lv + rv + lh + rh);
-        fields.extend(left.schema.fields()[..lv].iter().map(|f| field(f, 0)));
-        fields.extend(right.schema.fields()[..rv].iter().map(|f| field(f, 1)));
-        fields.extend(left.schema.fields()[lv..].iter().map(|f| field(f, 0)));
-        fields.extend(right.schema.fields()[rv..].iter().map(|f| field(f, 1)));
-        // The join key is part of the output's stream key: a pair whose key changed is a
-        // different row, so the actors of two join keys never write the same output row.
-        for (i, key) in left_keys.iter().enumerate() {
-            stream_key.push(fields.len());
-            fields.push(Field::new(
-                format!("_join_key_{i}"),
-                key.data_type(left.schema.as_ref())?,
-                true,
-            ));
-        }
-        Ok(StreamNode {
-            kind: NodeKind::HashJoin { kind, left_keys, right_keys, filter, tables, nulls_equal },
-            inputs: vec![left, right],
-            schema: Arc::new(Schema::new(fields)),
-            visible: lv + rv,
-            stream_key,
-            dist: None,
-        })
-    }
 }
 
 /// A projection's node: its own columns, then the input's stream key carried along hidden.
@@ -866,8 +540,10 @@ fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
     Ok(ColumnCatalog::new(name.to_owned(), DataType::from_arrow(ty)?))
 }
 
-/// The function and argument of an aggregate expression.
-fn agg_call(expr: &Expr) -> Result<(AggKind, Expr)> {
+/// The function of an aggregate expression, its argument (`FILTER (WHERE c)` folded in as
+/// `CASE WHEN c THEN arg END`: a row the filter drops adds a NULL, which no aggregate counts),
+/// and whether it is over distinct values.
+fn agg_call(expr: &Expr) -> Result<(AggKind, Expr, bool)> {
     let expr = match expr {
         Expr::Alias(alias) => alias.expr.as_ref(),
         other => other,
@@ -876,10 +552,8 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr)> {
         return Err(unsupported!("aggregate expression {expr} in a materialized view"));
     };
     let p = &f.params;
-    if p.distinct || p.filter.is_some() || !p.order_by.is_empty() {
-        return Err(unsupported!(
-            "{expr} (DISTINCT, FILTER or ORDER BY in an aggregate) in a materialized view"
-        ));
+    if !p.order_by.is_empty() {
+        return Err(unsupported!("{expr} (ORDER BY in an aggregate) in a materialized view"));
     }
     let kind = match f.func.name() {
         "count" => AggKind::Count,
@@ -887,6 +561,9 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr)> {
         "avg" => AggKind::Avg,
         "min" => AggKind::Min,
         "max" => AggKind::Max,
+        // false < true: every value is true when the least is, some is when the greatest is.
+        "bool_and" => AggKind::Min,
+        "bool_or" => AggKind::Max,
         other => return Err(unsupported!("the aggregate {other} in a materialized view")),
     };
     let arg = match p.args.as_slice() {
@@ -894,7 +571,13 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr)> {
         [] => Expr::Literal(datafusion::scalar::ScalarValue::Int64(Some(1)), None),
         _ => return Err(unsupported!("{expr} with several arguments in a materialized view")),
     };
-    Ok((kind, arg))
+    let arg = match &p.filter {
+        Some(filter) => datafusion::logical_expr::when(filter.as_ref().clone(), arg).end()?,
+        None => arg,
+    };
+    // The least and greatest of the distinct values are those of all values.
+    let distinct = p.distinct && matches!(kind, AggKind::Count | AggKind::Sum | AggKind::Avg);
+    Ok((kind, arg, distinct))
 }
 
 /// Fails if the plan calls a function whose result may change between evaluations (`now()`,
@@ -923,6 +606,7 @@ fn is_volatile(expr: &Expr) -> bool {
     let _ = expr.apply(|e| {
         if let Expr::ScalarFunction(f) = e
             && f.func.signature().volatility != datafusion::logical_expr::Volatility::Immutable
+            && f.func.inner().downcast_ref::<temporal::BarrierNow>().is_none()
         {
             volatile = true;
         }
