@@ -424,9 +424,10 @@ impl Fuzzer {
                         .expr(Ty::Bool, 1);
                     write!(correlation, " AND {p}").unwrap();
                 }
-                let predicate = match rng.below(3) {
+                let predicate = match rng.below(4) {
                     0 => format!("EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
                     1 => format!("NOT EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
+                    2 => format!("l.{lk} NOT IN (SELECT r.{rk} FROM {} r)", r.name),
                     _ => format!("l.{lk} IN (SELECT r.{rk} FROM {} r)", r.name),
                 };
                 let sql =

@@ -11,13 +11,7 @@ impl Planner<'_> {
             JoinType::Full => JoinKind::FullOuter,
             JoinType::LeftSemi => JoinKind::LeftSemi,
             JoinType::RightSemi => JoinKind::RightSemi,
-            JoinType::LeftAnti if join.null_aware => {
-                return Err(unsupported!(
-                    "NOT IN (subquery) in a materialized view: its answer turns on whether the \
-                     subquery yields a NULL anywhere; write NOT EXISTS (SELECT .. WHERE a = b), \
-                     which is maintained (it differs only where NULLs are compared)"
-                ));
-            }
+            JoinType::LeftAnti if join.null_aware => return self.not_in(join),
             JoinType::LeftAnti => JoinKind::LeftAnti,
             JoinType::RightAnti => JoinKind::RightAnti,
             other => {
@@ -145,5 +139,53 @@ impl Planner<'_> {
             stream_key,
             dist: None,
         })
+    }
+
+    /// `x NOT IN (SELECT y FROM r)`: true when `r` is empty, else when `x` is not NULL, no `y`
+    /// equals it and no `y` is NULL (NULL otherwise, which a WHERE drops). Planned as the anti
+    /// join on `x = y` (NULL keys never match) joined with one row saying whether `r` is empty
+    /// and whether it has a NULL `y`: a row of flags that changes only when one flips, so the
+    /// left rows are filtered again only then.
+    fn not_in(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
+        use datafusion::functions_aggregate::expr_fn::count;
+        use datafusion::logical_expr::{LogicalPlanBuilder, col, lit, when};
+        let refuse = || {
+            unsupported!(
+                "NOT IN over a correlated or multi-column subquery in a materialized view; \
+                 write NOT EXISTS (SELECT .. WHERE a = b), which is maintained (it differs only \
+                 where NULLs are compared)"
+            )
+        };
+        let [(x, y)] = join.on.as_slice() else { return Err(refuse()) };
+        if join.filter.is_some() {
+            return Err(refuse());
+        }
+        let mut anti = join.clone();
+        anti.null_aware = false;
+        let anti = LogicalPlan::Join(anti);
+        let flags = LogicalPlanBuilder::from(join.right.as_ref().clone())
+            .aggregate(
+                Vec::<Expr>::new(),
+                vec![
+                    count(lit(1i64)).alias("__rows"),
+                    count(when(y.clone().is_null(), lit(1i64)).end()?).alias("__nulls"),
+                ],
+            )?
+            .project(vec![
+                col("__rows").eq(lit(0i64)).alias("__empty"),
+                col("__nulls").gt(lit(0i64)).alias("__has_null"),
+            ])?
+            .aggregate(vec![col("__empty"), col("__has_null")], Vec::<Expr>::new())?
+            .alias("__not_in")?
+            .build()?;
+        let keep = col("__not_in.__empty")
+            .or(x.clone().is_not_null().and(col("__not_in.__has_null").is_false()));
+        let columns: Vec<Expr> = anti.schema().columns().into_iter().map(Expr::Column).collect();
+        let plan = LogicalPlanBuilder::from(anti)
+            .cross_join(flags)?
+            .filter(keep)?
+            .project(columns)?
+            .build()?;
+        self.lower(&plan)
     }
 }

@@ -282,6 +282,7 @@ fn build_fragment(
                 if *merge {
                     agg = agg.merging();
                 }
+                agg = agg.owning(&owned_vnodes(i, n))?;
                 if let (true, true, Some(job)) = (*hold, ctx.hold, result.owner) {
                     agg = agg.holding(Hold { job, vnodes: owned_vnodes(i, n), limit: HOLD_LIMIT });
                 }

@@ -122,6 +122,9 @@ pub struct HashAggExecutor {
     merge: bool,
     /// [`FLUSH_BYTES`], or less in tests.
     flush_bytes: usize,
+    /// Whether this actor owns the one group of an aggregate without `GROUP BY` (the vnode of
+    /// the empty key): only that actor has its row when there is no input.
+    owns_global: bool,
 }
 
 impl HashAggExecutor {
@@ -144,7 +147,17 @@ impl HashAggExecutor {
             hold: None,
             merge: false,
             flush_bytes: FLUSH_BYTES,
+            owns_global: true,
         }
+    }
+
+    /// The same aggregate as the actor owning `vnodes` of its fragment: without `GROUP BY`, it
+    /// has the one row only if it owns the empty key's vnode (its input is sent there; every
+    /// other actor of the fragment sees none).
+    pub fn owning(mut self, vnodes: &[VirtualNode]) -> Result<Self> {
+        let key = encode_keys(self.result_table.id, &[], 1, 0)?.remove(0);
+        self.owns_global = vnodes.contains(&vnode_in_key(&key));
+        Ok(self)
     }
 
     /// The same, flushing its touched groups mid-epoch once they take `bytes` (see
@@ -182,10 +195,12 @@ impl Executor for HashAggExecutor {
             hold,
             merge,
             flush_bytes,
+            owns_global,
         } = *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
             agg.merge = merge;
+            agg.global_loaded = !owns_global;
             if let Some(hold) = hold {
                 agg.hold(hold)?;
             }
@@ -246,7 +261,8 @@ struct Aggregation {
     keys: Vec<Vec<u8>>,
     /// Per call with a multiset: multiset key -> (group slot and values, value, count change).
     deltas: Vec<HashMap<Vec<u8>, MultisetDelta>>,
-    /// For an aggregate without GROUP BY: whether its single group has been emitted.
+    /// For an aggregate without GROUP BY: whether its single group has been emitted (or is
+    /// another actor's to emit).
     global_loaded: bool,
     /// While some of its vnodes hold their groups: which (see the module docs).
     held: Option<Held>,

@@ -581,6 +581,23 @@ async fn without_group_by_there_is_always_one_row_with_count_0_when_empty() {
     assert_eq!(aggregate("I", &[], calls, input).await, dedent(expected));
 }
 
+#[tokio::test]
+async fn without_group_by_only_the_actor_owning_the_empty_keys_vnode_has_the_row() {
+    // Of two actors, each runs over no input: one has the row, the other nothing (a second
+    // row would count twice in an aggregate above).
+    let mut rows = 0;
+    for actor in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let input = committing(&store, [initial(0), barrier(1)]);
+        let vnodes = crate::stream::dispatch::owned_vnodes(actor, 2);
+        let agg = hash_agg_executor(&store, "I", &[], "count(*)", input).owning(&vnodes).unwrap();
+        let out = run(Box::new(agg)).await;
+        rows += out.matches("+ 0").count();
+    }
+    assert_eq!(rows, 1);
+}
+
 /// The job the held aggregates of these tests belong to.
 const JOB: TableId = TableId(7);
 
