@@ -19,9 +19,12 @@
 //! - [`upstream`]: a private PostgreSQL server with logical WAL, the upstream of CDC tests;
 //! - [`mysql_upstream`]: a private MariaDB server with a row binlog, the upstream of MySQL CDC
 //!   tests, and [`mysql_cdc`]: the MySQL connector against it;
+//! - [`analytics`]: twenty reporting views (joins, top-N, anti joins, subqueries, windows) over
+//!   CDC tables equal Postgres's answers, through concurrent writes, a kill -9 and a rescale;
 //! - [`bench_smoke`]: the benchmark driver (`bench/driver.rs`) on a few thousand rows, so
 //!   `bench/run` cannot rot.
 
+mod analytics;
 #[path = "../bench/driver.rs"]
 mod bench_driver;
 mod bench_smoke;
