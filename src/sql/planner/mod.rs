@@ -5,6 +5,8 @@
 //! columns each operator needs and describing the state tables it will own. Constructs with no
 //! streaming operator yet fail here with an error naming them.
 
+/// Lowering grouping sets.
+mod grouping_sets;
 /// Lowering joins.
 mod join;
 /// Lowering window functions.
@@ -233,10 +235,15 @@ impl Planner<'_> {
                 ))
             }
             LogicalPlan::SubqueryAlias(alias) => self.lower(&alias.input),
-            LogicalPlan::Aggregate(agg) => match self.first_values(agg)? {
-                Some(node) => Ok(node),
-                None => self.aggregate(agg),
-            },
+            LogicalPlan::Aggregate(agg) => {
+                if let Some(node) = self.grouping_sets(agg)? {
+                    return Ok(node);
+                }
+                match self.first_values(agg)? {
+                    Some(node) => Ok(node),
+                    None => self.aggregate(agg),
+                }
+            }
             LogicalPlan::Join(join) => self.join(join),
             // A view is a set of rows: its ORDER BY without LIMIT is left to the queries of it.
             LogicalPlan::Sort(sort) => match sort.fetch {
