@@ -41,6 +41,8 @@ pub struct AggCallPlan {
     pub multiset: Option<usize>,
     /// Over the distinct values only (see [`crate::stream::executor::hash_agg::AggCall`]).
     pub distinct: bool,
+    /// For `string_agg`, its separator and order.
+    pub listing: Option<crate::stream::executor::hash_agg::Listing>,
 }
 
 /// What a node does.

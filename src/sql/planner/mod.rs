@@ -32,7 +32,7 @@ use datafusion::scalar::ScalarValue;
 use crate::catalog::{Catalog, ColumnCatalog, RelationKind, StatePurpose};
 use crate::error::{Error, Result};
 use crate::sql::eager::is_partial;
-use crate::stream::executor::hash_agg::AggKind;
+use crate::stream::executor::hash_agg::{AggKind, Listing};
 use crate::stream::executor::hash_join::JoinKind;
 use crate::stream::executor::local_agg::partial_state_adds_up;
 use crate::stream::executor::top_n::{SortKey, TopNSpec};
@@ -366,7 +366,7 @@ impl Planner<'_> {
         let mut calls = Vec::with_capacity(agg.aggr_expr.len());
         for (i, expr) in agg.aggr_expr.iter().enumerate() {
             let output_type = out.field(n_groups + i).data_type().clone();
-            let (kind, arg, distinct) = agg_call(expr)?;
+            let CallExpr { kind, arg, distinct, listing } = agg_call(expr)?;
             if output_type == ArrowType::Null {
                 // State tables store typed values; an untyped NULL has none to store.
                 return Err(unsupported!(
@@ -375,19 +375,28 @@ impl Planner<'_> {
                 ));
             }
             let arg = self.physical(&arg, in_schema)?;
-            // min and max keep their values as their output type, DISTINCT calls as their
-            // argument's.
+            let listing = match listing {
+                Some((separator, order)) => {
+                    Some(Listing { separator, order: self.sort_keys(&order, in_schema)? })
+                }
+                None => None,
+            };
+            // min and max keep their values as their output type, DISTINCT calls and
+            // string_agg as their argument's (string_agg after its order's bytes).
             let value_type = match kind {
                 AggKind::Min | AggKind::Max => Some(output_type.clone()),
-                _ if distinct => Some(arg.data_type(in_schema.as_arrow())?),
+                _ if distinct || listing.is_some() => Some(arg.data_type(in_schema.as_arrow())?),
                 _ => None,
             };
             let multiset = match value_type {
                 Some(value_type) => {
                     let mut columns = group_columns.clone();
+                    if listing.is_some() {
+                        columns.push(column("_order", &ArrowType::Binary)?);
+                    }
                     columns.push(column("value", &value_type)?);
                     columns.push(column("count", &ArrowType::Int64)?);
-                    let pk = (0..=n_groups).collect();
+                    let pk = (0..columns.len() - 1).collect();
                     Some(self.slot(StateSlot {
                         purpose: StatePurpose::HashAggValues,
                         columns,
@@ -407,11 +416,11 @@ impl Planner<'_> {
                     result_columns.push(column(&format!("sum_{i}"), &sum_type)?);
                     result_columns.push(column(&format!("nonnull_{i}"), &ArrowType::Int64)?);
                 }
-                AggKind::Min | AggKind::Max => {
+                AggKind::Min | AggKind::Max | AggKind::StringAgg => {
                     result_columns.push(column(&format!("extreme_{i}"), &output_type)?)
                 }
             }
-            calls.push(AggCallPlan { kind, arg, output_type, multiset, distinct });
+            calls.push(AggCallPlan { kind, arg, output_type, multiset, distinct, listing });
         }
         let pk = (0..n_groups).collect();
         let result = self.slot(StateSlot {
@@ -547,10 +556,19 @@ fn column(name: &str, ty: &ArrowType) -> Result<ColumnCatalog> {
     Ok(ColumnCatalog::new(name.to_owned(), DataType::from_arrow(ty)?))
 }
 
-/// The function of an aggregate expression, its argument (`FILTER (WHERE c)` folded in as
-/// `CASE WHEN c THEN arg END`: a row the filter drops adds a NULL, which no aggregate counts),
-/// and whether it is over distinct values.
-fn agg_call(expr: &Expr) -> Result<(AggKind, Expr, bool)> {
+/// An aggregate call of a view's query, as far as the expression tells it.
+struct CallExpr {
+    kind: AggKind,
+    /// The argument, `FILTER (WHERE c)` folded in as `CASE WHEN c THEN arg END` (a row the
+    /// filter drops adds a NULL, which no aggregate counts).
+    arg: Expr,
+    distinct: bool,
+    /// For `string_agg`: the separator and the `ORDER BY` inside the call.
+    listing: Option<(String, Vec<datafusion::logical_expr::SortExpr>)>,
+}
+
+/// The function, argument and options of an aggregate expression.
+fn agg_call(expr: &Expr) -> Result<CallExpr> {
     let expr = match expr {
         Expr::Alias(alias) => alias.expr.as_ref(),
         other => other,
@@ -559,10 +577,11 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr, bool)> {
         return Err(unsupported!("aggregate expression {expr} in a materialized view"));
     };
     let p = &f.params;
-    if !p.order_by.is_empty() {
+    let name = f.func.name();
+    if !p.order_by.is_empty() && name != "string_agg" {
         return Err(unsupported!("{expr} (ORDER BY in an aggregate) in a materialized view"));
     }
-    let kind = match f.func.name() {
+    let kind = match name {
         "count" => AggKind::Count,
         "sum" => AggKind::Sum,
         "avg" => AggKind::Avg,
@@ -571,11 +590,27 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr, bool)> {
         // false < true: every value is true when the least is, some is when the greatest is.
         "bool_and" => AggKind::Min,
         "bool_or" => AggKind::Max,
+        "string_agg" => AggKind::StringAgg,
         other => return Err(unsupported!("the aggregate {other} in a materialized view")),
     };
-    let arg = match p.args.as_slice() {
-        [arg] => arg.clone(),
-        [] => Expr::Literal(datafusion::scalar::ScalarValue::Int64(Some(1)), None),
+    let (arg, listing) = match (kind, p.args.as_slice()) {
+        (AggKind::StringAgg, [arg, Expr::Literal(separator, _)]) if !p.distinct => {
+            let separator = match separator {
+                ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => {
+                    s.clone().unwrap_or_default()
+                }
+                _ => return Err(unsupported!("{expr} with a separator that is not text")),
+            };
+            (arg.clone(), Some((separator, p.order_by.clone())))
+        }
+        (AggKind::StringAgg, _) => {
+            return Err(unsupported!(
+                "{expr} in a materialized view (string_agg(x, 'separator' [ORDER BY ..]) with \
+                 a constant separator and without DISTINCT is)"
+            ));
+        }
+        (_, [arg]) => (arg.clone(), None),
+        (_, []) => (Expr::Literal(datafusion::scalar::ScalarValue::Int64(Some(1)), None), None),
         _ => return Err(unsupported!("{expr} with several arguments in a materialized view")),
     };
     let arg = match &p.filter {
@@ -584,7 +619,7 @@ fn agg_call(expr: &Expr) -> Result<(AggKind, Expr, bool)> {
     };
     // The least and greatest of the distinct values are those of all values.
     let distinct = p.distinct && matches!(kind, AggKind::Count | AggKind::Sum | AggKind::Avg);
-    Ok((kind, arg, distinct))
+    Ok(CallExpr { kind, arg, distinct, listing })
 }
 
 /// Fails if the plan calls a function whose result may change between evaluations (`now()`,

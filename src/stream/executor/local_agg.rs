@@ -104,7 +104,7 @@ pub fn partial_state_adds_up(kind: AggKind, output_type: &ArrowType) -> bool {
     match kind {
         AggKind::Count => true,
         AggKind::Sum => matches!(output_type, ArrowType::Int64 | ArrowType::Decimal128(..)),
-        AggKind::Avg | AggKind::Min | AggKind::Max => false,
+        AggKind::Avg | AggKind::Min | AggKind::Max | AggKind::StringAgg => false,
     }
 }
 
@@ -623,7 +623,14 @@ mod tests {
             if kind == AggKind::Sum {
                 fields.push(Field::new("nonnull", ArrowType::Int64, true));
             }
-            agg_calls.push(AggCall { kind, arg, output_type, multiset: None, distinct: false });
+            agg_calls.push(AggCall {
+                kind,
+                arg,
+                output_type,
+                multiset: None,
+                distinct: false,
+                listing: None,
+            });
         }
         let group: Arc<dyn PhysicalExpr> = Arc::new(Column::new("c0", 0));
         let output = Arc::new(Schema::new(fields));
@@ -806,6 +813,7 @@ mod tests {
             output_type: ArrowType::Int32,
             multiset: None,
             distinct: false,
+            listing: None,
         };
         let made =
             LocalAggExecutor::new(MockSource::boxed([]), vec![group], vec![call], schema("i"));

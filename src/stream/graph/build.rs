@@ -127,6 +127,7 @@ fn agg_calls(calls: &[AggCallPlan], ctx: &BuildContext<'_>) -> Vec<AggCall> {
             output_type: c.output_type.clone(),
             multiset: c.multiset.map(|s| ctx.tables[s].clone()),
             distinct: c.distinct,
+            listing: c.listing.clone(),
         })
         .collect()
 }

@@ -34,6 +34,7 @@ use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::{EpochMemory, Store};
 use crate::stream::eval::{eval, validity};
+use crate::stream::executor::top_n::order_keys;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
@@ -69,6 +70,17 @@ pub enum AggKind {
     Min,
     /// `max(x)`.
     Max,
+    /// `string_agg(x, separator [ORDER BY ..])`.
+    StringAgg,
+}
+
+/// What a `string_agg` call needs besides its argument.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// Written between two values.
+    pub separator: String,
+    /// Its `ORDER BY` (values in the order of their bytes when empty).
+    pub order: Vec<crate::stream::executor::top_n::SortKey>,
 }
 
 /// One aggregate call of the query.
@@ -84,6 +96,9 @@ pub struct AggCall {
     /// `count`, `sum` or `avg` of the distinct values only (`count(DISTINCT x)`): a value
     /// counts while the group's multiset holds it.
     pub distinct: bool,
+    /// For `string_agg`: its separator and order. Its multiset is `group | order | value |
+    /// count`, and the string is written again from it for each group it changed.
+    pub listing: Option<Listing>,
 }
 
 impl AggCall {
@@ -92,7 +107,9 @@ impl AggCall {
         match self.kind {
             AggKind::Count => ArrowType::Int64,
             AggKind::Avg => ArrowType::Float64,
-            AggKind::Sum | AggKind::Min | AggKind::Max => self.output_type.clone(),
+            AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::StringAgg => {
+                self.output_type.clone()
+            }
         }
     }
 }
@@ -241,9 +258,9 @@ impl Executor for HashAggExecutor {
     }
 }
 
-/// A pending change to one multiset entry: the group's slot and values, the value, the count
-/// change.
-type MultisetDelta = (usize, Vec<ScalarValue>, ScalarValue, i64);
+/// A pending change to one multiset entry: the group's slot and values, the entry's other key
+/// values (the value; the order and the value of a `string_agg`), the count change.
+type MultisetDelta = (usize, Vec<ScalarValue>, Vec<ScalarValue>, i64);
 
 /// The state of the aggregation between barriers.
 struct Aggregation {
@@ -349,7 +366,7 @@ impl Aggregation {
                     at += 1;
                     AggState::Sum { sum, count: as_i64(&stored[at]) }
                 }
-                AggKind::Min | AggKind::Max => {
+                AggKind::Min | AggKind::Max | AggKind::StringAgg => {
                     AggState::Extreme(stored[at].cast_to(&call.output_type)?)
                 }
             });
@@ -385,7 +402,7 @@ impl Aggregation {
                 arg = crate::types::numeric::specials_as_null(arg);
             }
             if call.multiset.is_some() {
-                self.stage_values(i, &group_columns, arg, &slots, &signs)?;
+                self.stage_values(i, &group_columns, (arg, chunk.data()), &slots, &signs)?;
                 continue;
             }
             let target = match call.kind {
@@ -428,8 +445,8 @@ impl Aggregation {
                         }
                     }
                 }
-                (AggKind::Min | AggKind::Max, _) => {
-                    unreachable!("min and max keep a multiset")
+                (AggKind::Min | AggKind::Max | AggKind::StringAgg, _) => {
+                    unreachable!("min, max and string_agg keep a multiset")
                 }
             }
         }
@@ -441,15 +458,18 @@ impl Aggregation {
         &mut self,
         i: usize,
         group_columns: &[ArrayRef],
-        arg: ArrayRef,
+        (arg, data): (ArrayRef, &RecordBatch),
         slots: &[usize],
         signs: &[i64],
     ) -> Result<()> {
         let def = self.calls[i].multiset.as_ref().expect("staged calls have a multiset");
         let n_groups = self.n_groups();
-        let arg = cast(arg, def.full_schema().field(n_groups).data_type())?;
-        let valid = validity(&arg);
         let mut cols = group_columns.to_vec();
+        if let Some(listing) = &self.calls[i].listing {
+            cols.push(Arc::new(order_keys(&listing.order, data)?));
+        }
+        let arg = cast(arg, def.full_schema().field(cols.len()).data_type())?;
+        let valid = validity(&arg);
         cols.push(arg.clone());
         let mkeys = encode_keys(def.id, &cols, arg.len(), n_groups)?;
         for (row, mkey) in mkeys.into_iter().enumerate() {
@@ -458,13 +478,16 @@ impl Aggregation {
             }
             let slot = slots[row];
             let group = &self.groups[slot];
-            let value = ScalarValue::try_from_array(&arg, row)?;
             let entry = match self.deltas[i].entry(mkey) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
+                    let values = cols[n_groups..]
+                        .iter()
+                        .map(|c| ScalarValue::try_from_array(c, row))
+                        .collect::<datafusion::error::Result<Vec<_>>>()?;
                     let at = footprint(entry.key(), &group.values, &[]);
-                    self.memory.add(at + size_of::<ScalarValue>());
-                    entry.insert((slot, group.values.clone(), value, 0))
+                    self.memory.add(at + values.len() * size_of::<ScalarValue>());
+                    entry.insert((slot, group.values.clone(), values, 0))
                 }
             };
             entry.3 += signs[row];
@@ -688,7 +711,7 @@ impl Aggregation {
             };
             let mut ops = Vec::new();
             let mut rows = Vec::new();
-            for (key, (slot, group, value, delta)) in deltas.drain() {
+            for (key, (slot, group, values, delta)) in deltas.drain() {
                 let stored = match table.get(&key)? {
                     Some(row) => last_i64(def, &key, &row)?,
                     None => 0,
@@ -696,10 +719,11 @@ impl Aggregation {
                 let count = stored + delta;
                 if call.distinct && (stored > 0) != (count > 0) {
                     let sign = if count > 0 { 1 } else { -1 };
-                    add_value(&mut self.groups[slot].states[i], call, &value, sign)?;
+                    let value = values.last().expect("a value");
+                    add_value(&mut self.groups[slot].states[i], call, value, sign)?;
                 }
                 let mut row = group;
-                row.push(value);
+                row.extend(values);
                 row.push(ScalarValue::Int64(Some(count.max(0))));
                 ops.push(if count > 0 { Op::Insert } else { Op::Delete });
                 rows.push(row);
@@ -719,7 +743,7 @@ impl Aggregation {
             else {
                 continue;
             };
-            if !matches!(call.kind, AggKind::Min | AggKind::Max) {
+            if !matches!(call.kind, AggKind::Min | AggKind::Max | AggKind::StringAgg) {
                 continue;
             }
             let group_columns: Vec<ArrayRef> = group
@@ -729,6 +753,35 @@ impl Aggregation {
                 .collect::<datafusion::error::Result<_>>()?;
             let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
             let end = prefix_end(&prefix);
+            if let Some(listing) = &call.listing {
+                // The group's values in order, each as often as it is there.
+                let rows = table.iter_range(&prefix, &end, usize::MAX)?;
+                let n = self.n_groups();
+                let types = def.types();
+                let mut decoder = RowDecoder::new(&types, &def.pk, &[n + 1, n + 2], rows.len());
+                for (key, row) in &rows {
+                    decoder.push(key, row)?;
+                }
+                let columns = decoder.finish();
+                let values = cast(columns[0].clone(), &ArrowType::Utf8)?;
+                let (values, counts) =
+                    (values.as_string::<i32>(), columns[1].as_primitive::<Int64Type>());
+                let mut text: Option<String> = None;
+                for row in 0..values.len() {
+                    for _ in 0..counts.value(row) {
+                        match &mut text {
+                            Some(text) => {
+                                text.push_str(&listing.separator);
+                                text.push_str(values.value(row));
+                            }
+                            None => text = Some(values.value(row).to_owned()),
+                        }
+                    }
+                }
+                group.states[i] =
+                    AggState::Extreme(ScalarValue::Utf8(text).cast_to(&call.output_type)?);
+                continue;
+            }
             // The extreme is the first (min) or last (max) value of the group's multiset.
             let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
             group.states[i] = AggState::Extreme(match pick {

@@ -28,7 +28,9 @@ pub(super) fn empty_state(call: &AggCall) -> Result<AggState> {
         AggKind::Sum | AggKind::Avg => {
             AggState::Sum { sum: ScalarValue::new_zero(&call.state_type())?, count: 0 }
         }
-        AggKind::Min | AggKind::Max => AggState::Extreme(ScalarValue::try_from(&call.output_type)?),
+        AggKind::Min | AggKind::Max | AggKind::StringAgg => {
+            AggState::Extreme(ScalarValue::try_from(&call.output_type)?)
+        }
     })
 }
 

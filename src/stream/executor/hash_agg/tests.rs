@@ -35,6 +35,7 @@ fn output_type(kind: AggKind, arg: &ArrowType) -> ArrowType {
     match (kind, arg) {
         (AggKind::Count, _) => ArrowType::Int64,
         (AggKind::Avg, _) => ArrowType::Float64,
+        (AggKind::StringAgg, _) => ArrowType::Utf8,
         (AggKind::Sum, ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64) => ArrowType::Int64,
         (AggKind::Sum, ArrowType::Float32) => ArrowType::Float64,
         _ => arg.clone(),
@@ -86,6 +87,8 @@ fn hash_agg_executor(
             "avg" => AggKind::Avg,
             "min" => AggKind::Min,
             "max" => AggKind::Max,
+            // `string_agg(c1)`: separated by commas, in the order of the values.
+            "string_agg" => AggKind::StringAgg,
             other => panic!("unknown aggregate {other}"),
         };
         let (arg, arg_type): (Arc<dyn PhysicalExpr>, _) = match arg {
@@ -98,7 +101,15 @@ fn hash_agg_executor(
         };
         let output_type = output_type(kind, &arg_type);
         let mut multiset = None;
+        let mut listing = None;
         match kind {
+            AggKind::StringAgg => {
+                result_types.push(output_type.clone());
+                let mut types = group_types.clone();
+                types.extend([ArrowType::Binary, arg_type.clone(), ArrowType::Int64]);
+                multiset = Some(state_table(101 + i as u32, &types, n_groups + 2, n_groups));
+                listing = Some(Listing { separator: ",".into(), order: Vec::new() });
+            }
             AggKind::Count => result_types.push(ArrowType::Int64),
             AggKind::Sum | AggKind::Avg => {
                 let sum_type =
@@ -117,7 +128,7 @@ fn hash_agg_executor(
             types.extend([arg_type.clone(), ArrowType::Int64]);
             multiset = Some(state_table(101 + i as u32, &types, n_groups + 1, n_groups));
         }
-        agg_calls.push(AggCall { kind, arg, output_type, multiset, distinct });
+        agg_calls.push(AggCall { kind, arg, output_type, multiset, distinct, listing });
     }
     let fields: Vec<Field> = group_types
         .iter()
@@ -939,6 +950,7 @@ fn two_phase(
         output_type: c.output_type.clone(),
         multiset: None,
         distinct: false,
+        listing: None,
     };
     let locals = one.calls.iter().map(|c| copy(c, c.arg.clone())).collect();
     let local = LocalAggExecutor::new(input, one.group_exprs.clone(), locals, partial.clone())
@@ -1039,6 +1051,7 @@ async fn the_final_phase_merges_partial_rows_into_stored_groups() {
             output_type: call.output_type.clone(),
             multiset: None,
             distinct: false,
+            listing: None,
         });
     }
     let agg = HashAggExecutor::new(
@@ -1205,4 +1218,32 @@ async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn string_agg_lists_a_groups_values_in_order_as_often_as_they_are_there() {
+    let input = [
+        initial(0),
+        chunk("i T\n+ 1 b\n+ 1 a\n+ 1 b\n+ 1 .\n+ 2 z"),
+        barrier(1),
+        // One b goes (the other stays), a c comes; group 2's only value goes.
+        chunk("i T\n- 1 b\n+ 1 c\n- 2 z"),
+        barrier(2),
+    ];
+    let expected = "barrier 0
+
+                    i T I
+                    + 1 a,b,b 4
+                    + 2 z 1
+
+                    barrier 1
+
+                    i T I
+                    U- 1 a,b,b 4
+                    U+ 1 a,b,c 4
+                    - 2 z 1
+
+                    barrier 2";
+    let calls = "string_agg(c1) count(*)";
+    assert_eq!(aggregate("i T", &[0], calls, input).await, dedent(expected));
 }
