@@ -526,6 +526,7 @@ pub fn rewrite_queries(
 pub fn rewrite(stmt: &mut ast::Statement) {
     expand_exponent_literals(stmt);
     unconstrained_numeric_casts(stmt);
+    crate::sql::interval::rewrite(stmt);
     array_subqueries(stmt);
     let _ = ast::VisitMut::visit(stmt, &mut QualifiedUnnest);
     catalog_scalar_subqueries(stmt);

@@ -15,6 +15,8 @@ pub mod dialect;
 pub mod eager;
 /// Scalar functions registered over DataFusion's (`version()`).
 pub mod functions;
+/// An interval times or divided by a number, as Postgres computes it.
+pub mod interval;
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`) as functions.
 pub mod jsonb;
 /// Postgres names for unnamed output columns.
