@@ -52,8 +52,9 @@ pub struct Options {
 /// Rows of `dim`, the join's dimension table.
 const DIM_ROWS: u64 = 100_000;
 
-/// The three views of scenario 3, by name.
-const VIEWS: [(&str, &str); 3] = [
+/// The views of scenario 3, by name: an aggregate, an aggregate over a join, a filter, a top-N
+/// per group, and an anti join with a scalar subquery.
+const VIEWS: [(&str, &str); 5] = [
     ("q_a", "SELECT a, count(*) AS n, sum(b) AS sb FROM t WHERE b > 10 GROUP BY a"),
     (
         "q_b",
@@ -61,6 +62,16 @@ const VIEWS: [(&str, &str); 3] = [
          GROUP BY dim.name",
     ),
     ("q_c", "SELECT id, a, c FROM t WHERE b % 2 = 0"),
+    (
+        "q_d",
+        "SELECT a, id, b FROM (SELECT a, id, b, row_number() OVER (PARTITION BY a \
+         ORDER BY b DESC, id) AS rn FROM t) x WHERE rn <= 3",
+    ),
+    (
+        "q_e",
+        "SELECT t.id, t.a FROM t WHERE NOT EXISTS (SELECT 1 FROM dim WHERE dim.id = t.b \
+         AND dim.name < 'name2') AND t.a > (SELECT count(*) / 120 FROM dim)",
+    ),
 ];
 
 /// One line of the report.
@@ -508,6 +519,8 @@ fn fingerprint_sql(name: &str, relation: &str) -> String {
     match name {
         "q_a" => format!("SELECT count(*), sum(a * n), sum(sb) FROM {relation}"),
         "q_b" => format!("SELECT count(*), sum(n), sum(sa) FROM {relation}"),
+        "q_d" => format!("SELECT count(*), sum(id), sum(b) FROM {relation}"),
+        "q_e" => format!("SELECT count(*), sum(id), sum(a) FROM {relation}"),
         _ => format!("SELECT count(*), sum(id), sum(a), sum(length(c)) FROM {relation}"),
     }
 }

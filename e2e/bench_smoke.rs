@@ -29,6 +29,7 @@ async fn the_benchmark_driver_runs_every_scenario() -> anyhow::Result<()> {
     // The bench waits for the snapshot's merge through /metrics before it times the views.
     ensure!(report.contains("then its level-0 files merged"), "no merge line in\n{report}");
     let views = report.matches("| 3 view backfill |").count();
-    ensure!(views == 4, "three views and q_b without eager aggregation in\n{report}");
+    ensure!(views == 6, "five views and q_b without eager aggregation in\n{report}");
+    ensure!(report.contains("| q_d (s) |") && report.contains("| q_e (s) |"), "{report}");
     Ok(())
 }
