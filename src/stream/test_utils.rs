@@ -370,6 +370,111 @@ impl Lcg {
     }
 }
 
+/// Adds the rows of printed chunks (`op values..` lines after their headers) to `view`, a
+/// multiset of rows: `+` and `U+` add one, `-` and `U-` take one away.
+pub fn apply_printed(view: &mut std::collections::BTreeMap<String, i64>, printed: &str) {
+    for line in printed.lines() {
+        let Some((op, row)) = line.split_once(' ') else { continue };
+        let delta = match op {
+            "+" | "U+" => 1,
+            "-" | "U-" => -1,
+            _ => continue,
+        };
+        *view.entry(row.to_owned()).or_default() += delta;
+    }
+    view.retain(|_, n| *n != 0);
+}
+
+/// Feeds `messages` one at a time to the executor `build` makes over them, and returns the
+/// output so far (see [`apply_printed`]) as it stands when each checkpoint barrier ending an
+/// epoch `n > 0` comes out: element `n - 1`. Epoch `n` is committed in `store` then, as the
+/// barrier manager commits it, so later reads meet committed rows under newer writes.
+pub async fn views_at_barriers(
+    store: &Arc<crate::storage::store::Store>,
+    build: impl FnOnce(Box<dyn Executor>) -> Box<dyn Executor>,
+    messages: Vec<Message>,
+) -> Vec<std::collections::BTreeMap<String, i64>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let input = Box::new(crate::stream::executor::receiver::ReceiverExecutor::new(rx));
+    let mut out = build(input).execute();
+    let mut view = std::collections::BTreeMap::new();
+    let mut views = Vec::new();
+    for message in messages {
+        let ends = match &message {
+            Message::Barrier(b) => Some(b.epoch.prev.0),
+            _ => None,
+        };
+        tx.send(message).await.expect("the executor runs");
+        let Some(n) = ends else { continue };
+        // Everything up to the barrier comes out before it.
+        loop {
+            let message = out.next().await.expect("running").expect("no error");
+            let Message::Chunk(chunk) = message else { break };
+            apply_printed(&mut view, &Message::Chunk(chunk).pretty());
+        }
+        if n > 0 {
+            store.commit(Epoch(n)).expect("commit");
+            views.push(view.clone());
+        }
+    }
+    views
+}
+
+/// Passes its input through and, when the next message is asked for after a checkpoint
+/// barrier (that is, once every executor above has handled that barrier), commits the
+/// epoch the barrier ends, as the barrier manager does once it collects the barrier.
+/// Epochs after `until` are left uncommitted, as a crash would.
+pub struct CommitAtBarriers {
+    input: Box<dyn Executor>,
+    store: Arc<crate::storage::store::Store>,
+    until: Epoch,
+}
+
+/// `messages` as an input whose checkpoints up to epoch `until` commit in `store`.
+pub fn committing_until(
+    store: &Arc<crate::storage::store::Store>,
+    until: u64,
+    messages: impl IntoIterator<Item = Message>,
+) -> Box<dyn Executor> {
+    let input = MockSource::boxed(messages);
+    Box::new(CommitAtBarriers { input, store: store.clone(), until: Epoch(until) })
+}
+
+/// `messages` as an input whose checkpoints commit in `store`.
+pub fn committing(
+    store: &Arc<crate::storage::store::Store>,
+    messages: impl IntoIterator<Item = Message>,
+) -> Box<dyn Executor> {
+    committing_until(store, u64::MAX, messages)
+}
+
+impl Executor for CommitAtBarriers {
+    fn execute(self: Box<Self>) -> BoxedMessageStream {
+        let Self { input, store, until } = *self;
+        async_stream::try_stream! {
+            let mut input = input.execute();
+            while let Some(msg) = input.next().await {
+                let msg = msg?;
+                let ends = match &msg {
+                    Message::Barrier(b) if b.is_checkpoint() && b.epoch.prev <= until => {
+                        Some(b.epoch.prev)
+                    }
+                    _ => None,
+                };
+                yield msg;
+                if let Some(epoch) = ends {
+                    store.commit(epoch)?;
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn identity(&self) -> &str {
+        "CommitAtBarriers"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

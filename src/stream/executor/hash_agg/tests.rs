@@ -6,7 +6,9 @@ use datafusion::physical_expr::expressions::{Column, Literal};
 use super::*;
 use crate::catalog::{ColumnCatalog, RelationKind, TableId};
 use crate::stream::message::{Barrier, Mutation};
-use crate::stream::test_utils::{MockSource, barrier, chunk, dedent, initial, run, schema};
+use crate::stream::test_utils::{
+    MockSource, barrier, chunk, committing, committing_until, dedent, initial, run, schema,
+};
 use crate::types::DataType;
 
 /// An internal state table of `types`, keyed by its first `pk_len` columns, of which the
@@ -144,58 +146,6 @@ fn hash_agg_executor(
         state_table(100, &result_types, n_groups, n_groups),
         Arc::new(Schema::new(fields)),
     )
-}
-
-/// Passes its input through and, when the next message is asked for after a checkpoint
-/// barrier (that is, once every executor above has handled that barrier), commits the
-/// epoch the barrier ends, as the barrier manager does once it collects the barrier.
-/// Epochs after `until` are left uncommitted, as a crash would.
-struct CommitAtBarriers {
-    input: BoxedExecutor,
-    store: Arc<Store>,
-    until: Epoch,
-}
-
-/// `messages` as an input whose checkpoints up to epoch `until` commit in `store`.
-fn committing_until(
-    store: &Arc<Store>,
-    until: u64,
-    messages: impl IntoIterator<Item = Message>,
-) -> BoxedExecutor {
-    let input = MockSource::boxed(messages);
-    Box::new(CommitAtBarriers { input, store: store.clone(), until: Epoch(until) })
-}
-
-/// `messages` as an input whose checkpoints commit in `store`.
-fn committing(store: &Arc<Store>, messages: impl IntoIterator<Item = Message>) -> BoxedExecutor {
-    committing_until(store, u64::MAX, messages)
-}
-
-impl Executor for CommitAtBarriers {
-    fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, store, until } = *self;
-        async_stream::try_stream! {
-            let mut input = input.execute();
-            while let Some(msg) = input.next().await {
-                let msg = msg?;
-                let ends = match &msg {
-                    Message::Barrier(b) if b.is_checkpoint() && b.epoch.prev <= until => {
-                        Some(b.epoch.prev)
-                    }
-                    _ => None,
-                };
-                yield msg;
-                if let Some(epoch) = ends {
-                    store.commit(epoch)?;
-                }
-            }
-        }
-        .boxed()
-    }
-
-    fn identity(&self) -> &str {
-        "CommitAtBarriers"
-    }
 }
 
 /// Everything `executor` emits, with the rows of each chunk sorted by their cells (an
@@ -1134,8 +1084,7 @@ async fn a_distinct_count_restarts_from_its_committed_multiset() {
 async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::stream::executor::receiver::ReceiverExecutor;
-    use crate::stream::test_utils::{Lcg, Pretty};
+    use crate::stream::test_utils::{Lcg, views_at_barriers};
 
     let calls = "count(*) count(distinct:c1) sum(distinct:c1) avg(distinct:c1) sum(c1)";
     for seed in 0..6u64 {
@@ -1187,35 +1136,11 @@ async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
         }
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let input = Box::new(ReceiverExecutor::new(rx));
-        let mut out = hash_agg(&store, "i I", &[0], calls, input).execute();
-        let mut view: BTreeMap<String, i64> = BTreeMap::new();
-        for message in messages {
-            let n = match &message {
-                Message::Barrier(b) => Some(b.epoch.prev.0),
-                _ => None,
-            };
-            tx.send(message).await.unwrap();
-            let Some(n) = n else { continue };
-            loop {
-                let message = out.next().await.expect("running").unwrap();
-                let Message::Chunk(chunk) = message else { break };
-                for line in Message::Chunk(chunk).pretty().lines() {
-                    let Some((op, row)) = line.split_once(' ') else { continue };
-                    let delta = match op {
-                        "+" | "U+" => 1,
-                        "-" | "U-" => -1,
-                        _ => continue,
-                    };
-                    *view.entry(row.to_owned()).or_insert(0) += delta;
-                    view.retain(|_, n| *n != 0);
-                }
-            }
-            if n > 0 {
-                store.commit(Epoch(n)).unwrap();
-                assert_eq!(view, states[n as usize - 1], "seed {seed}, epoch {n}");
-            }
+        let build = |input| hash_agg(&store, "i I", &[0], calls, input);
+        let views = views_at_barriers(&store, build, messages).await;
+        assert_eq!(views.len(), states.len());
+        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
         }
     }
 }

@@ -9,7 +9,9 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::catalog::{ColumnCatalog, RelationKind, TableId};
 use crate::stream::executor::receiver::ReceiverExecutor;
-use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, initial, run, schema};
+use crate::stream::test_utils::{
+    MockSource, Pretty, apply_printed, barrier, chunk, dedent, initial, run, schema,
+};
 use crate::types::DataType;
 
 /// The rows of both inputs in most tests: `i T`, joined on `c0`.
@@ -505,20 +507,6 @@ async fn an_anti_join_shows_a_row_while_it_has_no_match() {
     assert_eq!(j.right("i T\n+ 1 z").await, "");
     assert_eq!(j.right("i T\n- 1 x\n- 1 z").await, "i T i\n+ 1 a 1");
     assert_eq!(j.left("i T\n- . b").await, "i T i\n- . b .");
-}
-
-/// A row's text of a join output, from the printed chunks: `op values..` lines after headers.
-fn apply_printed(view: &mut BTreeMap<String, i64>, printed: &str) {
-    for line in printed.lines() {
-        let Some((op, row)) = line.split_once(' ') else { continue };
-        let delta = match op {
-            "+" | "U+" => 1,
-            "-" | "U-" => -1,
-            _ => continue,
-        };
-        *view.entry(row.to_owned()).or_default() += delta;
-    }
-    view.retain(|_, n| *n != 0);
 }
 
 /// What a join of `kind` outputs for the rows `(key, tag)` of its sides, as `apply_printed`

@@ -13,9 +13,8 @@ use datafusion::physical_expr::expressions::Column;
 
 use super::*;
 use crate::catalog::{ColumnCatalog, Epoch, RelationKind, TableId};
-use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::test_utils::{
-    Lcg, MockSource, Pretty, barrier, chunk, dedent, initial, run, schema,
+    Lcg, MockSource, barrier, chunk, dedent, initial, run, schema, views_at_barriers,
 };
 use crate::types::DataType;
 
@@ -295,36 +294,12 @@ async fn every_window_equals_its_values_over_the_rows_after_every_epoch() {
             }
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path()).unwrap();
-            let (tx, rx) = tokio::sync::mpsc::channel(4);
-            let input = Box::new(ReceiverExecutor::new(rx));
-            let mut out = over_window(&store, &calls(&names, whole).await, input).execute();
-            let mut view: BTreeMap<String, i64> = BTreeMap::new();
-            for message in messages {
-                let n = match &message {
-                    Message::Barrier(b) => Some(b.epoch.prev.0),
-                    _ => None,
-                };
-                tx.send(message).await.unwrap();
-                let Some(n) = n else { continue };
-                loop {
-                    let message = out.next().await.expect("running").unwrap();
-                    let Message::Chunk(chunk) = message else { break };
-                    for line in Message::Chunk(chunk).pretty().lines() {
-                        let Some((op, row)) = line.split_once(' ') else { continue };
-                        let delta = match op {
-                            "+" | "U+" => 1,
-                            "-" | "U-" => -1,
-                            _ => continue,
-                        };
-                        *view.entry(row.to_owned()).or_insert(0) += delta;
-                        view.retain(|_, n| *n != 0);
-                    }
-                }
-                if n > 0 {
-                    store.commit(Epoch(n)).unwrap();
-                    let state = &states[n as usize - 1];
-                    assert_eq!(&view, state, "whole {whole}, seed {seed}, epoch {n}");
-                }
+            let names = calls(&names, whole).await;
+            let views = views_at_barriers(&store, |i| over_window(&store, &names, i), messages);
+            let views = views.await;
+            assert_eq!(views.len(), states.len());
+            for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+                assert_eq!(view, state, "whole {whole}, seed {seed}, epoch {}", n + 1);
             }
         }
     }

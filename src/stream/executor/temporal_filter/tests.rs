@@ -10,9 +10,10 @@ use datafusion::scalar::ScalarValue;
 
 use super::*;
 use crate::catalog::{ColumnCatalog, Epoch, RelationKind, TableId};
-use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::message::Barrier;
-use crate::stream::test_utils::{Lcg, MockSource, Pretty, chunk, dedent, run};
+use crate::stream::test_utils::{
+    Lcg, MockSource, chunk, committing, dedent, run, views_at_barriers,
+};
 use crate::types::DataType;
 
 /// `now` in whole seconds minus `minus`, over `id | t | now`.
@@ -205,8 +206,7 @@ async fn a_restart_catches_up_with_the_time_that_passed() {
     let conditions = || (Some(condition(Operator::Gt, 10)), Some(condition(Operator::LtEq, 0)));
     let first = [initial_at(0, 100), chunk("i I\n+ 1 95\n+ 2 105\n+ 3 150"), barrier_at(1, 101)];
     let (leaving, entering) = conditions();
-    let input = Box::new(CommitEach { input: MockSource::boxed(first), store: store.clone() });
-    run(filter(&store, leaving, entering, input)).await;
+    run(filter(&store, leaving, entering, committing(&store, first))).await;
     drop(store);
 
     // Down until 145: row 1 aged out, row 2 came and went, row 3 is still to come.
@@ -224,37 +224,6 @@ async fn a_restart_catches_up_with_the_time_that_passed() {
                     i I
                     + 3 150";
     assert_eq!(out, dedent(expected));
-}
-
-/// Passes its input through, committing each checkpoint once the next message is asked for.
-struct CommitEach {
-    input: BoxedExecutor,
-    store: Arc<Store>,
-}
-
-impl Executor for CommitEach {
-    fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { input, store } = *self;
-        async_stream::try_stream! {
-            let mut input = input.execute();
-            while let Some(msg) = input.next().await {
-                let msg = msg?;
-                let ends = match &msg {
-                    Message::Barrier(b) if b.is_checkpoint() => Some(b.epoch.prev),
-                    _ => None,
-                };
-                yield msg;
-                if let Some(epoch) = ends {
-                    store.commit(epoch)?;
-                }
-            }
-        }
-        .boxed()
-    }
-
-    fn identity(&self) -> &str {
-        "CommitEach"
-    }
 }
 
 /// Random inserts, deletes and updates of rows with times around the clock, and a clock that
@@ -330,38 +299,13 @@ async fn every_filter_equals_its_condition_at_each_barrier() {
             }
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path()).unwrap();
-            let (tx, rx) = tokio::sync::mpsc::channel(4);
-            let input = Box::new(ReceiverExecutor::new(rx));
             let leaving = leaving.map(|(op, a)| condition(op, a));
             let entering = entering.map(|(op, b)| condition(op, b));
-            let mut out = filter(&store, leaving, entering, input).execute();
-            let mut view: BTreeMap<String, i64> = BTreeMap::new();
-            for message in messages {
-                let n = match &message {
-                    Message::Barrier(b) => Some(b.epoch.prev.0),
-                    _ => None,
-                };
-                tx.send(message).await.unwrap();
-                let Some(n) = n else { continue };
-                loop {
-                    let message = out.next().await.expect("running").unwrap();
-                    let Message::Chunk(chunk) = message else { break };
-                    for line in Message::Chunk(chunk).pretty().lines() {
-                        let Some((op, row)) = line.split_once(' ') else { continue };
-                        let delta = match op {
-                            "+" | "U+" => 1,
-                            "-" | "U-" => -1,
-                            _ => continue,
-                        };
-                        *view.entry(row.to_owned()).or_insert(0) += delta;
-                        view.retain(|_, n| *n != 0);
-                    }
-                }
-                if n > 0 {
-                    store.commit(Epoch(n)).unwrap();
-                    let state = &states[n as usize - 1];
-                    assert_eq!(&view, state, "shape {s}, seed {seed}, epoch {n}");
-                }
+            let build = |input| filter(&store, leaving, entering, input);
+            let views = views_at_barriers(&store, build, messages).await;
+            assert_eq!(views.len(), states.len());
+            for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+                assert_eq!(view, state, "shape {s}, seed {seed}, epoch {}", n + 1);
             }
         }
     }

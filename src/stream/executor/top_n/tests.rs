@@ -6,9 +6,8 @@ use datafusion::physical_expr::expressions::Column;
 
 use super::*;
 use crate::catalog::{ColumnCatalog, RelationKind, TableId};
-use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::test_utils::{
-    Lcg, MockSource, Pretty, barrier, chunk, dedent, initial, run, schema,
+    Lcg, MockSource, barrier, chunk, dedent, initial, run, schema, views_at_barriers,
 };
 use crate::types::DataType;
 
@@ -259,43 +258,12 @@ async fn every_shape_equals_the_top_n_of_the_rows_after_every_chunk() {
             // commits it, so reads meet committed rows under newer writes.
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path()).unwrap();
-            let (tx, rx) = tokio::sync::mpsc::channel(4);
-            let mut out = top_n_of(&store, shape, Box::new(ReceiverExecutor::new(rx))).execute();
-            let mut view: BTreeMap<String, i64> = BTreeMap::new();
-            let mut epoch = 0;
-            for message in messages {
-                let barrier = match &message {
-                    Message::Barrier(b) => Some(b.epoch.prev.0),
-                    _ => None,
-                };
-                tx.send(message).await.unwrap();
-                let Some(n) = barrier else { continue };
-                // Everything up to the barrier comes out before it.
-                loop {
-                    let message = out.next().await.expect("running").unwrap();
-                    let Message::Chunk(chunk) = message else { break };
-                    for line in Message::Chunk(chunk).pretty().lines() {
-                        let Some((op, row)) = line.split_once(' ') else { continue };
-                        let delta = match op {
-                            "+" => 1,
-                            "-" => -1,
-                            _ => continue,
-                        };
-                        *view.entry(row.to_owned()).or_insert(0) += delta;
-                        view.retain(|_, n| *n != 0);
-                    }
-                }
-                if n > 0 {
-                    store.commit(crate::catalog::Epoch(n)).unwrap();
-                    assert_eq!(
-                        view,
-                        states[n as usize - 1],
-                        "shape {shape:?}, seed {seed}, epoch {n}"
-                    );
-                }
-                epoch = n;
+            let views = views_at_barriers(&store, |input| top_n_of(&store, shape, input), messages);
+            let views = views.await;
+            assert_eq!(views.len(), 30);
+            for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+                assert_eq!(view, state, "shape {shape:?}, seed {seed}, epoch {}", n + 1);
             }
-            assert_eq!(epoch, 30);
         }
     }
 }
