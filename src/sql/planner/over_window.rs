@@ -66,29 +66,17 @@ impl Planner<'_> {
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
         // The state table: partition values, order, the input row, window values, emitted.
-        let mut columns = Vec::new();
         let mut partition_fields = Vec::new();
         for (i, p) in partition.iter().enumerate() {
             let ty = p.data_type(input.schema.as_ref())?;
-            columns.push(column(&format!("partition_{i}"), &ty)?);
             partition_fields.push(Field::new(format!("_partition_{i}"), ty, true));
         }
-        columns.push(column("_order", &ArrowType::Binary)?);
-        for field in input.schema.fields() {
-            columns.push(column(field.name(), field.data_type())?);
-        }
+        let mut extra = Vec::new();
         for (i, field) in value_fields.iter().enumerate() {
-            columns.push(column(&format!("value_{i}"), field.data_type())?);
+            extra.push(column(&format!("value_{i}"), field.data_type())?);
         }
-        columns.push(column("_emitted", &ArrowType::Boolean)?);
-        let mut pk: Vec<usize> = (0..=n_partition).collect();
-        pk.extend(input.stream_key.iter().map(|&k| n_partition + 1 + k));
-        let table = self.slot(StateSlot {
-            purpose: StatePurpose::OverWindow,
-            columns,
-            pk,
-            dist_key_len: n_partition,
-        });
+        extra.push(column("_emitted", &ArrowType::Boolean)?);
+        let table = self.ordered_rows(StatePurpose::OverWindow, &partition, &input, extra)?;
         let visible = input.visible;
         let schema = output_schema(&input.schema, visible, &value_fields, &partition_fields);
         let mut stream_key: Vec<usize> =

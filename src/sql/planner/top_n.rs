@@ -158,23 +158,7 @@ impl Planner<'_> {
     /// The top-N node over `input` (already exchanged by the groups), with its state table:
     /// `group values ++ _order ++ input columns`, keyed by `group ++ _order ++ stream key`.
     pub(super) fn top_n_node(&mut self, input: StreamNode, spec: TopNSpec) -> Result<StreamNode> {
-        let mut columns = Vec::new();
-        for (i, g) in spec.group.iter().enumerate() {
-            columns.push(column(&format!("group_{i}"), &g.data_type(input.schema.as_ref())?)?);
-        }
-        columns.push(column("_order", &ArrowType::Binary)?);
-        for field in input.schema.fields() {
-            columns.push(column(field.name(), field.data_type())?);
-        }
-        let n_group = spec.group.len();
-        let mut pk: Vec<usize> = (0..=n_group).collect();
-        pk.extend(input.stream_key.iter().map(|&k| n_group + 1 + k));
-        let table = self.slot(StateSlot {
-            purpose: StatePurpose::TopN,
-            columns,
-            pk,
-            dist_key_len: n_group,
-        });
+        let table = self.ordered_rows(StatePurpose::TopN, &spec.group, &input, Vec::new())?;
         let visible = input.visible;
         let mut fields: Vec<Field> =
             input.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -260,5 +244,32 @@ impl Planner<'_> {
             exprs.push(self.physical(arg, in_schema)?);
         }
         Ok(Some(with_hidden_key(NodeKind::Project { exprs }, agg.schema.as_arrow(), node)))
+    }
+}
+
+impl Planner<'_> {
+    /// The state table of an operator that keeps every input row by group and order (top-N,
+    /// over-window): `group_i .. ++ _order ++ input columns ++ extra`, keyed by `group ++
+    /// _order ++ stream key`, distributed by the group.
+    pub(super) fn ordered_rows(
+        &mut self,
+        purpose: StatePurpose,
+        group: &[Arc<dyn PhysicalExpr>],
+        input: &StreamNode,
+        extra: Vec<ColumnCatalog>,
+    ) -> Result<usize> {
+        let mut columns = Vec::new();
+        for (i, g) in group.iter().enumerate() {
+            columns.push(column(&format!("group_{i}"), &g.data_type(input.schema.as_ref())?)?);
+        }
+        columns.push(column("_order", &ArrowType::Binary)?);
+        for field in input.schema.fields() {
+            columns.push(column(field.name(), field.data_type())?);
+        }
+        columns.extend(extra);
+        let n_group = group.len();
+        let mut pk: Vec<usize> = (0..=n_group).collect();
+        pk.extend(input.stream_key.iter().map(|&k| n_group + 1 + k));
+        Ok(self.slot(StateSlot { purpose, columns, pk, dist_key_len: n_group }))
     }
 }
