@@ -60,17 +60,21 @@ impl ScalarUDFImpl for BarrierNow {
     }
 }
 
-/// `plan` with each `now()` (and `current_timestamp`) replaced by [`BarrierNow`].
+/// `plan` with each `now()` (and `current_timestamp`) replaced by [`BarrierNow`], and each
+/// `current_date` by its date (UTC, the session time zone).
 pub fn mark_now(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let now = Arc::new(ScalarUDF::new_from_impl(BarrierNow::default()));
+    let udf = Arc::new(ScalarUDF::new_from_impl(BarrierNow::default()));
+    let now = || Expr::ScalarFunction(ScalarFunction::new_udf(udf.clone(), Vec::new()));
     let plan = plan.transform_up_with_subqueries(|node| {
         node.map_expressions(|expr| {
             expr.transform_up(|e| match e {
-                Expr::ScalarFunction(f) if f.func.name() == "now" && f.args.is_empty() => {
-                    Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
-                        now.clone(),
-                        Vec::new(),
-                    ))))
+                Expr::ScalarFunction(f) if f.args.is_empty() && f.func.name() == "now" => {
+                    Ok(Transformed::yes(now()))
+                }
+                Expr::ScalarFunction(f) if f.args.is_empty() && f.func.name() == "current_date" => {
+                    let date =
+                        datafusion::logical_expr::Cast::new(Box::new(now()), ArrowType::Date32);
+                    Ok(Transformed::yes(Expr::Cast(date)))
                 }
                 e => Ok(Transformed::no(e)),
             })
