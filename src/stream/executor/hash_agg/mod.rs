@@ -15,6 +15,8 @@
 
 /// Holding a partial aggregate's groups while its job creates, and releasing them.
 pub mod hold;
+/// The value multisets of min, max, DISTINCT calls and string_agg.
+mod multiset;
 /// The running state of one aggregate of one group.
 mod state;
 
@@ -453,48 +455,6 @@ impl Aggregation {
         Ok(())
     }
 
-    /// Stages the count changes of call `i`'s non-NULL values `arg` in its multiset, by group.
-    fn stage_values(
-        &mut self,
-        i: usize,
-        group_columns: &[ArrayRef],
-        (arg, data): (ArrayRef, &RecordBatch),
-        slots: &[usize],
-        signs: &[i64],
-    ) -> Result<()> {
-        let def = self.calls[i].multiset.as_ref().expect("staged calls have a multiset");
-        let n_groups = self.n_groups();
-        let mut cols = group_columns.to_vec();
-        if let Some(listing) = &self.calls[i].listing {
-            cols.push(Arc::new(order_keys(&listing.order, data)?));
-        }
-        let arg = cast(arg, def.full_schema().field(cols.len()).data_type())?;
-        let valid = validity(&arg);
-        cols.push(arg.clone());
-        let mkeys = encode_keys(def.id, &cols, arg.len(), n_groups)?;
-        for (row, mkey) in mkeys.into_iter().enumerate() {
-            if !valid(row) {
-                continue;
-            }
-            let slot = slots[row];
-            let group = &self.groups[slot];
-            let entry = match self.deltas[i].entry(mkey) {
-                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::hash_map::Entry::Vacant(entry) => {
-                    let values = cols[n_groups..]
-                        .iter()
-                        .map(|c| ScalarValue::try_from_array(c, row))
-                        .collect::<datafusion::error::Result<Vec<_>>>()?;
-                    let at = footprint(entry.key(), &group.values, &[]);
-                    self.memory.add(at + values.len() * size_of::<ScalarValue>());
-                    entry.insert((slot, group.values.clone(), values, 0))
-                }
-            };
-            entry.3 += signs[row];
-        }
-        Ok(())
-    }
-
     /// The group columns of `chunk` and the slot in `groups` of each row's group, loaded or
     /// created where it is not there yet.
     fn slots(&mut self, chunk: &StreamChunk) -> Result<(Vec<ArrayRef>, Vec<usize>)> {
@@ -698,100 +658,6 @@ impl Aggregation {
             return Ok(None);
         }
         Ok(Some(StreamChunk::new(ops, rows_to_batch(&rows, &self.output_schema)?)))
-    }
-
-    /// Writes the staged multiset changes; a DISTINCT call's value that comes or goes counts
-    /// in its group's state.
-    fn apply_multisets(&mut self) -> Result<()> {
-        for (i, deltas) in self.deltas.iter_mut().enumerate() {
-            let call = &self.calls[i];
-            let (Some(table), Some(def)) = (self.multisets[i].as_mut(), call.multiset.as_ref())
-            else {
-                continue;
-            };
-            let mut ops = Vec::new();
-            let mut rows = Vec::new();
-            for (key, (slot, group, values, delta)) in deltas.drain() {
-                let stored = match table.get(&key)? {
-                    Some(row) => last_i64(def, &key, &row)?,
-                    None => 0,
-                };
-                let count = stored + delta;
-                if call.distinct && (stored > 0) != (count > 0) {
-                    let sign = if count > 0 { 1 } else { -1 };
-                    let value = values.last().expect("a value");
-                    add_value(&mut self.groups[slot].states[i], call, value, sign)?;
-                }
-                let mut row = group;
-                row.extend(values);
-                row.push(ScalarValue::Int64(Some(count.max(0))));
-                ops.push(if count > 0 { Op::Insert } else { Op::Delete });
-                rows.push(row);
-            }
-            if !rows.is_empty() {
-                let batch = rows_to_batch(&rows, &def.full_schema())?;
-                table.write_chunk(&StreamChunk::new(ops, batch))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Re-reads the extreme of every min/max call of a group from its multiset.
-    fn refresh_extremes(&self, group: &mut Group) -> Result<()> {
-        for (i, call) in self.calls.iter().enumerate() {
-            let (Some(table), Some(def)) = (self.multisets[i].as_ref(), call.multiset.as_ref())
-            else {
-                continue;
-            };
-            if !matches!(call.kind, AggKind::Min | AggKind::Max | AggKind::StringAgg) {
-                continue;
-            }
-            let group_columns: Vec<ArrayRef> = group
-                .values
-                .iter()
-                .map(|v| v.to_array())
-                .collect::<datafusion::error::Result<_>>()?;
-            let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
-            let end = prefix_end(&prefix);
-            if let Some(listing) = &call.listing {
-                // The group's values in order, each as often as it is there.
-                let rows = table.iter_range(&prefix, &end, usize::MAX)?;
-                let n = self.n_groups();
-                let types = def.types();
-                let mut decoder = RowDecoder::new(&types, &def.pk, &[n + 1, n + 2], rows.len());
-                for (key, row) in &rows {
-                    decoder.push(key, row)?;
-                }
-                let columns = decoder.finish();
-                let values = cast(columns[0].clone(), &ArrowType::Utf8)?;
-                let (values, counts) =
-                    (values.as_string::<i32>(), columns[1].as_primitive::<Int64Type>());
-                let mut text: Option<String> = None;
-                for row in 0..values.len() {
-                    for _ in 0..counts.value(row) {
-                        match &mut text {
-                            Some(text) => {
-                                text.push_str(&listing.separator);
-                                text.push_str(values.value(row));
-                            }
-                            None => text = Some(values.value(row).to_owned()),
-                        }
-                    }
-                }
-                group.states[i] =
-                    AggState::Extreme(ScalarValue::Utf8(text).cast_to(&call.output_type)?);
-                continue;
-            }
-            // The extreme is the first (min) or last (max) value of the group's multiset.
-            let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
-            group.states[i] = AggState::Extreme(match pick {
-                Some((key, row)) => {
-                    column_of(def, &key, &row, self.n_groups())?.cast_to(&call.output_type)?
-                }
-                None => ScalarValue::try_from(&call.output_type)?,
-            });
-        }
-        Ok(())
     }
 
     /// `group values ++ aggregate outputs`.
