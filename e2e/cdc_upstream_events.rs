@@ -168,6 +168,12 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
         ("again", "dropped and created again"),
     ] {
         let error = stopped(&client, t).await?;
+        // The retyped column's new value ('y') may reach the cast before the description's
+        // check has asked the upstream; then the value stops the table, also aloud.
+        if t == "retyped" && error.contains("the upstream value y of column b (key 51)") {
+            ensure!(error.contains("cannot be held exactly by integer"), "{t}: {error}");
+            continue;
+        }
         ensure!(error.contains(why), "{t}: {error}");
         ensure!(error.contains("Drop it and create it again"), "{t}: {error}");
     }
