@@ -23,7 +23,14 @@ pub struct UpstreamTable {
     pub upstream_types: Vec<String>,
     /// Indices of the primary-key columns, in key order.
     pub pk: Vec<usize>,
+    /// Each column's type as the upstream's stream names it (Postgres: type oid and
+    /// modifier, as a `Relation` message carries them); empty where not known.
+    pub type_ids: Vec<TypeId>,
 }
+
+/// A column's type as Postgres's catalog and its `Relation` messages name it: `(type oid,
+/// type modifier)`.
+pub type TypeId = (u32, i32);
 
 impl UpstreamTable {
     /// Sets the primary key from its column names, in key order; a table without one cannot
@@ -71,6 +78,9 @@ pub struct RowChange {
     /// (`values` holds their names): a Postgres `Relation` message, a MySQL table map of a
     /// new layout. The CDC backfill checks them against the columns it reads.
     pub relation: bool,
+    /// With `relation`: each column's type as the stream names it (Postgres); empty where the
+    /// description carries names only.
+    pub types: Vec<TypeId>,
 }
 
 impl RowChange {
@@ -86,12 +96,14 @@ impl RowChange {
         Self { table, values, relation: true, ..Self::default() }
     }
 
-    /// The columns (by name) of `table` from here on in the stream (see [`Self::relation`]).
-    pub fn relation(table: String, columns: Vec<String>) -> Self {
+    /// The columns (by name) of `table` from here on in the stream (see [`Self::relation`]),
+    /// with their `types` where the stream names them.
+    pub fn relation(table: String, columns: Vec<String>, types: Vec<TypeId>) -> Self {
         Self {
             table,
             values: columns.into_iter().map(Some).collect(),
             relation: true,
+            types,
             ..Self::default()
         }
     }

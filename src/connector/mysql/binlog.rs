@@ -393,7 +393,7 @@ impl BinlogReader {
         // A table id is new for each layout: its rows have these columns from here on.
         let names: Option<Vec<String>> = columns.iter().map(|c| c.name.clone()).collect();
         if let Some(names) = names {
-            self.pending.push(RowChange::relation(name.clone(), names));
+            self.pending.push(RowChange::relation(name.clone(), names, Vec::new()));
         }
         let info = TableInfo { name, columns, pk, patched: table_map_for_rows(event) };
         self.tables.insert(map.table_id(), info);

@@ -343,6 +343,7 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
         columns: Vec::new(),
         upstream_types: Vec::new(),
         pk: Vec::new(),
+        type_ids: Vec::new(),
     };
     for (name, data_type, column_type, collation) in columns {
         let data_type = text::map_type(&data_type, &column_type);

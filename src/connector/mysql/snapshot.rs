@@ -265,6 +265,7 @@ mod tests {
                 "varchar(10) collate utf8mb4_bin".into(),
             ],
             pk: vec![0, 1, 2],
+            type_ids: Vec::new(),
         };
         // Numbers by value (not as text, whatever the backfill's own column types say).
         assert_eq!(key_column(&table, 0), "t.`id`");

@@ -89,6 +89,27 @@ impl Wire {
         }
     }
 
+    /// The type a binary-read column is cast to in the page's query (its type without a
+    /// modifier, so the cast never rounds): binary values carry no type, so a column retyped
+    /// upstream after the table was created is converted by Postgres (or fails there) rather
+    /// than decoded as the type it no longer has. `None` for text.
+    pub fn cast_target(self) -> Option<&'static str> {
+        Some(match self {
+            Wire::Bool => "boolean",
+            Wire::Int2 => "smallint",
+            Wire::Int4 => "integer",
+            Wire::Int8 => "bigint",
+            Wire::Float4 => "real",
+            Wire::Float8 => "double precision",
+            Wire::Numeric { .. } => "numeric",
+            Wire::Date => "date",
+            Wire::Timestamp => "timestamp",
+            Wire::Timestamptz => "timestamptz",
+            Wire::Bytea => "bytea",
+            Wire::Text => return None,
+        })
+    }
+
     /// Whether the upstream sends the column as text only after a `::text` cast. A `char(n)`
     /// is cast too: its text drops the blank padding, as Postgres's comparisons of it do (a
     /// view's `WHERE c = 'BUILDING'` on a `char(10)` must match).

@@ -361,13 +361,14 @@ impl Decoder {
                 // change: its changes have these columns from here on.
                 let table = format!("{namespace}.{relation_name}");
                 let names = columns.iter().map(|c| c.name.to_string()).collect();
+                let types = columns.iter().map(|c| (c.type_id, c.type_modifier)).collect();
                 self.relations.insert(relation_id, table.clone());
                 // `char(n)` values arrive blank-padded; Sluice holds them without the padding
                 // (as the snapshot reads them, and as Postgres compares them).
                 let padded = columns.iter().enumerate().filter(|(_, c)| c.type_id == BPCHAR_OID);
                 self.padded.insert(relation_id, padded.map(|(i, _)| i).collect());
                 if let Some(open) = self.open.as_mut() {
-                    open.push(RowChange::relation(table, names));
+                    open.push(RowChange::relation(table, names, types));
                 }
             }
             LogicalReplicationMessage::Insert { relation_id, tuple } => {

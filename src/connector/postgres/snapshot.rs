@@ -48,7 +48,8 @@ pub fn split_qualified(name: &str) -> Result<(String, String)> {
 pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Result<UpstreamTable> {
     let columns = client
         .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typtype::text, t.typcategory::text \
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typtype::text, t.typcategory::text, \
+             a.atttypid, a.atttypmod \
              FROM pg_attribute a JOIN pg_class c ON a.attrelid = c.oid \
              JOIN pg_namespace n ON c.relnamespace = n.oid JOIN pg_type t ON a.atttypid = t.oid \
              WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped \
@@ -83,12 +84,14 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
         columns: Vec::new(),
         upstream_types: Vec::new(),
         pk: Vec::new(),
+        type_ids: Vec::new(),
     };
     for row in &columns {
         let (name, ty, typtype, category): (String, String, String, String) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
         out.columns.push(ColumnCatalog::new(name, map_type(&ty, &typtype, &category)));
         out.upstream_types.push(ty);
+        out.type_ids.push((row.get(4), row.get(5)));
     }
     out.set_key(&pk_names)?;
     Ok(out)
@@ -239,9 +242,10 @@ pub async fn snapshot_page(
         .zip(&table.upstream_types)
         .map(|((c, wire), ty)| {
             let column = format!("t.{}", quote_ident(&c.name));
-            match wire.needs_text_cast(ty) {
-                true => as_printed(&column, ty),
-                false => column,
+            match (wire.needs_text_cast(ty), wire.cast_target()) {
+                (true, _) => as_printed(&column, ty),
+                (false, Some(target)) => format!("{column}::{target}"),
+                (false, None) => column,
             }
         })
         .collect();

@@ -114,6 +114,8 @@ fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
             .collect(),
         upstream_types: cdc.upstream_types.clone(),
         pk: cdc.upstream_pk.clone(),
+        // Learnt from the upstream at the backfill's first check (see `UpstreamGuard`).
+        type_ids: Vec::new(),
     }
 }
 

@@ -11,7 +11,13 @@
 //! Where the checks come from: the source sends the table's columns ahead of the changes that
 //! have them (Postgres's `Relation` message, sent before a table's first change in a stream and
 //! after its columns change; a MySQL table map of a new layout), and the backfill checks the
-//! names against its own and the types against a fresh description of the table. A dropped
+//! names against its own. Types: a Postgres description names each column's type (oid and
+//! modifier), checked against the ones the upstream's catalog gave when its printed types
+//! were last found equal to the recorded ones, so the verdict is the description's own and
+//! never depends on when an upstream query runs; where a description names no types
+//! (MySQL), or none have been learnt yet, a fresh description of the table is read, and the
+//! changes after it wait until it has been (an upstream that does not answer fails the
+//! epoch, which is read again). A dropped
 //! table sends nothing, so the backfill also asks the upstream every [`IDENTITY_INTERVAL`]
 //! whether the table is there and (Postgres) has the oid and column numbers it was created
 //! over (a column dropped and added again under its name has a new number). The first check
@@ -20,7 +26,7 @@
 
 use std::time::Duration;
 
-use crate::connector::common::UpstreamTable;
+use crate::connector::common::{TypeId, UpstreamTable};
 use crate::connector::source::UpstreamSession;
 use crate::error::{Error, Result};
 
@@ -37,6 +43,9 @@ pub struct UpstreamGuard {
     types: Vec<String>,
     /// The recorded identity; learnt at the first check when none was recorded.
     identity: Option<String>,
+    /// The catalog's type ids of the columns read, learnt from a description of the upstream
+    /// table whose printed types were the recorded ones (see the module docs).
+    type_ids: Option<Vec<TypeId>>,
 }
 
 impl UpstreamGuard {
@@ -49,7 +58,25 @@ impl UpstreamGuard {
             names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
             types: upstream.upstream_types.clone(),
             identity,
+            type_ids: None,
         }
+    }
+
+    /// Which column a description naming the column `types` retyped: `Some(None)` for none,
+    /// `None` when that cannot be told (no types named, or none learnt yet).
+    pub fn retyped_column(&self, types: &[TypeId]) -> Option<Option<usize>> {
+        let known = self.type_ids.as_ref()?;
+        if types.len() < known.len() {
+            return None;
+        }
+        Some(known.iter().zip(types).position(|(was, now)| was != now))
+    }
+
+    /// The reason to stop at column `column` retyped, when the upstream's description of the
+    /// new type is not at hand.
+    pub fn retyped(&self, column: usize) -> String {
+        let (name, ty) = (&self.names[column], &self.types[column]);
+        self.stopped(&format!("column {name} changed type upstream from {ty}"))
     }
 
     /// What keeps the table from following changes with the columns `names`, if anything.
@@ -78,7 +105,7 @@ impl UpstreamGuard {
 
     /// What keeps the table from following its upstream now that it says its columns
     /// changed, by a fresh description of it: a column retyped, or the table gone.
-    pub async fn check_types(&self, session: &mut UpstreamSession) -> Result<Option<String>> {
+    pub async fn check_types(&mut self, session: &mut UpstreamSession) -> Result<Option<String>> {
         let now = match session.describe_table(&self.schema, &self.table).await {
             Ok(now) => now,
             Err(Error::UnknownRelation { .. }) => return Ok(Some(self.dropped())),
@@ -100,6 +127,9 @@ impl UpstreamGuard {
                     )),
                 ));
             }
+        }
+        if now.type_ids.len() >= self.names.len() {
+            self.type_ids = Some(now.type_ids[..self.names.len()].to_vec());
         }
         Ok(None)
     }
@@ -187,6 +217,7 @@ mod tests {
                 .collect(),
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
+            type_ids: Vec::new(),
         };
         UpstreamGuard::new(&upstream, Some("16384".into()))
     }
@@ -196,6 +227,21 @@ mod tests {
         let g = guard();
         assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")]), None);
         assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b"), Some("c")]), None);
+    }
+
+    #[test]
+    fn a_description_names_the_retyped_column_once_the_types_are_known() {
+        let mut g = guard();
+        let described = [(23, -1), (25, -1), (25, -1)];
+        assert_eq!(g.retyped_column(&described), None, "nothing learnt: ask the upstream");
+        g.type_ids = Some(described.to_vec());
+        assert_eq!(g.retyped_column(&described), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)]), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (1043, 24), (25, -1)]), Some(Some(1)));
+        assert_eq!(g.retyped_column(&[]), None, "a description without types (MySQL)");
+        let reason = g.retyped(1);
+        assert!(reason.contains("column a changed type upstream from text"), "{reason}");
+        assert!(reason.contains("Drop it and create it again"), "{reason}");
     }
 
     #[test]

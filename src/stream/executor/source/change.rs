@@ -6,7 +6,9 @@
 //! is the row as Postgres prints it, a list of text (one item per upstream column, NULL for
 //! NULL or not sent), and `unchanged` the list of upstream column indices the change did not
 //! send. An upstream `TRUNCATE` is a row of its own, with `truncate` set and no values, and so
-//! is the description of a table's columns (`relation` set, their names as `values`). The
+//! is the description of a table's columns (`relation` set, their names as `values`, and
+//! their types, where the stream names them, in `unchanged`: type oid and modifier of each
+//! column in turn, see [`Changes::types_of`]). The
 //! stream is shared by every CDC table of the source, tables of different columns and types,
 //! so the values stay text here: each table's backfill picks its rows by `table` and casts them
 //! to its own column types ([`Changes`] reads the columns back, typed).
@@ -19,7 +21,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType as ArrowType, Field, Int64Type, Schema, SchemaRef};
 
-use crate::connector::common::RowChange;
+use crate::connector::common::{RowChange, TypeId};
 use crate::error::{Error, Result};
 use crate::stream::message::StreamChunk;
 use crate::stream::{index_list_type, indices_at};
@@ -120,6 +122,11 @@ impl<'a> Changes<'a> {
     pub fn unchanged(&self, row: usize) -> &'a [u32] {
         indices_at(self.unchanged, row)
     }
+
+    /// The column types a description (`relation` row) carries; empty when it names none.
+    pub fn types_of(&self, row: usize) -> Vec<TypeId> {
+        indices_at(self.unchanged, row).chunks_exact(2).map(|t| (t[0], t[1] as i32)).collect()
+    }
 }
 
 /// A chunk of [`change_schema`] rows, one per change.
@@ -128,7 +135,10 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
     let mut unchanged = ListBuilder::new(UInt32Builder::new());
     for change in changes {
         values.append_value(change.values.iter().map(Option::as_deref));
-        if change.unchanged.is_empty() {
+        if change.relation && !change.types.is_empty() {
+            let types = change.types.iter().flat_map(|&(oid, modifier)| [oid, modifier as u32]);
+            unchanged.append_value(types.map(Some));
+        } else if change.unchanged.is_empty() {
             unchanged.append_null();
         } else {
             unchanged.append_value(change.unchanged.iter().map(|&i| Some(i as u32)));
@@ -219,6 +229,21 @@ pub(crate) mod tests {
             ("public.u", 8, false)
         );
         assert!(read.text(1, 2).is_err(), "public.u sent two columns");
+    }
+
+    #[test]
+    fn a_description_carries_its_column_names_and_types() {
+        let names = vec!["id".to_owned(), "b".to_owned()];
+        let changes = [
+            RowChange::relation("public.t".into(), names.clone(), vec![(23, -1), (1700, 655366)]),
+            RowChange::relation("db.t".into(), names, Vec::new()),
+        ];
+        let chunk = changes_chunk(&changes).unwrap();
+        let read = Changes::of(&chunk).unwrap();
+        assert!(read.relation.value(0) && read.relation.value(1));
+        assert_eq!(read.values_of(0), [Some("id"), Some("b")]);
+        assert_eq!(read.types_of(0), [(23, -1), (1700, 655366)]);
+        assert_eq!(read.types_of(1), []);
     }
 
     #[test]

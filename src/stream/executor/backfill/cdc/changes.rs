@@ -26,19 +26,55 @@ impl CdcBackfill {
                 self.truncate(changes.position.value(last) as u64);
                 out.push(Message::Truncate);
             } else if changes.relation.value(last) {
-                self.check_columns(&changes.values_of(last)).await;
+                self.check_columns(&changes.values_of(last), &changes.types_of(last)).await?;
             }
         }
         Ok(out)
     }
 
-    /// Checks the columns the upstream says the table's changes have from here on; stops the
-    /// table at a change it cannot follow (see [`upstream_guard`](super::upstream_guard)).
-    pub(super) async fn check_columns(&mut self, names: &[Option<&str>]) {
+    /// Checks the columns (`names`, and `types` where the stream names them) the upstream
+    /// says the table's changes have from here on; stops the table at a change it cannot
+    /// follow (see [`upstream_guard`](super::upstream_guard)). When the types cannot be told
+    /// from the description and the upstream does not answer, fails: the changes after the
+    /// description must not be applied unchecked.
+    pub(super) async fn check_columns(
+        &mut self,
+        names: &[Option<&str>],
+        types: &[TypeId],
+    ) -> Result<()> {
         if let Some(reason) = self.guard.check_names(names) {
-            return self.stop(reason);
+            self.stop(reason);
+            return Ok(());
         }
-        self.check_upstream(true).await;
+        match self.guard.retyped_column(types) {
+            // Only the identity is left to ask; the periodic check asks again if this fails.
+            Some(None) => _ = self.check_upstream(false).await,
+            Some(Some(column)) => {
+                // The upstream's description names the new type, when it answers.
+                self.check_upstream(true).await;
+                if self.stopped.is_none() {
+                    self.stop(self.guard.retyped(column));
+                }
+            }
+            None => {
+                if !self.check_upstream(true).await {
+                    return Err(Error::Upstream {
+                        code: "08006",
+                        message: format!(
+                            "cannot check the columns {} has from here on: the upstream did not \
+                             answer (its changes are read again)",
+                            self.upstream_name
+                        ),
+                    });
+                }
+                if self.stopped.is_none()
+                    && let Some(Some(column)) = self.guard.retyped_column(types)
+                {
+                    self.stop(self.guard.retyped(column));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks the upstream table is still the one the table was created over; the first

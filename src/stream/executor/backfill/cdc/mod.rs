@@ -68,7 +68,7 @@ use tokio::sync::watch;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::common::SplitRange;
-use crate::connector::common::UpstreamTable;
+use crate::connector::common::{TypeId, UpstreamTable};
 use crate::connector::common::{SnapshotPage, upstream_text};
 use crate::connector::offset::CdcOffset;
 use crate::connector::source::{SourceConfig, UpstreamSession};
@@ -468,6 +468,9 @@ impl CdcBackfill {
     fn failed(&mut self, e: Error) {
         tracing::warn!(table = %self.upstream_name, error = %e, "reading the snapshot failed; retrying");
         self.session = None;
+        // A column retyped upstream can fail a page (its binary values are cast to the type
+        // the table was created over): the next check reads the columns again.
+        self.columns_checked = false;
         self.phase = Phase::Retrying;
         self.last_error = Some(e.to_string());
     }

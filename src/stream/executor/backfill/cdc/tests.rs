@@ -44,6 +44,7 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
             columns: vec![text("id"), text("x"), text("v")],
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
+            type_ids: Vec::new(),
         },
         table: Arc::new(table),
         upstream_columns: vec![0, 2],
