@@ -47,7 +47,7 @@ pub fn session_context(
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);
-    for udaf in crate::sql::aggregates::min_max_udafs() {
+    for udaf in crate::sql::aggregates::udafs() {
         ctx.register_udaf(udaf);
     }
     ctx.register_udf(crate::sql::functions::version_udf());

@@ -1,56 +1,91 @@
-//! Aggregate functions Sluice registers over DataFusion's own.
+//! Aggregate functions Sluice registers over DataFusion's own, each DataFusion's with one
+//! thing changed ([`Fix`]).
 //!
-//! [`min_max_udafs`]: DataFusion's grouped `min` and `max` over floats start from the largest
-//! (smallest) finite value, so the `min` of a group holding only `Infinity` came out as
-//! `1.7976931348623157e+308` (Postgres: `Infinity`), and a view, which keeps its own min/max,
-//! differed from the same query run as a batch query. These wrappers are DataFusion's `min`
-//! and `max` with the grouped accumulator turned off for floats; the per-group accumulator
-//! they fall back to starts from "no value" and is right.
+//! - `min` and `max` ([`Fix::FloatMinMax`]): DataFusion's grouped `min` and `max` over floats
+//!   start from the largest (smallest) finite value, so the `min` of a group holding only
+//!   `Infinity` came out as `1.7976931348623157e+308` (Postgres: `Infinity`), and a view,
+//!   which keeps its own min/max, differed from the same query run as a batch query. The
+//!   grouped accumulator is turned off for floats; the per-group accumulator they fall back to
+//!   starts from "no value" and is right.
+//! - `sum` and `avg` of numerics ([`Fix::NumericSpecials`]): Sluice stores a numeric `NaN` and
+//!   the infinities as the extreme values of the decimal type ([`crate::types::numeric`]);
+//!   DataFusion added those up as numbers, and `sum` of `1`, `NaN` and `Infinity` came out as
+//!   `0.99999999999999999997`. The special inputs are counted apart and the finite ones added
+//!   up by DataFusion's own accumulators, the result being Postgres's
+//!   ([`crate::types::specials`]), as a view's sums count them.
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
+use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion::error::Result;
+use datafusion::functions_aggregate::average::avg_udaf;
 use datafusion::functions_aggregate::min_max::{max_udaf, min_udaf};
+use datafusion::functions_aggregate::sum::sum_udaf;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, ReversedUDAF, SetMonotonicity,
-    Signature,
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, ReversedUDAF,
+    SetMonotonicity, Signature,
 };
 use datafusion::scalar::ScalarValue;
 
-/// `min` and `max`, right for floats in groups (see the module docs).
-pub fn min_max_udafs() -> Vec<AggregateUDF> {
-    [min_udaf(), max_udaf()]
-        .into_iter()
-        .map(|udaf| {
-            AggregateUDF::new_from_impl(FloatSafeMinMax { inner: Arc::clone(udaf.inner()) })
-        })
-        .collect()
+use crate::types::numeric::{self, Special};
+use crate::types::specials::{Specials, special_index, special_output, split_specials};
+
+/// The aggregate functions that replace DataFusion's (see the module docs).
+pub fn udafs() -> Vec<AggregateUDF> {
+    let fixed = |udaf: Arc<AggregateUDF>, fix| {
+        AggregateUDF::new_from_impl(Fixed { inner: Arc::clone(udaf.inner()), fix })
+    };
+    vec![
+        fixed(min_udaf(), Fix::FloatMinMax),
+        fixed(max_udaf(), Fix::FloatMinMax),
+        fixed(sum_udaf(), Fix::NumericSpecials),
+        fixed(avg_udaf(), Fix::NumericSpecials),
+    ]
 }
 
-/// DataFusion's `min` or `max` without the grouped accumulator for floats.
+/// What a [`Fixed`] aggregate changes of DataFusion's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Fix {
+    /// No grouped accumulator over floats.
+    FloatMinMax,
+    /// Numeric `NaN` and infinities counted apart.
+    NumericSpecials,
+}
+
+/// A DataFusion aggregate function with a [`Fix`].
 #[derive(Debug)]
-struct FloatSafeMinMax {
+struct Fixed {
     inner: Arc<dyn AggregateUDFImpl>,
+    fix: Fix,
 }
 
-impl PartialEq for FloatSafeMinMax {
+impl Fixed {
+    /// Whether the fix applies to a call returning `ty` (`sum` and `avg` of numerics return
+    /// numerics).
+    fn counts_specials(&self, ty: &DataType) -> bool {
+        self.fix == Fix::NumericSpecials
+            && matches!(ty, DataType::Decimal128(..) | DataType::Decimal256(..))
+    }
+}
+
+impl PartialEq for Fixed {
     fn eq(&self, other: &Self) -> bool {
         self.inner.name() == other.inner.name()
     }
 }
 
-impl Eq for FloatSafeMinMax {}
+impl Eq for Fixed {}
 
-impl std::hash::Hash for FloatSafeMinMax {
+impl std::hash::Hash for Fixed {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.inner.name().hash(state);
     }
 }
 
-impl AggregateUDFImpl for FloatSafeMinMax {
+impl AggregateUDFImpl for Fixed {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -76,11 +111,23 @@ impl AggregateUDFImpl for FloatSafeMinMax {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        self.inner.accumulator(args)
+        let ty = args.return_field.data_type().clone();
+        let inner = self.inner.accumulator(args)?;
+        Ok(match self.counts_specials(&ty) {
+            true => Box::new(CountingSpecials { inner, specials: [0; 3], ty }),
+            false => inner,
+        })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        self.inner.state_fields(args)
+        let counts = self.counts_specials(args.return_field.data_type());
+        let mut fields = self.inner.state_fields(args)?;
+        if counts {
+            for name in ["nan", "posinf", "neginf"] {
+                fields.push(Arc::new(Field::new(name, DataType::Int64, true)));
+            }
+        }
+        Ok(fields)
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -88,18 +135,28 @@ impl AggregateUDFImpl for FloatSafeMinMax {
             args.return_field.data_type(),
             DataType::Float16 | DataType::Float32 | DataType::Float64
         );
-        !float && self.inner.groups_accumulator_supported(args)
+        !(float && self.fix == Fix::FloatMinMax) && self.inner.groups_accumulator_supported(args)
     }
 
     fn create_groups_accumulator(
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
-        self.inner.create_groups_accumulator(args)
+        let ty = args.return_field.data_type().clone();
+        let inner = self.inner.create_groups_accumulator(args)?;
+        Ok(match self.counts_specials(&ty) {
+            true => Box::new(GroupsCountingSpecials { inner, specials: Vec::new(), ty }),
+            false => inner,
+        })
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        self.inner.create_sliding_accumulator(args)
+        let ty = args.return_field.data_type().clone();
+        let inner = self.inner.create_sliding_accumulator(args)?;
+        Ok(match self.counts_specials(&ty) {
+            true => Box::new(CountingSpecials { inner, specials: [0; 3], ty }),
+            false => inner,
+        })
     }
 
     fn order_sensitivity(&self) -> AggregateOrderSensitivity {
@@ -124,5 +181,181 @@ impl AggregateUDFImpl for FloatSafeMinMax {
 
     fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
         self.inner.set_monotonicity(data_type)
+    }
+}
+
+/// Which rows of a call's argument are special values (counted apart), and the argument
+/// without them.
+fn without_specials(values: &[ArrayRef]) -> (Vec<ArrayRef>, Vec<Option<Special>>) {
+    let mut values = values.to_vec();
+    let (finite, specials) = split_specials(values[0].clone());
+    values[0] = finite;
+    (values, specials.unwrap_or_default())
+}
+
+/// The three special-value counts at the end of a state (`states`), as columns.
+fn special_counts(states: &[ArrayRef]) -> Result<(&[ArrayRef], [&Int64Array; 3])> {
+    let n = states.len().saturating_sub(3);
+    let count = |k: usize| {
+        states.get(n + k).and_then(|a| a.as_primitive_opt::<Int64Type>()).ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal("a state without special counts".into())
+        })
+    };
+    Ok((&states[..n], [count(0)?, count(1)?, count(2)?]))
+}
+
+/// A numeric `sum` or `avg` of one group, counting special inputs apart (see the module docs).
+#[derive(Debug)]
+struct CountingSpecials {
+    inner: Box<dyn Accumulator>,
+    specials: Specials,
+    /// The result type.
+    ty: DataType,
+}
+
+impl CountingSpecials {
+    /// Counts the special values of `values` (signed), and returns the rest.
+    fn count(&mut self, values: &[ArrayRef], sign: i64) -> Vec<ArrayRef> {
+        let (finite, specials) = without_specials(values);
+        for special in specials.into_iter().flatten() {
+            self.specials[special_index(special)] += sign;
+        }
+        finite
+    }
+}
+
+impl Accumulator for CountingSpecials {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let finite = self.count(values, 1);
+        self.inner.update_batch(&finite)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let finite = self.count(values, -1);
+        self.inner.retract_batch(&finite)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        self.inner.supports_retract_batch()
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        match special_output(&self.specials, &self.ty) {
+            Ok(Some(special)) => Ok(special),
+            Ok(None) => self.inner.evaluate(),
+            Err(e) => Err(datafusion::error::DataFusionError::External(Box::new(e))),
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size() + size_of::<Specials>()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let mut state = self.inner.state()?;
+        state.extend(self.specials.map(|n| ScalarValue::Int64(Some(n))));
+        Ok(state)
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let (inner, counts) = special_counts(states)?;
+        for (k, column) in counts.iter().enumerate() {
+            self.specials[k] += column.iter().flatten().sum::<i64>();
+        }
+        self.inner.merge_batch(inner)
+    }
+}
+
+/// [`CountingSpecials`] for many groups at once.
+struct GroupsCountingSpecials {
+    inner: Box<dyn GroupsAccumulator>,
+    /// Per group.
+    specials: Vec<Specials>,
+    ty: DataType,
+}
+
+impl GroupsAccumulator for GroupsCountingSpecials {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.specials.resize(total_num_groups, [0; 3]);
+        let (finite, specials) = without_specials(values);
+        let counted = |row: usize| opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
+        for (row, special) in specials.into_iter().enumerate() {
+            if let Some(special) = special
+                && counted(row)
+            {
+                self.specials[group_indices[row]][special_index(special)] += 1;
+            }
+        }
+        self.inner.update_batch(&finite, group_indices, opt_filter, total_num_groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let specials = emit_to.take_needed(&mut self.specials);
+        let out = self.inner.evaluate(emit_to)?;
+        let specials: Vec<Option<Special>> = specials
+            .iter()
+            .map(|s| match special_output(s, &self.ty) {
+                Ok(Some(ScalarValue::Decimal128(Some(v), ..))) => Special::of_i128(v),
+                Ok(Some(ScalarValue::Decimal256(Some(v), ..))) => Special::of_i256(v),
+                _ => None,
+            })
+            .collect();
+        Ok(match specials.iter().any(Option::is_some) {
+            true => numeric::patched(&out, &specials),
+            false => out,
+        })
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let specials = emit_to.take_needed(&mut self.specials);
+        let mut state = self.inner.state(emit_to)?;
+        for k in 0..3 {
+            state.push(Arc::new(Int64Array::from_iter_values(specials.iter().map(|s| s[k]))));
+        }
+        Ok(state)
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.specials.resize(total_num_groups, [0; 3]);
+        let (inner, counts) = special_counts(values)?;
+        for (k, column) in counts.iter().enumerate() {
+            for (row, &group) in group_indices.iter().enumerate() {
+                self.specials[group][k] += column.value(row);
+            }
+        }
+        self.inner.merge_batch(inner, group_indices, total_num_groups)
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let (finite, specials) = without_specials(values);
+        let mut state = self.inner.convert_to_state(&finite, opt_filter)?;
+        let counted = |row: usize| opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
+        for k in 0..3 {
+            let count = |row: usize| {
+                let special = specials.get(row).copied().flatten();
+                i64::from(special.is_some_and(|s| special_index(s) == k) && counted(row))
+            };
+            state.push(Arc::new(Int64Array::from_iter_values((0..values[0].len()).map(count))));
+        }
+        Ok(state)
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size() + self.specials.capacity() * size_of::<Specials>()
     }
 }

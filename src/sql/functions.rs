@@ -361,25 +361,13 @@ impl NumericCast {
         &self,
         array: &arrow::array::ArrayRef,
     ) -> datafusion::error::Result<arrow::array::ArrayRef> {
-        use crate::types::numeric::{Special, has_special, values};
         let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
         match &self.to {
             DataType::Utf8 => Ok(Arc::new(crate::types::numeric::texts(array.as_ref()))),
-            DataType::Float32 | DataType::Float64 if has_special(array.as_ref()) => {
-                let special = values(array.as_ref()).into_iter().map(|v| {
-                    v.and_then(Special::of_i256).map(|s| match s {
-                        Special::NaN => f64::NAN,
-                        Special::Infinity => f64::INFINITY,
-                        Special::NegInfinity => f64::NEG_INFINITY,
-                    })
-                });
-                let numbers = arrow::compute::cast(array, &DataType::Float64)?;
-                let numbers = numbers.as_primitive::<arrow::datatypes::Float64Type>();
-                let floats: arrow::array::Float64Array =
-                    numbers.iter().zip(special).map(|(n, s)| s.or(n)).collect();
+            DataType::Float32 | DataType::Float64 => {
+                let floats = crate::types::numeric::floats(array.as_ref());
                 Ok(arrow::compute::cast(&floats, &self.to)?)
             }
-            DataType::Float32 | DataType::Float64 => Ok(arrow::compute::cast(array, &self.to)?),
             to => {
                 let target = crate::types::DataType::from_arrow(to).map_err(external)?;
                 cast_to(array, target, CastMode::Strict).map_err(external)

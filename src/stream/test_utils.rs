@@ -116,8 +116,11 @@ fn column(ty: &DataType, values: &[&str]) -> ArrayRef {
         ),
         DataType::Utf8 => Arc::new(cells.map(|v| (v != ".").then_some(v)).collect::<StringArray>()),
         DataType::Decimal128(precision, scale) => {
-            let scaled = cells.map(|v| {
-                parse::<f64>(v).map(|x| (x * 10f64.powi(i32::from(*scale))).round() as i128)
+            let scaled = cells.map(|v| match crate::types::numeric::Special::parse(v) {
+                Some(special) => Some(special.as_i128()),
+                None => {
+                    parse::<f64>(v).map(|x| (x * 10f64.powi(i32::from(*scale))).round() as i128)
+                }
             });
             Arc::new(
                 scaled
@@ -213,8 +216,18 @@ impl StreamChunk {
             self.schema().fields().iter().map(|f| letter_of(f.data_type())).collect();
         let mut out = header.join(" ");
         let options = FormatOptions::default().with_null(".");
-        let formatters: Vec<ArrayFormatter<'_>> = self
+        // Numerics print as Sluice prints them, `NaN` and the infinities included.
+        let columns: Vec<ArrayRef> = self
             .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                DataType::Decimal128(..) | DataType::Decimal256(..) => {
+                    Arc::new(crate::types::numeric::texts(c.as_ref())) as ArrayRef
+                }
+                _ => c.clone(),
+            })
+            .collect();
+        let formatters: Vec<ArrayFormatter<'_>> = columns
             .iter()
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("printable column"))
             .collect();

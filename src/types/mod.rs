@@ -8,6 +8,7 @@
 
 /// Numeric values: decimals of up to 76 digits with NaN and the infinities.
 pub mod numeric;
+pub mod specials;
 
 use std::fmt;
 use std::sync::Arc;
@@ -301,6 +302,11 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if array.data_type() == &target {
         return Ok(array.clone());
     }
+    let decimal =
+        matches!(array.data_type(), ArrowType::Decimal128(..) | ArrowType::Decimal256(..));
+    if decimal && matches!(to, DataType::Float32 | DataType::Float64) {
+        return numeric_floats(array, &target);
+    }
     if crate::types::numeric::has_special(array.as_ref()) {
         return match to {
             DataType::Decimal { .. } => {
@@ -308,16 +314,7 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
             }
             DataType::Varchar => Ok(Arc::new(crate::types::numeric::texts(array.as_ref()))),
             // Floats hold NaN and the infinities too (Postgres: `'NaN'::numeric::float8`).
-            DataType::Float32 | DataType::Float64 => {
-                let texts = crate::types::numeric::texts(array.as_ref());
-                let floats: arrow::array::Float64Array =
-                    texts.iter().map(|t| t.and_then(|t| t.parse::<f64>().ok())).collect();
-                Ok(cast_with_options(
-                    &(Arc::new(floats) as ArrayRef),
-                    &target,
-                    &CastOptions::default(),
-                )?)
-            }
+            DataType::Float32 | DataType::Float64 => numeric_floats(array, &target),
             _ => Err(Error::OutOfRange(format!(
                 "cannot convert NaN or infinite numeric values to {to}"
             ))),
@@ -535,6 +532,13 @@ pub fn mark_varchar(field: Field, varchar: Varchar) -> Field {
 pub fn varchar_mark(field: &Field) -> Option<Varchar> {
     let limit = field.metadata().get(VARCHAR_KEY)?;
     Some(Varchar { max_length: limit.parse().ok() })
+}
+
+/// A numeric column as floats of `target`, each the float nearest its value
+/// ([`numeric::floats`]).
+fn numeric_floats(array: &ArrayRef, target: &ArrowType) -> Result<ArrayRef> {
+    let floats: ArrayRef = Arc::new(numeric::floats(array.as_ref()));
+    Ok(cast_with_options(&floats, target, &CastOptions::default())?)
 }
 
 #[cfg(test)]

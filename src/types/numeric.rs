@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, Decimal128Array, Decimal256Array, StringArray,
+    Array, ArrayRef, AsArray, BinaryArray, Decimal128Array, Decimal256Array, Float64Array,
+    StringArray,
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType as ArrowType, Decimal128Type, Decimal256Type, i256};
@@ -256,6 +257,34 @@ pub fn texts(column: &dyn Array) -> StringArray {
     values(column).into_iter().map(|v| v.map(|v| text(v, scale, own))).collect()
 }
 
+/// A decimal column's values as floats, each the float nearest its exact value (as Postgres
+/// reads a numeric's text into a float), `NaN` and the infinities included. Arrow's cast
+/// divides by the scale in floating point: `2.500000000000000000000000` became
+/// `2.5000000000000004`.
+pub fn floats(column: &dyn Array) -> Float64Array {
+    let (_, scale) = precision_and_scale(column);
+    values(column).into_iter().map(|v| v.map(|v| to_f64(v, scale))).collect()
+}
+
+/// The float nearest the decimal `v` of `scale` (see [`floats`]).
+pub fn to_f64(v: i256, scale: i8) -> f64 {
+    if let Some(special) = Special::of_i256(v) {
+        return match special {
+            Special::NaN => f64::NAN,
+            Special::Infinity => f64::INFINITY,
+            Special::NegInfinity => f64::NEG_INFINITY,
+        };
+    }
+    // Both exact as floats: their quotient is correctly rounded.
+    const EXACT: i128 = 1 << 53;
+    if let Some(small) = v.to_i128().filter(|n| n.abs() < EXACT)
+        && (0..=22).contains(&scale)
+    {
+        return small as f64 / 10f64.powi(i32::from(scale));
+    }
+    number_text(v, scale).parse().unwrap_or(f64::NAN)
+}
+
 /// A decimal column's values in Postgres's binary form: `ndigits`, `weight`, `sign`, `dscale`
 /// (16 bits each, big-endian), then `ndigits` base-10000 digits, the first worth
 /// 10000^`weight`.
@@ -331,7 +360,7 @@ pub fn with_specials(
 }
 
 /// `column` (decimal) with the special values set where `specials` has them.
-fn patched(column: &ArrayRef, specials: &[Option<Special>]) -> ArrayRef {
+pub fn patched(column: &ArrayRef, specials: &[Option<Special>]) -> ArrayRef {
     let valid = |i: usize, s: &Option<Special>| s.is_some() || column.is_valid(i);
     let nulls: NullBuffer = specials.iter().enumerate().map(|(i, s)| valid(i, s)).collect();
     match column.data_type() {
@@ -373,6 +402,21 @@ mod tests {
 
     fn i(v: i128) -> i256 {
         i256::from_i128(v)
+    }
+
+    #[test]
+    fn a_numeric_becomes_the_float_nearest_its_value() {
+        let big = |text: &str| i256::from_string(text).unwrap();
+        assert_eq!(to_f64(big("2500000000000000000000000"), 24), 2.5, "not 2.5000000000000004");
+        assert_eq!(to_f64(i256::from_i128(1), 1), 0.1);
+        assert_eq!(to_f64(i256::from_i128(-7), 0), -7.0);
+        let wide = big("1234567890123456789012345678901234567890");
+        assert_eq!(
+            to_f64(wide, 20),
+            "12345678901234567890.1234567890123456789".parse::<f64>().unwrap()
+        );
+        assert!(to_f64(Special::NaN.as_i256(), 2).is_nan());
+        assert_eq!(to_f64(Special::NegInfinity.as_i256(), 2), f64::NEG_INFINITY);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use datafusion::scalar::ScalarValue;
 use crate::catalog::{Catalog, ColumnCatalog, RelationKind, StatePurpose};
 use crate::error::{Error, Result};
 use crate::sql::eager::is_partial;
+use crate::stream::executor::hash_agg::sum::SumLayout;
 use crate::stream::executor::hash_agg::{AggKind, Listing};
 use crate::stream::executor::hash_join::JoinKind;
 use crate::stream::executor::local_agg::partial_state_adds_up;
@@ -137,9 +138,13 @@ fn local_agg(
         finals.push(AggCallPlan { arg, multiset: None, ..call.clone() });
         match call.kind {
             AggKind::Count => fields.push(Field::new(state, ArrowType::Int64, true)),
-            _ => {
-                fields.push(Field::new(state, call.output_type.clone(), true));
-                fields.push(Field::new(format!("nonnull_{i}"), ArrowType::Int64, true));
+            // Only sums go two-phase: the argument's type decides nothing more than the
+            // result's does (see `SumLayout::new`).
+            kind => {
+                let layout = SumLayout::new(kind, &call.output_type, &call.output_type);
+                for (name, ty) in layout.columns(i) {
+                    fields.push(Field::new(name, ty, true));
+                }
             }
         }
     }
@@ -411,10 +416,10 @@ impl Planner<'_> {
                     result_columns.push(column(&format!("count_{i}"), &ArrowType::Int64)?)
                 }
                 AggKind::Sum | AggKind::Avg => {
-                    let sum_type =
-                        if kind == AggKind::Avg { ArrowType::Float64 } else { output_type.clone() };
-                    result_columns.push(column(&format!("sum_{i}"), &sum_type)?);
-                    result_columns.push(column(&format!("nonnull_{i}"), &ArrowType::Int64)?);
+                    let arg_type = arg.data_type(in_schema.as_arrow())?;
+                    for (name, ty) in SumLayout::new(kind, &output_type, &arg_type).columns(i) {
+                        result_columns.push(column(&name, &ty)?);
+                    }
                 }
                 AggKind::Min | AggKind::Max | AggKind::StringAgg => {
                     result_columns.push(column(&format!("extreme_{i}"), &output_type)?)

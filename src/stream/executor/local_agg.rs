@@ -46,9 +46,12 @@ use futures::StreamExt;
 
 use crate::error::{Error, Result};
 use crate::stream::eval::{eval, validity};
+use crate::stream::executor::hash_agg::sum::SumLayout;
 use crate::stream::executor::hash_agg::{AggCall, AggKind, cast};
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
+use crate::types::numeric::Special;
+use crate::types::specials::{Specials, special_index, split_specials};
 
 /// Groups one actor adds up before it sends them (see the module docs). Above the group
 /// count of a join key with a hundred thousand values (an eager aggregation's partial groups):
@@ -149,8 +152,9 @@ impl Executor for LocalAggExecutor {
 enum Acc {
     /// `count`: the change of the count.
     Count(Vec<i64>),
-    /// `sum`: the change of the sum and of the number of non-NULL inputs.
-    Sum { sums: Vec<i128>, nonnull: Vec<i64> },
+    /// `sum`: the change of the sum of the finite inputs and of their number, and (a numeric
+    /// sum) of the numbers of `NaN`, `Infinity` and `-Infinity` inputs.
+    Sum { sums: Vec<i128>, nonnull: Vec<i64>, specials: Option<Vec<Specials>> },
 }
 
 /// The groups added up since the last send.
@@ -179,11 +183,20 @@ impl Partial {
     ) -> Result<Self> {
         let types: Vec<ArrowType> =
             schema.fields()[..group_exprs.len()].iter().map(|f| f.data_type().clone()).collect();
+        let mut at = group_exprs.len() + 1;
         let accs = calls
             .iter()
             .map(|c| match c.kind {
-                AggKind::Count => Acc::Count(Vec::new()),
-                _ => Acc::Sum { sums: Vec::new(), nonnull: Vec::new() },
+                AggKind::Count => {
+                    at += 1;
+                    Acc::Count(Vec::new())
+                }
+                _ => {
+                    let layout = SumLayout::of_fields(schema.fields(), at);
+                    at += layout.width();
+                    let specials = layout.specials.then(Vec::new);
+                    Acc::Sum { sums: Vec::new(), nonnull: Vec::new(), specials }
+                }
             })
             .collect();
         Ok(Self {
@@ -209,18 +222,29 @@ impl Partial {
             .collect()
     }
 
-    /// Call `i`'s argument over `chunk`, typed as its state.
-    fn argument(&self, i: usize, chunk: &StreamChunk) -> Result<ArrayRef> {
+    /// Call `i`'s argument over `chunk`, typed as its state, and for a sum which rows hold
+    /// `NaN` or an infinity (left out of the argument).
+    fn argument(
+        &self,
+        i: usize,
+        chunk: &StreamChunk,
+    ) -> Result<(ArrayRef, Option<Vec<Option<Special>>>)> {
         let call = &self.calls[i];
         let value = eval(call.arg.as_ref(), chunk.data())?;
-        match call.kind {
+        match (call.kind, &self.accs[i]) {
             // A NULL literal evaluates to a `NullArray`, which has no validity buffer: its rows
             // answer `is_valid` true. As a typed array of NULLs they count as the NULLs they are.
-            AggKind::Count if value.data_type() == &ArrowType::Null => {
-                Ok(arrow::array::new_null_array(&ArrowType::Int64, value.len()))
+            (AggKind::Count, _) if value.data_type() == &ArrowType::Null => {
+                Ok((arrow::array::new_null_array(&ArrowType::Int64, value.len()), None))
             }
-            AggKind::Count => Ok(value),
-            _ => cast(crate::types::numeric::specials_as_null(value), &call.output_type),
+            (AggKind::Count, _) => Ok((value, None)),
+            (_, Acc::Sum { specials: Some(_), .. }) => {
+                let (finite, specials) = split_specials(value);
+                Ok((cast(finite, &call.output_type)?, specials))
+            }
+            _ => {
+                Ok((cast(crate::types::numeric::specials_as_null(value), &call.output_type)?, None))
+            }
         }
     }
 
@@ -239,9 +263,12 @@ impl Partial {
         for acc in &mut self.accs {
             match acc {
                 Acc::Count(counts) => counts.resize(groups, 0),
-                Acc::Sum { sums, nonnull } => {
+                Acc::Sum { sums, nonnull, specials } => {
                     sums.resize(groups, 0);
                     nonnull.resize(groups, 0);
+                    if let Some(specials) = specials {
+                        specials.resize(groups, [0; 3]);
+                    }
                 }
             }
         }
@@ -250,7 +277,16 @@ impl Partial {
             self.row_counts[slot] += sign;
         }
         for i in 0..self.calls.len() {
-            let arg = self.argument(i, chunk)?;
+            let (arg, special_rows) = self.argument(i, chunk)?;
+            if let (Some(rows), Acc::Sum { specials: Some(specials), .. }) =
+                (special_rows, &mut self.accs[i])
+            {
+                for (row, special) in rows.into_iter().enumerate() {
+                    if let Some(s) = special {
+                        specials[slots[row]][special_index(s)] += signs[row];
+                    }
+                }
+            }
             match (&mut self.accs[i], arg.data_type()) {
                 (Acc::Count(counts), _) => {
                     let valid = validity(&arg);
@@ -260,11 +296,11 @@ impl Partial {
                         }
                     }
                 }
-                (Acc::Sum { sums, nonnull }, ArrowType::Int64) => {
+                (Acc::Sum { sums, nonnull, .. }, ArrowType::Int64) => {
                     let values = arg.as_primitive::<Int64Type>().values();
                     add_up(sums, nonnull, &slots, &signs, &arg, |row| i128::from(values[row]));
                 }
-                (Acc::Sum { sums, nonnull }, ArrowType::Decimal128(..)) => {
+                (Acc::Sum { sums, nonnull, .. }, ArrowType::Decimal128(..)) => {
                     let values = arg.as_primitive::<Decimal128Type>().values();
                     add_up(sums, nonnull, &slots, &signs, &arg, |row| values[row]);
                 }
@@ -298,12 +334,21 @@ impl Partial {
                     mark_changed(&mut changed, counts.iter().map(|&c| c != 0));
                     columns.push(Arc::new(Int64Array::from(std::mem::take(counts))));
                 }
-                Acc::Sum { sums, nonnull } => {
+                Acc::Sum { sums, nonnull, specials } => {
                     mark_changed(&mut changed, sums.iter().map(|&s| s != 0));
                     mark_changed(&mut changed, nonnull.iter().map(|&c| c != 0));
                     let sums = std::mem::take(sums);
                     columns.push(sum_array(sums, &self.calls[i].output_type)?);
                     columns.push(Arc::new(Int64Array::from(std::mem::take(nonnull))));
+                    if let Some(specials) = specials {
+                        let specials = std::mem::take(specials);
+                        mark_changed(&mut changed, specials.iter().map(|s| *s != [0; 3]));
+                        for k in 0..3 {
+                            columns.push(Arc::new(Int64Array::from_iter_values(
+                                specials.iter().map(|s| s[k]),
+                            )));
+                        }
+                    }
                 }
             }
         }
@@ -328,7 +373,7 @@ impl Partial {
         let mut columns = self.group_columns(chunk)?;
         columns.push(Arc::new(Int64Array::from(signs.clone())));
         for i in 0..self.calls.len() {
-            let arg = self.argument(i, chunk)?;
+            let (arg, special_rows) = self.argument(i, chunk)?;
             let valid = validity(&arg);
             let counted = |row: usize| if valid(row) { signs[row] } else { 0 };
             let counts: Int64Array = (0..n).map(|row| Some(counted(row))).collect();
@@ -347,6 +392,14 @@ impl Partial {
                 columns.push(sum_array(sums, &self.calls[i].output_type)?);
             }
             columns.push(Arc::new(counts));
+            if let Acc::Sum { specials: Some(_), .. } = &self.accs[i] {
+                let special_rows = special_rows.unwrap_or_else(|| vec![None; n]);
+                for k in 0..3 {
+                    let is = |row: usize| special_rows[row].is_some_and(|s| special_index(s) == k);
+                    let counts = (0..n).map(|row| if is(row) { signs[row] } else { 0 });
+                    columns.push(Arc::new(Int64Array::from_iter_values(counts)));
+                }
+            }
         }
         let options = RecordBatchOptions::new().with_row_count(Some(n));
         let batch = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;

@@ -62,6 +62,12 @@ impl UpstreamGuard {
         }
     }
 
+    /// Takes `types` as the ones the columns have (a test without an upstream to learn them).
+    #[cfg(test)]
+    pub fn learn_types(&mut self, types: Vec<TypeId>) {
+        self.type_ids = Some(types);
+    }
+
     /// Which column a description naming the column `types` retyped: `Some(None)` for none,
     /// `None` when that cannot be told (no types named, or none learnt yet).
     pub fn retyped_column(&self, types: &[TypeId]) -> Option<Option<usize>> {

@@ -19,6 +19,8 @@ pub mod hold;
 mod multiset;
 /// The running state of one aggregate of one group.
 mod state;
+/// Sums and averages with `NaN` and the infinities among their inputs.
+pub mod sum;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +42,7 @@ use crate::stream::executor::top_n::order_keys;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
+use crate::types::specials::{special_index, special_output, split_specials};
 use hold::Held;
 pub use hold::{HOLD_LIMIT, Hold};
 pub(crate) use state::cast;
@@ -47,6 +50,7 @@ use state::{
     AggState, add_to_sum, add_value, as_f64, as_i64, column_of, empty_state, fold, fold_partial,
     last_i64,
 };
+use sum::{SumLayout, numeric_avg};
 
 /// Groups an actor keeps in memory between epochs (see `Aggregation::cache`): a backfill's
 /// epochs touch most groups again when there are fewer than its rows.
@@ -101,19 +105,6 @@ pub struct AggCall {
     /// For `string_agg`: its separator and order. Its multiset is `group | order | value |
     /// count`, and the string is written again from it for each group it changed.
     pub listing: Option<Listing>,
-}
-
-impl AggCall {
-    /// The type of the running state kept in the result table.
-    fn state_type(&self) -> ArrowType {
-        match self.kind {
-            AggKind::Count => ArrowType::Int64,
-            AggKind::Avg => ArrowType::Float64,
-            AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::StringAgg => {
-                self.output_type.clone()
-            }
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -270,6 +261,8 @@ struct Aggregation {
     calls: Vec<AggCall>,
     result_def: Arc<TableCatalog>,
     result: StateTable,
+    /// Per `sum` and `avg` call, how its result table keeps it (see [`sum`]).
+    layouts: Vec<Option<SumLayout>>,
     multisets: Vec<Option<StateTable>>,
     output_schema: SchemaRef,
     /// Groups touched in this epoch, in the order first touched.
@@ -309,11 +302,22 @@ impl Aggregation {
             .collect();
         let deltas = calls.iter().map(|_| HashMap::new()).collect();
         let memory = EpochMemory::new(store.clone());
+        let mut at = group_exprs.len() + 1;
+        let layouts = calls
+            .iter()
+            .map(|call| {
+                let layout = matches!(call.kind, AggKind::Sum | AggKind::Avg)
+                    .then(|| SumLayout::stored(&result_def, at));
+                at += layout.as_ref().map_or(1, SumLayout::width);
+                layout
+            })
+            .collect();
         Self {
             group_exprs,
             calls,
             result_def,
             result,
+            layouts,
             multisets,
             output_schema,
             groups: Vec::new(),
@@ -360,17 +364,20 @@ impl Aggregation {
         };
         at += 1;
         let mut states = Vec::with_capacity(self.calls.len());
-        for call in &self.calls {
-            states.push(match call.kind {
-                AggKind::Count => AggState::Count(as_i64(&stored[at])),
-                AggKind::Sum | AggKind::Avg => {
-                    let sum = stored[at].cast_to(&call.state_type())?;
-                    at += 1;
-                    AggState::Sum { sum, count: as_i64(&stored[at]) }
+        for (call, layout) in self.calls.iter().zip(&self.layouts) {
+            states.push(match (call.kind, layout) {
+                (AggKind::Sum | AggKind::Avg, Some(layout)) => {
+                    let sum = stored[at].cast_to(&layout.sum_type)?;
+                    let count = as_i64(&stored[at + 1]);
+                    let mut specials = [0; 3];
+                    if layout.specials {
+                        specials = [2, 3, 4].map(|k| as_i64(&stored[at + k]));
+                    }
+                    at += layout.width() - 1;
+                    AggState::Sum { sum, count, specials }
                 }
-                AggKind::Min | AggKind::Max | AggKind::StringAgg => {
-                    AggState::Extreme(stored[at].cast_to(&call.output_type)?)
-                }
+                (AggKind::Count, _) => AggState::Count(as_i64(&stored[at])),
+                _ => AggState::Extreme(stored[at].cast_to(&call.output_type)?),
             });
             at += 1;
         }
@@ -400,16 +407,32 @@ impl Aggregation {
         for i in 0..self.calls.len() {
             let call = &self.calls[i];
             let mut arg = eval(call.arg.as_ref(), chunk.data())?;
-            if matches!(call.kind, AggKind::Sum | AggKind::Avg) {
-                arg = crate::types::numeric::specials_as_null(arg);
+            match &self.layouts[i] {
+                // A view created before sums counted their special inputs leaves them out.
+                Some(layout) if !layout.specials => {
+                    arg = crate::types::numeric::specials_as_null(arg)
+                }
+                Some(_) if call.multiset.is_none() => {
+                    let (finite, specials) = split_specials(arg);
+                    arg = finite;
+                    for (row, special) in specials.iter().flatten().enumerate() {
+                        if let (Some(s), AggState::Sum { specials, .. }) =
+                            (special, &mut self.groups[slots[row]].states[i])
+                        {
+                            specials[special_index(*s)] += signs[row];
+                        }
+                    }
+                }
+                _ => {}
             }
             if call.multiset.is_some() {
                 self.stage_values(i, &group_columns, (arg, chunk.data()), &slots, &signs)?;
                 continue;
             }
-            let target = match call.kind {
-                AggKind::Count => call.arg.data_type(chunk.data().schema().as_ref())?,
-                _ => call.state_type(),
+            let target = match (call.kind, &self.layouts[i]) {
+                (AggKind::Count, _) => call.arg.data_type(chunk.data().schema().as_ref())?,
+                (_, Some(layout)) => layout.sum_type.clone(),
+                _ => call.output_type.clone(),
             };
             let arg = cast(arg, &target)?;
             let valid = validity(&arg);
@@ -443,7 +466,8 @@ impl Aggregation {
                     for (row, (&slot, &sign)) in slots.iter().zip(&signs).enumerate() {
                         if valid(row) {
                             let v = ScalarValue::try_from_array(&arg, row)?;
-                            add_value(&mut self.groups[slot].states[i], call, &v, sign)?;
+                            let layout = self.layouts[i].as_ref();
+                            add_value(&mut self.groups[slot].states[i], layout, &v, sign)?;
                         }
                     }
                 }
@@ -542,7 +566,21 @@ impl Aggregation {
                         };
                         add_to_sum(&mut self.groups[slot], i, &delta, count)?;
                     }
-                    column += 2;
+                    // The partial rows' special counts, kept where the result table has them.
+                    let partial = SumLayout::of_fields(data.schema().fields(), column);
+                    if partial.specials && self.layouts[i].as_ref().is_some_and(|l| l.specials) {
+                        for k in 0..3 {
+                            let counts = int64(column + 2 + k)?.values();
+                            for ((&slot, &sign), &n) in slots.iter().zip(signs).zip(counts) {
+                                if let AggState::Sum { specials, .. } =
+                                    &mut self.groups[slot].states[i]
+                                {
+                                    specials[k] += sign * n;
+                                }
+                            }
+                        }
+                    }
+                    column += partial.width();
                 }
                 kind => Err(Error::Stream(format!("{kind:?} has no partial rows to merge")))?,
             }
@@ -554,7 +592,8 @@ impl Aggregation {
     fn load(&self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
         let vnode = vnode_in_key(key);
         let Some(row) = self.result.get(key)? else {
-            let states = self.calls.iter().map(empty_state).collect::<Result<_>>()?;
+            let states = self.calls.iter().zip(&self.layouts);
+            let states = states.map(|(c, l)| empty_state(c, l.as_ref())).collect::<Result<_>>()?;
             let stored = false;
             return Ok(Group { vnode, values, row_count: 0, states, stored, previous: None });
         };
@@ -666,11 +705,17 @@ impl Aggregation {
         for (call, state) in self.calls.iter().zip(&group.states) {
             row.push(match state {
                 AggState::Count(c) => ScalarValue::Int64(Some(*c)),
-                AggState::Sum { count: 0, .. } => ScalarValue::try_from(&call.output_type)?,
-                AggState::Sum { sum, count } if call.kind == AggKind::Avg => {
-                    let avg = ScalarValue::Float64(Some(as_f64(sum)? / *count as f64));
-                    avg.cast_to(&call.output_type)?
+                AggState::Sum { specials, .. } if *specials != [0; 3] => {
+                    special_output(specials, &call.output_type)?.expect("special inputs")
                 }
+                AggState::Sum { count: 0, .. } => ScalarValue::try_from(&call.output_type)?,
+                AggState::Sum { sum, count, .. } if call.kind == AggKind::Avg => match sum {
+                    ScalarValue::Decimal128(..) | ScalarValue::Decimal256(..) => {
+                        numeric_avg(sum, *count, &call.output_type)?
+                    }
+                    _ => ScalarValue::Float64(Some(as_f64(sum)? / *count as f64))
+                        .cast_to(&call.output_type)?,
+                },
                 AggState::Sum { sum, .. } => sum.cast_to(&call.output_type)?,
                 AggState::Extreme(v) => v.clone(),
             });
@@ -682,12 +727,15 @@ impl Aggregation {
     fn state_row(&self, group: &Group) -> Vec<ScalarValue> {
         let mut row = group.values.clone();
         row.push(ScalarValue::Int64(Some(group.row_count)));
-        for state in &group.states {
+        for (state, layout) in group.states.iter().zip(&self.layouts) {
             match state {
                 AggState::Count(c) => row.push(ScalarValue::Int64(Some(*c))),
-                AggState::Sum { sum, count } => {
+                AggState::Sum { sum, count, specials } => {
                     row.push(sum.clone());
                     row.push(ScalarValue::Int64(Some(*count)));
+                    if layout.as_ref().is_some_and(|l| l.specials) {
+                        row.extend(specials.map(|n| ScalarValue::Int64(Some(n))));
+                    }
                 }
                 AggState::Extreme(v) => row.push(v.clone()),
             }

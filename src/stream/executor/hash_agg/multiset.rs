@@ -53,6 +53,7 @@ impl Aggregation {
     pub(super) fn apply_multisets(&mut self) -> Result<()> {
         for (i, deltas) in self.deltas.iter_mut().enumerate() {
             let call = &self.calls[i];
+            let layout = self.layouts[i].as_ref();
             let (Some(table), Some(def)) = (self.multisets[i].as_mut(), call.multiset.as_ref())
             else {
                 continue;
@@ -68,7 +69,7 @@ impl Aggregation {
                 if call.distinct && (stored > 0) != (count > 0) {
                     let sign = if count > 0 { 1 } else { -1 };
                     let value = values.last().expect("a value");
-                    add_value(&mut self.groups[slot].states[i], call, value, sign)?;
+                    add_value(&mut self.groups[slot].states[i], layout, value, sign)?;
                 }
                 let mut row = group;
                 row.extend(values);

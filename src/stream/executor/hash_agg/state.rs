@@ -4,31 +4,41 @@ use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::DataType as ArrowType;
 use datafusion::scalar::ScalarValue;
 
+use super::sum::SumLayout;
 use super::{AggCall, AggKind, Group};
 use crate::catalog::TableCatalog;
 use crate::error::Result;
 use crate::storage::row_codec::RowDecoder;
+use crate::types::specials::{Specials, special_index, special_of};
 
 /// The running state of one aggregate of one group.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum AggState {
     Count(i64),
-    /// sum and avg: the sum of non-NULL inputs and how many there were.
+    /// sum and avg: the sum of the finite non-NULL inputs, how many there were, and how many
+    /// inputs were `NaN` or infinite (see [`super::sum`]).
     Sum {
         sum: ScalarValue,
         count: i64,
+        specials: Specials,
     },
     /// min and max: the current extreme (NULL when the multiset is empty).
     Extreme(ScalarValue),
 }
 
-pub(super) fn empty_state(call: &AggCall) -> Result<AggState> {
-    Ok(match call.kind {
-        AggKind::Count => AggState::Count(0),
-        AggKind::Sum | AggKind::Avg => {
-            AggState::Sum { sum: ScalarValue::new_zero(&call.state_type())?, count: 0 }
+/// The state of call `call` (with `layout`, for a sum or avg) of a group without rows.
+pub(super) fn empty_state(call: &AggCall, layout: Option<&SumLayout>) -> Result<AggState> {
+    Ok(match (call.kind, layout) {
+        (AggKind::Count, _) => AggState::Count(0),
+        (AggKind::Sum | AggKind::Avg, Some(layout)) => AggState::Sum {
+            sum: ScalarValue::new_zero(&layout.sum_type)?,
+            count: 0,
+            specials: [0; 3],
+        },
+        (AggKind::Sum | AggKind::Avg, None) => {
+            return Err(crate::error::Error::Stream(format!("{:?} without its layout", call.kind)));
         }
-        AggKind::Min | AggKind::Max | AggKind::StringAgg => {
+        (AggKind::Min | AggKind::Max | AggKind::StringAgg, _) => {
             AggState::Extreme(ScalarValue::try_from(&call.output_type)?)
         }
     })
@@ -41,28 +51,35 @@ pub(super) fn add_to_sum(
     delta: &ScalarValue,
     count: i64,
 ) -> Result<()> {
-    if let AggState::Sum { sum, count: n } = &mut group.states[call] {
+    if let AggState::Sum { sum, count: n, .. } = &mut group.states[call] {
         *sum = sum.add(delta)?;
         *n += count;
     }
     Ok(())
 }
 
-/// Adds (`sign` 1) or takes away (-1) one non-NULL input `value` of a count, sum or avg.
+/// Adds (`sign` 1) or takes away (-1) one non-NULL input `value` of a count, sum or avg (a
+/// sum's in `layout`).
 pub(super) fn add_value(
     state: &mut AggState,
-    call: &AggCall,
+    layout: Option<&SumLayout>,
     value: &ScalarValue,
     sign: i64,
 ) -> Result<()> {
-    match state {
-        AggState::Count(c) => *c += sign,
-        AggState::Sum { sum, count } => {
-            let v = value.cast_to(&call.state_type())?;
-            *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
-            *count += sign;
+    match (state, layout) {
+        (AggState::Count(c), _) => *c += sign,
+        (AggState::Sum { sum, count, specials }, Some(layout)) => {
+            match special_of(value).filter(|_| layout.specials) {
+                Some(special) => specials[special_index(special)] += sign,
+                None => {
+                    let v = value.cast_to(&layout.sum_type)?;
+                    *sum = if sign > 0 { sum.add(&v)? } else { sum.sub(&v)? };
+                    *count += sign;
+                }
+            }
         }
-        AggState::Extreme(_) => {}
+        (AggState::Sum { .. }, None) => {}
+        (AggState::Extreme(_), _) => {}
     }
     Ok(())
 }

@@ -32,10 +32,31 @@ fn state_table(
     Arc::new(table)
 }
 
+/// [`state_table`] with named columns (`s{i}` where the name is empty): a sum's layout is
+/// told by its column names.
+fn named_table(
+    id: u32,
+    columns: &[(String, ArrowType)],
+    pk_len: usize,
+    dist_key_len: usize,
+) -> Arc<TableCatalog> {
+    let types: Vec<ArrowType> = columns.iter().map(|(_, t)| t.clone()).collect();
+    let mut table = Arc::unwrap_or_clone(state_table(id, &types, pk_len, dist_key_len));
+    for (column, (name, _)) in table.columns.iter_mut().zip(columns) {
+        if !name.is_empty() {
+            column.name = name.clone();
+        }
+    }
+    Arc::new(table)
+}
+
 /// The output type of an aggregate over `arg`, as DataFusion types it.
 fn output_type(kind: AggKind, arg: &ArrowType) -> ArrowType {
     match (kind, arg) {
         (AggKind::Count, _) => ArrowType::Int64,
+        (AggKind::Avg, &ArrowType::Decimal128(p, s)) => {
+            ArrowType::Decimal128((p + 4).min(38), (s + 4).min(38))
+        }
         (AggKind::Avg, _) => ArrowType::Float64,
         (AggKind::StringAgg, _) => ArrowType::Utf8,
         (AggKind::Sum, ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64) => ArrowType::Int64,
@@ -73,8 +94,9 @@ fn hash_agg_executor(
         group_types.push(in_schema.field(i).data_type().clone());
     }
     let n_groups = group_types.len();
-    let mut result_types = group_types.clone();
-    result_types.push(ArrowType::Int64);
+    let mut result_types: Vec<(String, ArrowType)> =
+        group_types.iter().map(|t| (String::new(), t.clone())).collect();
+    result_types.push((String::new(), ArrowType::Int64));
     let mut agg_calls = Vec::new();
     for (i, call) in calls.split_whitespace().enumerate() {
         let (name, arg) = call.strip_suffix(')').and_then(|c| c.split_once('(')).unwrap();
@@ -106,20 +128,19 @@ fn hash_agg_executor(
         let mut listing = None;
         match kind {
             AggKind::StringAgg => {
-                result_types.push(output_type.clone());
+                result_types.push((String::new(), output_type.clone()));
                 let mut types = group_types.clone();
                 types.extend([ArrowType::Binary, arg_type.clone(), ArrowType::Int64]);
                 multiset = Some(state_table(101 + i as u32, &types, n_groups + 2, n_groups));
                 listing = Some(Listing { separator: ",".into(), order: Vec::new() });
             }
-            AggKind::Count => result_types.push(ArrowType::Int64),
+            AggKind::Count => result_types.push((String::new(), ArrowType::Int64)),
             AggKind::Sum | AggKind::Avg => {
-                let sum_type =
-                    if kind == AggKind::Avg { ArrowType::Float64 } else { output_type.clone() };
-                result_types.extend([sum_type, ArrowType::Int64]);
+                let layout = super::sum::SumLayout::new(kind, &output_type, &arg_type);
+                result_types.extend(layout.columns(i));
             }
             AggKind::Min | AggKind::Max => {
-                result_types.push(output_type.clone());
+                result_types.push((String::new(), output_type.clone()));
                 let mut types = group_types.clone();
                 types.extend([output_type.clone(), ArrowType::Int64]);
                 multiset = Some(state_table(101 + i as u32, &types, n_groups + 1, n_groups));
@@ -143,7 +164,7 @@ fn hash_agg_executor(
         store.clone(),
         group_exprs,
         agg_calls,
-        state_table(100, &result_types, n_groups, n_groups),
+        named_table(100, &result_types, n_groups, n_groups),
         Arc::new(Schema::new(fields)),
     )
 }
@@ -913,7 +934,10 @@ fn two_phase(
     let mut finals = Vec::new();
     for call in &one.calls {
         finals.push(copy(call, column(at)));
-        at += if call.kind == AggKind::Count { 1 } else { 2 };
+        at += match call.kind {
+            AggKind::Count => 1,
+            _ => super::sum::SumLayout::of_fields(partial.fields(), at).width(),
+        };
     }
     let groups = (0..n).map(column).collect();
     let agg = HashAggExecutor::new(
@@ -959,6 +983,38 @@ async fn two_phases_emit_what_one_aggregate_emits() {
         let store = Store::open(dir.path()).unwrap();
         let input = committing(&store, changes());
         let two = two_phase(&store, "i I I", &[0], calls, max_groups, input);
+        assert_eq!(run_sorted(two).await, expected, "at {max_groups} groups");
+    }
+}
+
+/// Numeric sums with `NaN` and infinities: the partial rows carry their counts.
+#[tokio::test]
+async fn two_phases_count_the_special_values_as_one_aggregate_does() {
+    let changes = || {
+        vec![
+            initial(0),
+            chunk("i N\n+ 1 1.50\n+ 1 NaN\n+ 2 Infinity\n+ 2 2\n+ 3 -Infinity"),
+            chunk("i N\n+ 3 Infinity\n+ 4 5"),
+            barrier(1),
+            chunk("i N\n- 1 NaN\n- 3 -Infinity\n+ 4 NaN"),
+            barrier(2),
+            chunk("i N\n- 2 Infinity\n- 3 Infinity\n- 4 NaN"),
+            barrier(3),
+        ]
+    };
+    let calls = "count(*) sum(c1)";
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let one = hash_agg(&store, "i N", &[0], calls, committing(&store, changes()));
+    let expected = run_sorted(one).await;
+    let first = "+ 1 2 NaN\n+ 2 2 Infinity\n+ 3 2 NaN\n+ 4 1 5.00";
+    assert!(expected.contains(first), "{expected}");
+    assert!(expected.contains("U+ 2 1 2.00"), "{expected}");
+    for max_groups in [1, 2, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let input = committing(&store, changes());
+        let two = two_phase(&store, "i N", &[0], calls, max_groups, input);
         assert_eq!(run_sorted(two).await, expected, "at {max_groups} groups");
     }
 }
@@ -1171,4 +1227,76 @@ async fn string_agg_lists_a_groups_values_in_order_as_often_as_they_are_there() 
                     barrier 2";
     let calls = "string_agg(c1) count(*)";
     assert_eq!(aggregate("i T", &[0], calls, input).await, dedent(expected));
+}
+
+/// A sum that saw NaN or an infinity recovers when they go (see [`super::sum`]), as Postgres's
+/// sum over what is left; floats and numerics alike, DISTINCT too.
+#[tokio::test]
+async fn sums_and_averages_count_nan_and_infinities_apart_and_recover_when_they_go() {
+    let input = [
+        initial(0),
+        chunk("i F N\n+ 1 1.5 1.50\n+ 1 NaN NaN"),
+        barrier(1),
+        // Still NaN: nothing changes.
+        chunk("i F N\n+ 1 inf Infinity"),
+        barrier(2),
+        chunk("i F N\n- 1 NaN NaN\n+ 1 -inf -Infinity"),
+        barrier(3),
+        chunk("i F N\n- 1 inf Infinity"),
+        barrier(4),
+        chunk("i F N\n- 1 -inf -Infinity"),
+        barrier(5),
+    ];
+    let calls = "sum(c1) avg(c1) sum(c2) avg(c2) sum(distinct:c1)";
+    let expected = "barrier 0
+
+                    i F F N N F
+                    + 1 NaN NaN NaN NaN NaN
+
+                    barrier 1
+
+                    barrier 2
+
+                    barrier 3
+
+                    i F F N N F
+                    U- 1 NaN NaN NaN NaN NaN
+                    U+ 1 -inf -inf -Infinity -Infinity -inf
+
+                    barrier 4
+
+                    i F F N N F
+                    U- 1 -inf -inf -Infinity -Infinity -inf
+                    U+ 1 1.5 1.5 1.50 1.500000 1.5
+
+                    barrier 5";
+    assert_eq!(aggregate("i F N", &[0], calls, input).await, dedent(expected));
+}
+
+/// An average of numerics divides their exact sum (not a float) at the output's scale.
+#[tokio::test]
+async fn a_numeric_average_is_exact_at_its_scale() {
+    let input = [
+        initial(0),
+        chunk("i N\n+ 1 1\n+ 1 1\n+ 1 2\n+ 2 0.10\n+ 2 0.20"),
+        barrier(1),
+        chunk("i N\n- 1 2\n+ 2 -0.30"),
+        barrier(2),
+    ];
+    let expected = "barrier 0
+
+                    i N
+                    + 1 1.333333
+                    + 2 0.150000
+
+                    barrier 1
+
+                    i N
+                    U- 1 1.333333
+                    U+ 1 1.000000
+                    U- 2 0.150000
+                    U+ 2 0.000000
+
+                    barrier 2";
+    assert_eq!(aggregate("i N", &[0], "avg(c1)", input).await, dedent(expected));
 }

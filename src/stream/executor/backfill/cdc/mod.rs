@@ -68,8 +68,8 @@ use tokio::sync::watch;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::connector::common::SplitRange;
-use crate::connector::common::{TypeId, UpstreamTable};
 use crate::connector::common::{SnapshotPage, upstream_text};
+use crate::connector::common::{TypeId, UpstreamTable};
 use crate::connector::offset::CdcOffset;
 use crate::connector::source::{SourceConfig, UpstreamSession};
 use crate::error::{Error, Result};

@@ -115,14 +115,21 @@ fn page(b: &CdcBackfill, split: usize, rows: &[(i32, &str)], asked: usize, low: 
 }
 
 /// Source changes, one a line: `upstream-table delete? position [values] [unchanged] replaces?`,
-/// `upstream-table truncate position`, or `upstream-table columns position [names]`.
+/// `upstream-table truncate position`, or `upstream-table columns position [names]` (each
+/// column typed `text`, or `[names] [oids]` with modifiers -1).
 fn changes(lines: &str) -> StreamChunk {
     let lines: Vec<String> = lines
         .lines()
         .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
             [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t f"),
             [op, table, "columns", lsn, names] => {
-                format!("{op} {table} f {lsn} {names} . f f t")
+                let types = names.split(',').map(|_| "25,4294967295").collect::<Vec<_>>();
+                format!("{op} {table} f {lsn} {names} [{}] f f t", types.join(","))
+            }
+            [op, table, "columns", lsn, names, oids] => {
+                let oids = oids.trim_matches(['[', ']']).split(',');
+                let types = oids.map(|oid| format!("{oid},4294967295")).collect::<Vec<_>>();
+                format!("{op} {table} f {lsn} {names} [{}] f f t", types.join(","))
             }
             _ => format!("{line} f f"),
         })
@@ -201,10 +208,31 @@ async fn once_the_snapshot_is_finished_changes_beyond_the_cursor_pass() {
 }
 
 #[tokio::test]
+async fn a_column_retyped_upstream_stops_the_table_by_its_description_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = load(&Store::open(dir.path()).unwrap(), true);
+    b.guard.learn_types(vec![(25, -1); 3]);
+    read_page(&mut b, 3, 100);
+    // Column v is an integer from here on; its value 7 would cast to the table's text.
+    let lines = "+ public.t f 110 [4, x, d] . f
+                 + public.t columns 120 [id,x,v] [25,25,23]
+                 + public.t f 120 [5, x, 7] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 4 d .");
+    let reason = b.stopped.clone().expect("stopped");
+    assert!(reason.contains("column v changed type upstream from text"), "{reason}");
+    // A description whose types cannot be told (none learnt) and an upstream that does not
+    // answer: the changes after it are not applied unchecked.
+    let mut b = load(&Store::open(&dir.path().join("2")).unwrap(), true);
+    let unchecked = b.on_changes(&changes("+ public.t columns 110 [id,x,v]")).await;
+    assert!(matches!(unchecked, Err(Error::Upstream { code: "08006", .. })), "{unchecked:?}");
+}
+
+#[tokio::test]
 async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let mut b = load(&store, true);
+    b.guard.learn_types(vec![(25, -1); 3]);
     read_page(&mut b, 3, 100);
     b.splits[0].finished = true;
     b.phase = Phase::Finishing;
