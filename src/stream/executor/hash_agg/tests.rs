@@ -1300,3 +1300,86 @@ async fn a_numeric_average_is_exact_at_its_scale() {
                     barrier 2";
     assert_eq!(aggregate("i N", &[0], "avg(c1)", input).await, dedent(expected));
 }
+
+/// Random float changes with `NaN` and infinities among them: after every epoch the view is
+/// what Postgres computes from the live rows (values are halves, so float sums are exact in
+/// any order).
+#[tokio::test]
+async fn sums_with_special_values_equal_postgres_over_the_rows_after_every_epoch() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::stream::test_utils::{Lcg, views_at_barriers};
+
+    let values = [Some(1.5), Some(2.0), Some(-3.0), Some(f64::NAN), Some(f64::INFINITY)];
+    let values = [&values[..], &[Some(f64::NEG_INFINITY), None]].concat();
+    // Postgres's sum of `finite` plus the special values counted in `specials`.
+    let postgres = |finite: f64, any: bool, nan: bool, pos: bool, neg: bool| match () {
+        _ if nan || (pos && neg) => "NaN".to_owned(),
+        _ if pos => "inf".to_owned(),
+        _ if neg => "-inf".to_owned(),
+        _ if any => format!("{finite:?}"),
+        _ => ".".to_owned(),
+    };
+    let calls = "count(*) sum(c1) avg(c1) sum(distinct:c1)";
+    for seed in 0..6u64 {
+        let mut rng = Lcg::new(seed);
+        let mut rows: Vec<(i32, Option<f64>)> = Vec::new();
+        let mut messages = vec![initial(0)];
+        let mut states = Vec::new();
+        let show = |v: Option<f64>| v.map_or(".".to_owned(), |v| format!("{v}"));
+        for epoch in 1..=25u64 {
+            let mut lines = vec!["i F".to_owned()];
+            for _ in 0..1 + rng.below(6) {
+                if !rows.is_empty() && rng.below(5) < 2 {
+                    let (g, v) = rows.swap_remove(rng.below(rows.len() as u64) as usize);
+                    lines.push(format!("- {g} {}", show(v)));
+                } else {
+                    let (g, v) = (rng.below(3) as i32, values[rng.below(7) as usize]);
+                    lines.push(format!("+ {g} {}", show(v)));
+                    rows.push((g, v));
+                }
+            }
+            messages.push(chunk(&lines.join("\n")));
+            messages.push(barrier(epoch));
+            let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+            for g in rows.iter().map(|r| r.0).collect::<BTreeSet<_>>() {
+                let all: Vec<f64> = rows.iter().filter(|r| r.0 == g).filter_map(|r| r.1).collect();
+                let n = rows.iter().filter(|r| r.0 == g).count();
+                let of = |vs: &[f64], avg: bool| {
+                    let finite: Vec<f64> = vs.iter().copied().filter(|v| v.is_finite()).collect();
+                    let sum: f64 = finite.iter().sum();
+                    let finite_value = if avg { sum / finite.len() as f64 } else { sum };
+                    postgres(
+                        finite_value,
+                        !vs.is_empty(),
+                        vs.iter().any(|v| v.is_nan()),
+                        vs.contains(&f64::INFINITY),
+                        vs.contains(&f64::NEG_INFINITY),
+                    )
+                };
+                let mut distinct: Vec<f64> = Vec::new();
+                for v in &all {
+                    if !distinct.iter().any(|d| d.to_bits() == v.to_bits()) {
+                        distinct.push(*v);
+                    }
+                }
+                let line = format!(
+                    "{g} {n} {} {} {}",
+                    of(&all, false),
+                    of(&all, true),
+                    of(&distinct, false)
+                );
+                expected.insert(line, 1);
+            }
+            states.push(expected);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let build = |input| hash_agg(&store, "i F", &[0], calls, input);
+        let views = views_at_barriers(&store, build, messages).await;
+        assert_eq!(views.len(), states.len());
+        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
+        }
+    }
+}
