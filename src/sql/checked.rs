@@ -25,9 +25,25 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::scalar::ScalarValue;
 
 /// `expr` (over rows of `schema`) with every `+`, `-` and `*`, and the negation of an integer,
-/// failing on overflow instead of wrapping.
+/// failing on overflow instead of wrapping, and arithmetic over numerics answering as Postgres
+/// where a value is `NaN` or infinite ([`crate::sql::special_arith`]).
 pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
     expr.transform_up(|e| {
+        let e = overflow_checked(e, schema)?;
+        match crate::sql::special_arith::guarded(&e.data, schema)? {
+            Some(guarded) => Ok(Transformed::yes(guarded)),
+            None => Ok(e),
+        }
+    })
+    .data()
+}
+
+/// `e` failing on overflow, if it is `+`, `-`, `*` or an integer's negation.
+fn overflow_checked(
+    e: Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+) -> Result<Transformed<Arc<dyn PhysicalExpr>>> {
+    {
         if let Some(negative) = e.downcast_ref::<NegativeExpr>() {
             // `-x` as `0 - x`: the negation of the smallest integer overflows.
             let ty = negative.arg().data_type(schema)?;
@@ -49,8 +65,7 @@ pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn P
             BinaryExpr::new(Arc::clone(binary.left()), *binary.op(), Arc::clone(binary.right()))
                 .with_fail_on_overflow(true);
         Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>))
-    })
-    .data()
+    }
 }
 
 /// The physical optimizer rule that makes a batch plan's projections, filters and aggregate

@@ -1,7 +1,8 @@
 //! SQL: text to statements, views to stream plans, and what makes DataFusion answer as
 //! Postgres does.
 
-/// `min`/`max` registered over DataFusion's (right for floats in groups).
+/// `min`/`max`, `sum`/`avg` registered over DataFusion's (floats in groups; numeric `NaN` and
+/// infinities).
 pub mod aggregates;
 /// Logical-plan rewrites that keep queries away from DataFusion bugs.
 pub mod analyzer;
@@ -25,3 +26,5 @@ pub mod names;
 pub mod parser;
 /// A view's DataFusion plan lowered to a stream plan.
 pub mod planner;
+/// Arithmetic over numeric `NaN` and infinities, as Postgres computes it.
+pub mod special_arith;

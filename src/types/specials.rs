@@ -93,12 +93,17 @@ pub fn special_output(specials: &Specials, output_type: &ArrowType) -> Result<Op
         [_, pos, _] if pos > 0 => Special::Infinity,
         _ => Special::NegInfinity,
     };
+    special_value(special, output_type).map(Some)
+}
+
+/// `special` as a value of `ty` (a float or a numeric).
+pub fn special_value(special: Special, ty: &ArrowType) -> Result<ScalarValue> {
     let float = match special {
         Special::NaN => f64::NAN,
         Special::Infinity => f64::INFINITY,
         Special::NegInfinity => f64::NEG_INFINITY,
     };
-    Ok(Some(match *output_type {
+    Ok(match *ty {
         ArrowType::Float64 => ScalarValue::Float64(Some(float)),
         ArrowType::Float32 => ScalarValue::Float32(Some(float as f32)),
         ArrowType::Decimal128(p, s) => ScalarValue::Decimal128(Some(special.as_i128()), p, s),
@@ -106,7 +111,7 @@ pub fn special_output(specials: &Specials, output_type: &ArrowType) -> Result<Op
         ref other => {
             return Err(Error::Stream(format!("a {} result of type {other}", special.text())));
         }
-    }))
+    })
 }
 
 #[cfg(test)]
