@@ -307,10 +307,11 @@ impl PhysicalExpr for SpecialArith {
             .iter()
             .map(|c| c.evaluate(batch)?.into_array(rows))
             .collect::<Result<_>>()?;
-        let operands: Vec<Option<(Vec<Operand>, bool)>> = inputs.iter().map(operands_of).collect();
-        if !operands.iter().flatten().any(|(_, any)| *any) {
+        // The common case, no special value: one scan of each input, nothing allocated.
+        if !inputs.iter().any(|input| numeric::has_special(input.as_ref())) {
             return self.over_inputs.evaluate(&self.batch(inputs, rows)?);
         }
+        let operands: Vec<Option<(Vec<Operand>, bool)>> = inputs.iter().map(operands_of).collect();
         let replaced = inputs
             .iter()
             .zip(&operands)

@@ -131,11 +131,14 @@ pub fn values(column: &dyn Array) -> Vec<Option<i256>> {
 
 /// Whether a decimal column holds a special value.
 pub fn has_special(column: &dyn Array) -> bool {
+    // A scan of the raw values first (a NULL's slot may hold anything, so a hit is checked).
     match column.data_type() {
-        ArrowType::Decimal128(..) => column
-            .as_primitive::<Decimal128Type>()
-            .iter()
-            .any(|v| v.is_some_and(|v| Special::of_i128(v).is_some())),
+        ArrowType::Decimal128(..) => {
+            let values = column.as_primitive::<Decimal128Type>();
+            let special = |v: i128| v >= i128::MAX - 1 || v == i128::MIN;
+            values.values().iter().any(|&v| special(v))
+                && values.iter().any(|v| v.is_some_and(special))
+        }
         ArrowType::Decimal256(..) => column
             .as_primitive::<Decimal256Type>()
             .iter()
