@@ -13,6 +13,7 @@
 //!   `0.99999999999999999997`. The special inputs are counted apart and the finite ones added
 //!   up by DataFusion's own accumulators, the result being Postgres's
 //!   ([`crate::types::specials`]), as a view's sums count them.
+//! - `variance`: Postgres's name for DataFusion's `var_samp`.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use datafusion::error::Result;
 use datafusion::functions_aggregate::average::avg_udaf;
 use datafusion::functions_aggregate::min_max::{max_udaf, min_udaf};
 use datafusion::functions_aggregate::sum::sum_udaf;
+use datafusion::functions_aggregate::variance::var_samp_udaf;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
 use datafusion::logical_expr::{
@@ -43,6 +45,8 @@ pub fn udafs() -> Vec<AggregateUDF> {
         fixed(max_udaf(), Fix::FloatMinMax),
         fixed(sum_udaf(), Fix::NumericSpecials),
         fixed(avg_udaf(), Fix::NumericSpecials),
+        // Postgres's name for the sample variance.
+        var_samp_udaf().as_ref().clone().with_aliases(["variance"]),
     ]
 }
 

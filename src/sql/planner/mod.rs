@@ -390,6 +390,8 @@ impl Planner<'_> {
             // string_agg as their argument's (string_agg after its order's bytes).
             let value_type = match kind {
                 AggKind::Min | AggKind::Max => Some(output_type.clone()),
+                // Added up as floats, as the batch engine's variance does.
+                kind if kind.spreads() => Some(ArrowType::Float64),
                 _ if distinct || listing.is_some() => Some(arg.data_type(in_schema.as_arrow())?),
                 _ => None,
             };
@@ -421,9 +423,7 @@ impl Planner<'_> {
                         result_columns.push(column(&name, &ty)?);
                     }
                 }
-                AggKind::Min | AggKind::Max | AggKind::StringAgg => {
-                    result_columns.push(column(&format!("extreme_{i}"), &output_type)?)
-                }
+                _ => result_columns.push(column(&format!("extreme_{i}"), &output_type)?),
             }
             calls.push(AggCallPlan { kind, arg, output_type, multiset, distinct, listing });
         }
@@ -596,6 +596,10 @@ fn agg_call(expr: &Expr) -> Result<CallExpr> {
         "bool_and" => AggKind::Min,
         "bool_or" => AggKind::Max,
         "string_agg" => AggKind::StringAgg,
+        "var" | "var_samp" | "var_sample" => AggKind::VarSamp,
+        "var_pop" | "var_population" => AggKind::VarPop,
+        "stddev" | "stddev_samp" => AggKind::StddevSamp,
+        "stddev_pop" => AggKind::StddevPop,
         other => return Err(unsupported!("the aggregate {other} in a materialized view")),
     };
     let (arg, listing) = match (kind, p.args.as_slice()) {
@@ -623,7 +627,8 @@ fn agg_call(expr: &Expr) -> Result<CallExpr> {
         None => arg,
     };
     // The least and greatest of the distinct values are those of all values.
-    let distinct = p.distinct && matches!(kind, AggKind::Count | AggKind::Sum | AggKind::Avg);
+    let distinct = p.distinct
+        && (matches!(kind, AggKind::Count | AggKind::Sum | AggKind::Avg) || kind.spreads());
     Ok(CallExpr { kind, arg, distinct, listing })
 }
 

@@ -107,7 +107,7 @@ pub fn partial_state_adds_up(kind: AggKind, output_type: &ArrowType) -> bool {
     match kind {
         AggKind::Count => true,
         AggKind::Sum => matches!(output_type, ArrowType::Int64 | ArrowType::Decimal128(..)),
-        AggKind::Avg | AggKind::Min | AggKind::Max | AggKind::StringAgg => false,
+        _ => false,
     }
 }
 

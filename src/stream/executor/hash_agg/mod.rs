@@ -78,6 +78,39 @@ pub enum AggKind {
     Max,
     /// `string_agg(x, separator [ORDER BY ..])`.
     StringAgg,
+    /// `var_samp(x)` (`variance`, DataFusion's `var`).
+    VarSamp,
+    /// `var_pop(x)`.
+    VarPop,
+    /// `stddev_samp(x)` (`stddev`).
+    StddevSamp,
+    /// `stddev_pop(x)`.
+    StddevPop,
+}
+
+impl AggKind {
+    /// Whether it is a variance or a standard deviation.
+    pub fn spreads(self) -> bool {
+        matches!(
+            self,
+            AggKind::VarSamp | AggKind::VarPop | AggKind::StddevSamp | AggKind::StddevPop
+        )
+    }
+
+    /// Whether the call's result is computed again from its group's whole multiset at each
+    /// flush (min and max read one end of it).
+    pub fn reads_multiset(self) -> bool {
+        matches!(
+            self,
+            AggKind::Min
+                | AggKind::Max
+                | AggKind::StringAgg
+                | AggKind::VarSamp
+                | AggKind::VarPop
+                | AggKind::StddevSamp
+                | AggKind::StddevPop
+        )
+    }
 }
 
 /// What a `string_agg` call needs besides its argument.
@@ -471,9 +504,7 @@ impl Aggregation {
                         }
                     }
                 }
-                (AggKind::Min | AggKind::Max | AggKind::StringAgg, _) => {
-                    unreachable!("min, max and string_agg keep a multiset")
-                }
+                (kind, _) => unreachable!("{kind:?} keeps a multiset"),
             }
         }
         Ok(())

@@ -92,7 +92,7 @@ impl Aggregation {
             else {
                 continue;
             };
-            if !matches!(call.kind, AggKind::Min | AggKind::Max | AggKind::StringAgg) {
+            if !call.kind.reads_multiset() {
                 continue;
             }
             let group_columns: Vec<ArrayRef> = group
@@ -131,6 +131,26 @@ impl Aggregation {
                     AggState::Extreme(ScalarValue::Utf8(text).cast_to(&call.output_type)?);
                 continue;
             }
+            if call.kind.spreads() {
+                let rows = table.iter_range(&prefix, &end, usize::MAX)?;
+                let n = self.n_groups();
+                let types = def.types();
+                let mut decoder = RowDecoder::new(&types, &def.pk, &[n, n + 1], rows.len());
+                for (key, row) in &rows {
+                    decoder.push(key, row)?;
+                }
+                let columns = decoder.finish();
+                let values = cast(columns[0].clone(), &ArrowType::Float64)?;
+                let values = values.as_primitive::<arrow::datatypes::Float64Type>();
+                let counts = columns[1].as_primitive::<Int64Type>();
+                let weighted = (0..values.len()).map(|row| {
+                    let count = if call.distinct { 1 } else { counts.value(row) };
+                    (values.value(row), count as f64)
+                });
+                let spread = spread(call.kind, weighted.collect());
+                group.states[i] = AggState::Extreme(ScalarValue::Float64(spread));
+                continue;
+            }
             // The extreme is the first (min) or last (max) value of the group's multiset.
             let pick = table.edge_of_range(&prefix, &end, call.kind != AggKind::Min)?;
             group.states[i] = AggState::Extreme(match pick {
@@ -141,5 +161,47 @@ impl Aggregation {
             });
         }
         Ok(())
+    }
+}
+
+/// The variance or standard deviation (`kind`) of values each present `count` times, as
+/// Postgres computes them over floats (Youngs and Cramer's running sums, value by value, in
+/// the multiset's order; a value present very often joins as a group of equal values): the
+/// squared deviations from the mean, divided by the number of values (population) or one less
+/// (sample); `None` where that number is 0.
+fn spread(kind: AggKind, values: Vec<(f64, f64)>) -> Option<f64> {
+    let (mut n, mut sx, mut sxx) = (0f64, 0f64, 0f64);
+    for (x, count) in values {
+        if count > 1000.0 {
+            // Postgres's combination of two states, the second `count` times `x`.
+            if n == 0.0 {
+                (n, sx) = (count, x * count);
+                continue;
+            }
+            let tmp = sx / n - x;
+            sxx += n * count * tmp * tmp / (n + count);
+            (n, sx) = (n + count, sx + x * count);
+            continue;
+        }
+        for _ in 0..count as u64 {
+            n += 1.0;
+            sx += x;
+            if n > 1.0 {
+                let tmp = x * n - sx;
+                sxx += tmp * tmp / (n * (n - 1.0));
+            }
+        }
+    }
+    let divisor = match kind {
+        AggKind::VarSamp | AggKind::StddevSamp => n - 1.0,
+        _ => n,
+    };
+    if divisor <= 0.0 {
+        return None;
+    }
+    let variance = sxx / divisor;
+    match kind {
+        AggKind::StddevSamp | AggKind::StddevPop => Some(variance.sqrt()),
+        _ => Some(variance),
     }
 }

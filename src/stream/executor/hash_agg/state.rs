@@ -35,11 +35,12 @@ pub(super) fn empty_state(call: &AggCall, layout: Option<&SumLayout>) -> Result<
             count: 0,
             specials: [0; 3],
         },
-        (AggKind::Sum | AggKind::Avg, None) => {
-            return Err(crate::error::Error::Stream(format!("{:?} without its layout", call.kind)));
-        }
-        (AggKind::Min | AggKind::Max | AggKind::StringAgg, _) => {
+
+        (kind, _) if kind.reads_multiset() => {
             AggState::Extreme(ScalarValue::try_from(&call.output_type)?)
+        }
+        (kind, _) => {
+            return Err(crate::error::Error::Stream(format!("{kind:?} without its layout")));
         }
     })
 }
