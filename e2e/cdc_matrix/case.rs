@@ -460,6 +460,37 @@ impl Case {
         }
     }
 
+    /// `rows` (key first, then the original columns) with each float and JSON value printed
+    /// as its value, for a comparison across printers: MariaDB prints `1e300` and `{"a":1}`
+    /// where Sluice prints `1e+300` and `{"a": 1}`. A float is the shortest text that reads
+    /// back as the same float (a MariaDB `float` as the 4-byte float it is); a JSON document
+    /// is re-printed with its numbers as floats and its keys in order. Sorted again.
+    pub fn as_values(&self, rows: Vec<Vec<Option<String>>>) -> Vec<Vec<Option<String>>> {
+        let skip = self.key.columns().len();
+        let mut rows: Vec<Vec<Option<String>>> = rows
+            .into_iter()
+            .map(|mut row| {
+                for (i, ty) in self.columns.iter().enumerate() {
+                    let Some(Some(text)) = row.get_mut(skip + i) else { continue };
+                    let value = match ty {
+                        ColType::Float4 => {
+                            text.parse::<f64>().map(|f| format!("{:?}", f as f32)).ok()
+                        }
+                        ColType::Float8 => text.parse::<f64>().map(|f| format!("{f:?}")).ok(),
+                        ColType::Jsonb => serde_json::from_str(text).ok().map(|v| json_value(&v)),
+                        _ => None,
+                    };
+                    if let Some(value) = value {
+                        *text = value;
+                    }
+                }
+                row
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
     /// The original columns, key first, as MariaDB's values read as Sluice prints them.
     pub fn mysql_select_list(&self) -> String {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
@@ -483,5 +514,23 @@ pub fn short(value: &Option<String>) -> String {
             format!("{}..({} chars)", v.chars().take(32).collect::<String>(), v.chars().count())
         }
         Some(v) => quote(v),
+    }
+}
+
+/// A JSON document printed with its numbers as floats and its object keys in order.
+fn json_value(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => format!("{:?}", n.as_f64().unwrap_or(f64::NAN)),
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(json_value).collect::<Vec<_>>().join(","))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<String> =
+                map.iter().map(|(k, v)| format!("{k:?}:{}", json_value(v))).collect();
+            entries.sort();
+            format!("{{{}}}", entries.join(","))
+        }
+        other => other.to_string(),
     }
 }

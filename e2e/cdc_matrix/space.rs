@@ -104,8 +104,10 @@ impl ColType {
     }
 
     /// The types the MySQL matrix draws: what MariaDB has (no infinite dates, no arrays,
-    /// intervals or inet; its floats and JSON print otherwise than Sluice's, so are left out).
-    pub const MYSQL: [ColType; 16] = [
+    /// intervals or inet, no float NaN or infinities). Floats and JSON print otherwise in
+    /// MariaDB than in Sluice, so both sides' values of those are compared as values
+    /// ([`crate::cdc_matrix::case::Case::as_values`]).
+    pub const MYSQL: [ColType; 19] = [
         ColType::Int2,
         ColType::Int4,
         ColType::Int8,
@@ -122,6 +124,9 @@ impl ColType {
         ColType::Bytea,
         ColType::Uuid,
         ColType::Point,
+        ColType::Float4,
+        ColType::Float8,
+        ColType::Jsonb,
     ];
 
     /// The MariaDB type of a [`Self::MYSQL`] type.
@@ -142,6 +147,9 @@ impl ColType {
             ColType::Bytea => "varbinary(16)".into(),
             ColType::Uuid => "char(36)".into(),
             ColType::Point => "point".into(),
+            ColType::Float4 => "float".into(),
+            ColType::Float8 => "double".into(),
+            ColType::Jsonb => "json".into(),
             other => panic!("{other:?} is not in the MySQL space"),
         }
     }
@@ -150,6 +158,8 @@ impl ColType {
     pub fn mysql_select(self, name: &str) -> String {
         match self {
             ColType::Timestamptz => format!("CONCAT({name}, '+00') AS {name}"),
+            // MariaDB prints a FLOAT to 6 digits, not as the value it holds.
+            ColType::Float4 => format!("CAST({name} AS DOUBLE) AS {name}"),
             ColType::Bytea | ColType::Point => {
                 format!("CONCAT('\\x', LOWER(HEX({name}))) AS {name}")
             }
@@ -162,6 +172,9 @@ impl ColType {
         if rng.chance(12) {
             return "NULL".into();
         }
+        let pick = |rng: &mut Rng, options: &[&str]| {
+            options[rng.below(options.len() as u64) as usize].to_owned()
+        };
         match self {
             ColType::Date => {
                 format!(
@@ -181,6 +194,18 @@ impl ColType {
                 let n = rng.below(12) as usize;
                 format!("X'{}'", hex(rng, n))
             }
+            // MariaDB has no float NaN or infinities.
+            ColType::Float4 | ColType::Float8 => match rng.below(4) {
+                0 if self == ColType::Float8 => {
+                    pick(rng, &["-0", "1e-30", "1.7976931348623157e308", "5e-324", "-2.5e-310"])
+                }
+                0 => pick(rng, &["-0", "1e-30", "3.4e38", "-1.17549435e-38"]),
+                _ => format!(
+                    "{}e{}",
+                    rng.below(2_000_000) as i64 - 1_000_000,
+                    rng.below(20) as i64 - 12
+                ),
+            },
             ColType::Point => {
                 let x = rng.below(2_000_000) as f64 / 1000.0 - 1000.0;
                 let y = rng.below(2_000_000) as f64 / 1000.0 - 1000.0;
