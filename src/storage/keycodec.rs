@@ -127,6 +127,13 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
         ArrowType::Binary => encode_with(column.as_binary::<i32>(), out, |a: &BinaryArray, i| {
             serde_bytes_ref(a.value(i))
         }),
+        // An unsigned count (a window's `row_number()`) is stored as `numeric(20)`: its key
+        // bytes are that numeric's, wherever it is encoded (a vnode computed from either is
+        // the same).
+        ArrowType::UInt64 => {
+            let numeric = arrow::compute::cast(column, &ArrowType::Decimal128(20, 0))?;
+            encode_column(&numeric, out)
+        }
         other => Err(Error::Storage(format!("cannot encode key column of type {other}"))),
     }
 }

@@ -240,7 +240,10 @@ impl Side {
     fn apply(&mut self, chunk: &StreamChunk, keys: &[ArrayRef], has_key: &[bool]) -> Result<()> {
         let mut columns = keys.to_vec();
         columns.extend(chunk.columns().iter().cloned());
-        let batch = RecordBatch::try_new(self.def.full_schema(), columns)?;
+        // Typed as stored: an unsigned count (a window's `row_number()`) is a numeric.
+        let schema = self.def.full_schema();
+        let batch =
+            RecordBatch::try_new(schema.clone(), crate::stream::cast_columns(columns, &schema)?)?;
         let rows = StreamChunk::new(chunk.ops().to_vec(), batch);
         self.invalidate(keys, chunk.len())?;
         match crate::stream::executor::filter::mask_chunk(&rows, |i| has_key[i])? {

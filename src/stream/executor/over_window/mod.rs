@@ -159,6 +159,8 @@ impl Window {
         let prefixes = encode_keys(self.def.id, &columns, n, self.n_partition())?;
         columns.push(Arc::new(order_keys(&self.spec.order, chunk.data())?));
         columns.extend(chunk.columns().iter().cloned());
+        // Typed as stored: an unsigned count (another window's `row_number()`) is a numeric.
+        let mut columns = crate::stream::cast_columns(columns, &schema)?;
         let (_, values, emitted) = self.layout();
         for i in values {
             columns.push(new_null_array(schema.field(i).data_type(), n));

@@ -202,6 +202,8 @@ impl Kept {
         let time = data.column(self.condition.column);
         let mut columns = vec![arrow::compute::cast(time, schema.field(0).data_type())?];
         columns.extend(data.columns().iter().cloned());
+        // Typed as stored: an unsigned count (a window's `row_number()`) is a numeric.
+        let columns = crate::stream::cast_columns(columns, &schema)?;
         let rows = RecordBatch::try_new(schema, columns)?;
         self.table.write_chunk(&StreamChunk::new(ops, rows))
     }
@@ -247,7 +249,8 @@ impl Kept {
         for (key, value) in page {
             decoder.push(key, value)?;
         }
-        Ok(RecordBatch::try_new(self.input_schema.clone(), decoder.finish())?)
+        let columns = crate::stream::cast_columns(decoder.finish(), &self.input_schema)?;
+        Ok(RecordBatch::try_new(self.input_schema.clone(), columns)?)
     }
 }
 

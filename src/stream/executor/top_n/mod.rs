@@ -146,6 +146,8 @@ impl TopN {
         let prefixes = encode_keys(self.def.id, &columns, chunk.len(), n_group)?;
         columns.push(Arc::new(order_keys(&self.spec.order, chunk.data())?));
         columns.extend(chunk.columns().iter().cloned());
+        // Typed as stored: an unsigned count (a window's `row_number()`) is a numeric.
+        let columns = crate::stream::cast_columns(columns, &types)?;
         let rows = StreamChunk::new(chunk.ops().to_vec(), RecordBatch::try_new(types, columns)?);
         let mut groups: Vec<&Vec<u8>> = Vec::new();
         let mut seen = hashbrown::HashSet::new();
