@@ -27,6 +27,7 @@ pub mod query;
 pub mod recovery;
 mod rescale;
 pub mod session;
+mod set_ops;
 mod source;
 
 use std::path::PathBuf;

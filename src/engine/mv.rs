@@ -48,10 +48,9 @@ impl Engine {
         let Some(Statement::Sql(stmt)) = parse(query)?.pop() else {
             return Err(invalid!("a materialized view needs a query"));
         };
-        let ast::Statement::Query(query) = stmt.as_ref() else {
+        let ast::Statement::Query(_) = stmt.as_ref() else {
             return Err(invalid!("a materialized view is defined by a SELECT query"));
         };
-        refuse_unsupported_syntax(query)?;
         let state = self.query_state();
         let plan = mark_now(self.plan(&state, *stmt).await?)?;
         check_deterministic(&plan)?;
@@ -255,48 +254,6 @@ fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<Option<
         }
     }
     Ok(limit)
-}
-
-/// Refuses, by name, what a view cannot maintain and the plan would describe only by its
-/// rewriting (`EXCEPT ALL` and `INTERSECT ALL` plan as anti and semi joins, which do not count
-/// duplicates).
-fn refuse_unsupported_syntax(query: &ast::Query) -> Result<()> {
-    use std::ops::ControlFlow;
-
-    struct Refusal(Option<&'static str>);
-    impl ast::Visitor for Refusal {
-        type Break = ();
-
-        fn pre_visit_query(&mut self, query: &ast::Query) -> ControlFlow<()> {
-            let mut bodies = vec![query.body.as_ref()];
-            while let Some(body) = bodies.pop() {
-                if let ast::SetExpr::SetOperation { op, left, right, set_quantifier } = body {
-                    // EXCEPT and INTERSECT are anti and semi joins over distinct rows; with ALL
-                    // they count duplicates, which those joins do not.
-                    let all = matches!(set_quantifier, ast::SetQuantifier::All);
-                    match op {
-                        ast::SetOperator::Except | ast::SetOperator::Minus if all => {
-                            self.0 = Some("EXCEPT ALL")
-                        }
-                        ast::SetOperator::Intersect if all => self.0 = Some("INTERSECT ALL"),
-                        _ => {}
-                    }
-                    bodies.push(left);
-                    bodies.push(right);
-                }
-            }
-            match self.0 {
-                Some(_) => ControlFlow::Break(()),
-                None => ControlFlow::Continue(()),
-            }
-        }
-    }
-    let mut refusal = Refusal(None);
-    let _ = ast::Visit::visit(query, &mut refusal);
-    match refusal.0 {
-        Some(construct) => Err(unsupported!("{construct} in a materialized view")),
-        None => Ok(()),
-    }
 }
 
 /// The view's columns: the query's output columns, then hidden key columns.

@@ -83,12 +83,14 @@ impl Engine {
         state
     }
 
-    /// Plans a statement DataFusion understands (a query or EXPLAIN).
+    /// Plans a statement DataFusion understands (a query or EXPLAIN), its `EXCEPT ALL` and
+    /// `INTERSECT ALL` counted as Postgres counts them ([`super::set_ops`]).
     pub(crate) async fn plan(
         &self,
         state: &SessionState,
-        stmt: ast::Statement,
+        mut stmt: ast::Statement,
     ) -> Result<LogicalPlan> {
+        super::set_ops::count_duplicates(state, &mut stmt).await?;
         Ok(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))).await?)
     }
 
