@@ -90,7 +90,8 @@ impl Engine {
         state: &SessionState,
         mut stmt: ast::Statement,
     ) -> Result<LogicalPlan> {
-        super::set_ops::count_duplicates(state, &mut stmt).await?;
+        // Boxed: its state stays off the stack a deep statement's planning needs.
+        Box::pin(super::set_ops::count_duplicates(state, &mut stmt)).await?;
         Ok(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))).await?)
     }
 
