@@ -33,7 +33,9 @@ use datafusion::logical_expr::{
 use datafusion::scalar::ScalarValue;
 
 use crate::types::numeric::{self, Special};
-use crate::types::specials::{Specials, special_index, special_output, split_specials};
+use crate::types::specials::{
+    Specials, special_index, special_of_counts, special_output, split_specials,
+};
 
 /// The aggregate functions that replace DataFusion's (see the module docs).
 pub fn udafs() -> Vec<AggregateUDF> {
@@ -149,7 +151,7 @@ impl AggregateUDFImpl for Fixed {
         let ty = args.return_field.data_type().clone();
         let inner = self.inner.create_groups_accumulator(args)?;
         Ok(match self.counts_specials(&ty) {
-            true => Box::new(GroupsCountingSpecials { inner, specials: Vec::new(), ty }),
+            true => Box::new(GroupsCountingSpecials { inner, specials: Vec::new() }),
             false => inner,
         })
     }
@@ -275,7 +277,6 @@ struct GroupsCountingSpecials {
     inner: Box<dyn GroupsAccumulator>,
     /// Per group.
     specials: Vec<Specials>,
-    ty: DataType,
 }
 
 impl GroupsAccumulator for GroupsCountingSpecials {
@@ -302,14 +303,7 @@ impl GroupsAccumulator for GroupsCountingSpecials {
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let specials = emit_to.take_needed(&mut self.specials);
         let out = self.inner.evaluate(emit_to)?;
-        let specials: Vec<Option<Special>> = specials
-            .iter()
-            .map(|s| match special_output(s, &self.ty) {
-                Ok(Some(ScalarValue::Decimal128(Some(v), ..))) => Special::of_i128(v),
-                Ok(Some(ScalarValue::Decimal256(Some(v), ..))) => Special::of_i256(v),
-                _ => None,
-            })
-            .collect();
+        let specials: Vec<Option<Special>> = specials.iter().map(special_of_counts).collect();
         Ok(match specials.iter().any(Option::is_some) {
             true => numeric::patched(&out, &specials),
             false => out,

@@ -87,13 +87,17 @@ pub fn special_of(value: &ScalarValue) -> Option<Special> {
 /// The output of a group whose inputs include `specials`, as Postgres's: `NaN` if any is
 /// `NaN` or both infinities are there, else the infinity; `None` when there are none.
 pub fn special_output(specials: &Specials, output_type: &ArrowType) -> Result<Option<ScalarValue>> {
-    let special = match *specials {
-        [0, 0, 0] => return Ok(None),
+    special_of_counts(specials).map(|s| special_value(s, output_type)).transpose()
+}
+
+/// Which special value a result over inputs with `specials` is (see [`special_output`]).
+pub fn special_of_counts(specials: &Specials) -> Option<Special> {
+    Some(match *specials {
+        [0, 0, 0] => return None,
         [nan, pos, neg] if nan > 0 || (pos > 0 && neg > 0) => Special::NaN,
         [_, pos, _] if pos > 0 => Special::Infinity,
         _ => Special::NegInfinity,
-    };
-    special_value(special, output_type).map(Some)
+    })
 }
 
 /// `special` as a value of `ty` (a float or a numeric).
