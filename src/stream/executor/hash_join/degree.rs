@@ -23,95 +23,43 @@
 //! Output rows of an outer join are `left visible ++ right visible ++ left hidden ++ right
 //! hidden ++ join key`; of a semi or anti join, `kept visible ++ kept hidden ++ join key`.
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
+use arrow::compute::{interleave, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::PhysicalExpr;
-use datafusion::scalar::ScalarValue;
 
-use super::{JoinKind, Side};
+use super::{JoinKind, Rows, Side};
 use crate::error::Result;
 use crate::storage::keycodec::encode_keys;
-use crate::storage::row_codec::RowDecoder;
+use crate::stream::cast_columns;
 use crate::stream::eval::eval;
-use crate::stream::executor::hash_agg::rows_to_batch;
+use crate::stream::executor::filter::mask_chunk;
 use crate::stream::message::{Op, StreamChunk};
 
-/// Output rows under construction.
-struct Out<'a> {
-    kind: JoinKind,
-    sides: &'a [Side; 2],
-    ops: Vec<Op>,
-    rows: Vec<Vec<ScalarValue>>,
+/// Where one output row's columns come from: per side, a row of that side's data (the chunk's
+/// row on the changed side, a stored row on the other) or NULLs; and the chunk row whose join
+/// key it carries.
+struct OutRow {
+    op: Op,
+    sides: [Option<u32>; 2],
+    key_row: u32,
 }
 
-impl Out<'_> {
-    /// An outer join's row: `left visible ++ right visible ++ left hidden ++ right hidden ++
-    /// join key`; NULLs for a missing side.
-    fn pair(
-        &mut self,
-        op: Op,
-        key: &[ScalarValue],
-        left: Option<&[ScalarValue]>,
-        right: Option<&[ScalarValue]>,
-    ) -> Result<()> {
-        let (lv, rv) = (self.sides[0].visible, self.sides[1].visible);
-        let left: Vec<ScalarValue> = match left {
-            Some(l) => l.to_vec(),
-            None => self.sides[0].null_row()?,
-        };
-        let right: Vec<ScalarValue> = match right {
-            Some(r) => r.to_vec(),
-            None => self.sides[1].null_row()?,
-        };
-        let mut row = Vec::with_capacity(left.len() + right.len() + key.len());
-        row.extend_from_slice(&left[..lv]);
-        row.extend_from_slice(&right[..rv]);
-        row.extend_from_slice(&left[lv..]);
-        row.extend_from_slice(&right[rv..]);
-        row.extend_from_slice(key);
-        self.ops.push(op);
-        self.rows.push(row);
-        Ok(())
-    }
-
-    /// A semi or anti join's row: the kept side's input columns, then the join key.
-    fn kept(&mut self, op: Op, key: &[ScalarValue], values: &[ScalarValue]) {
-        let mut row = Vec::with_capacity(values.len() + key.len());
-        row.extend_from_slice(values);
-        row.extend_from_slice(key);
-        self.ops.push(op);
-        self.rows.push(row);
-    }
-
-    /// The output of side `side`'s row `values` (input columns) alone: padded (outer), itself
-    /// (semi, anti).
-    fn alone(
-        &mut self,
-        op: Op,
-        side: usize,
-        key: &[ScalarValue],
-        values: &[ScalarValue],
-    ) -> Result<()> {
-        match self.kind.kept() {
-            Some(_) => {
-                self.kept(op, key, values);
-                Ok(())
-            }
-            None if side == 0 => self.pair(op, key, Some(values), None),
-            None => self.pair(op, key, None, Some(values)),
-        }
-    }
-
-    /// What a row of side `side` outputs alone while its degree is `degree`.
-    fn shown_alone(&self, side: usize, degree: i64) -> bool {
-        match self.kind {
-            JoinKind::LeftSemi | JoinKind::RightSemi => degree > 0,
-            _ => self.kind.counts(side) && degree == 0,
-        }
+/// What a row of side `side` outputs alone while its degree is `degree`.
+fn shown_alone(kind: JoinKind, side: usize, degree: i64) -> bool {
+    match kind {
+        JoinKind::LeftSemi | JoinKind::RightSemi => degree > 0,
+        _ => kind.counts(side) && degree == 0,
     }
 }
 
 /// Joins one chunk of either side for a join that counts matches (every kind but inner).
+///
+/// Vectorised per chunk: the other side's stored rows of the chunk's join keys are read and
+/// decoded once, the condition is evaluated over every candidate pair at once, and each side's
+/// writes go to its state table as one chunk. Only the degree bookkeeping runs row by row, in
+/// the chunk's order, over degrees held in memory: two rows of the chunk with one join key see
+/// each other's effect on the stored rows' degrees, as they would one chunk at a time.
 pub(crate) fn degree_chunk(
     kind: JoinKind,
     sides: &mut [Side; 2],
@@ -121,186 +69,225 @@ pub(crate) fn degree_chunk(
     condition: Option<&dyn PhysicalExpr>,
 ) -> Result<Option<StreamChunk>> {
     let this = if from_left { 0 } else { 1 };
+    let other = 1 - this;
+    let n = chunk.len();
     let keys = sides[this].key_columns(chunk)?;
     let n_keys = keys.len();
-    let other_table = sides[1 - this].def.id;
-    let prefixes = encode_keys(other_table, &keys, chunk.len(), n_keys)?;
-    let mut ops = Vec::new();
-    let mut rows = Vec::new();
+    let nulls_equal = sides[this].nulls_equal;
+    let has_key: Vec<bool> =
+        (0..n).map(|i| nulls_equal || keys.iter().all(|k| k.is_valid(i))).collect();
+    let prefixes = encode_keys(sides[other].def.id, &keys, n, n_keys)?;
+    sides[other].preload(&prefixes, &has_key)?;
+
+    // The other side's stored rows of each distinct join key, decoded once; `candidates[row]`
+    // is the range of them the chunk's row `row` may match.
+    let mut first_of: hashbrown::HashMap<&[u8], (u32, u32)> = hashbrown::HashMap::new();
+    let mut stored_refs: Vec<(Rows, usize)> = Vec::new();
+    let mut candidates: Vec<(u32, u32)> = Vec::with_capacity(n);
     for (row, prefix) in prefixes.iter().enumerate() {
-        let op = if chunk.ops()[row].is_insert() { Op::Insert } else { Op::Delete };
-        let values = scalars(chunk.columns(), row)?;
-        let key: Vec<ScalarValue> = keys
-            .iter()
-            .map(|k| ScalarValue::try_from_array(k, row))
-            .collect::<datafusion::error::Result<_>>()?;
-        let has_key = sides[this].nulls_equal || key.iter().all(|k| !k.is_null());
-        let mut out = Out { kind, sides, ops: Vec::new(), rows: Vec::new() };
-        let (writes, degree) = if has_key {
-            change(&mut out, this, op, &key, &values, prefix, condition)?
-        } else {
-            // No match, ever: shown alone as a row without one, and not stored.
-            if out.shown_alone(this, 0) {
-                out.alone(op, this, &key, &values)?;
-            }
-            (Vec::new(), 0)
-        };
-        ops.append(&mut out.ops);
-        rows.append(&mut out.rows);
-        for (side, op, row) in writes {
-            sides[side].store_row(op, row)?;
+        if !has_key[row] {
+            candidates.push((0, 0));
+            continue;
         }
-        if has_key {
-            let mut stored = key;
-            stored.extend(values);
-            if kind.counts(this) {
-                stored.push(ScalarValue::Int64(Some(degree)));
+        let range = match first_of.get(prefix.as_slice()) {
+            Some(&range) => range,
+            None => {
+                let rows = sides[other].matches(prefix)?;
+                let start = stored_refs.len() as u32;
+                stored_refs.extend((0..rows.len()).map(|i| (rows.clone(), i)));
+                let range = (start, stored_refs.len() as u32);
+                first_of.insert(prefix.as_slice(), range);
+                range
             }
-            sides[this].store_row(op, stored)?;
+        };
+        candidates.push(range);
+    }
+    let stored_width = sides[other].def.types().len();
+    let stored = sides[other].decode_columns(&stored_refs, 0..stored_width)?;
+    let other_width = sides[other].input_width();
+    let other_input = &stored[n_keys..n_keys + other_width];
+    let other_counts = kind.counts(other);
+    let mut degrees: Vec<i64> = match other_counts {
+        true => stored[n_keys + other_width]
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .iter()
+            .map(|d| d.unwrap_or(0))
+            .collect(),
+        false => Vec::new(),
+    };
+    let mut touched = vec![false; degrees.len()];
+
+    // This side's rows as stored: join key ++ input columns (typed as stored).
+    let this_def = sides[this].def.clone();
+    let this_schema = this_def.full_schema();
+    let this_width = sides[this].input_width();
+    let mut this_stored = keys.clone();
+    this_stored.extend(chunk.columns().iter().cloned());
+    let this_stored = cast_columns(this_stored, &this_schema)?;
+    let this_input = &this_stored[n_keys..n_keys + this_width];
+
+    let met = pairs_met(sides, this, this_input, other_input, &candidates, condition)?;
+
+    // The changes in the chunk's order, degrees moving as they go.
+    let mut out: Vec<OutRow> = Vec::new();
+    let mut this_degrees: Vec<i64> = Vec::with_capacity(n);
+    let mut pairs_before = 0;
+    for (row, (&(start, end), chunk_op)) in candidates.iter().zip(chunk.ops()).enumerate() {
+        let op = if chunk_op.is_insert() { Op::Insert } else { Op::Delete };
+        let key_row = row as u32;
+        let alone = |side: usize, i: u32, op: Op| {
+            let mut sources = [None, None];
+            sources[side] = Some(i);
+            OutRow { op, sides: sources, key_row }
+        };
+        let matched: Vec<u32> =
+            (start..end).filter(|&j| met[pairs_before + (j - start) as usize]).collect();
+        pairs_before += (end - start) as usize;
+        let degree = matched.len() as i64;
+        this_degrees.push(degree);
+        // A row without a join key has no candidates: it shows alone as a row without a match
+        // and is not stored.
+        if kind.kept() != Some(other) && shown_alone(kind, this, degree) {
+            out.push(alone(this, key_row, op));
+        }
+        for j in matched {
+            let old = if other_counts { degrees[j as usize] } else { 0 };
+            let new = if op == Op::Insert { old + 1 } else { old - 1 };
+            let (was, is) = (shown_alone(kind, other, old), shown_alone(kind, other, new));
+            // Retract what goes before adding what comes.
+            if other_counts && was && !is {
+                out.push(alone(other, j, Op::Delete));
+            }
+            if kind.kept().is_none() {
+                let mut sources = [None, None];
+                sources[this] = Some(key_row);
+                sources[other] = Some(j);
+                out.push(OutRow { op, sides: sources, key_row });
+            }
+            if other_counts && is && !was {
+                out.push(alone(other, j, Op::Insert));
+            }
+            if other_counts {
+                degrees[j as usize] = new;
+                touched[j as usize] = true;
+            }
         }
     }
-    if ops.is_empty() {
+
+    // The other side's rows whose degree moved, rewritten once each.
+    if touched.iter().any(|&t| t) {
+        let rows: Vec<u32> = (0..touched.len() as u32).filter(|&j| touched[j as usize]).collect();
+        let indices = UInt32Array::from(rows.clone());
+        let mut columns = stored[..n_keys + other_width]
+            .iter()
+            .map(|c| take(c, &indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        columns.push(std::sync::Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|&j| degrees[j as usize]),
+        )));
+        let side = &mut sides[other];
+        side.invalidate(&columns[..n_keys], rows.len())?;
+        let batch = RecordBatch::try_new(side.def.full_schema(), columns)?;
+        side.table.write_chunk(&StreamChunk::new(vec![Op::Insert; rows.len()], batch))?;
+    }
+    // This side's rows with a join key, stored (with their degree where this side counts).
+    let mut columns = this_stored.clone();
+    if kind.counts(this) {
+        columns.push(std::sync::Arc::new(Int64Array::from(this_degrees)));
+    }
+    let rows = StreamChunk::new(chunk.ops().to_vec(), RecordBatch::try_new(this_schema, columns)?);
+    sides[this].invalidate(&keys, n)?;
+    if let Some(rows) = mask_chunk(&rows, |i| has_key[i])? {
+        sides[this].table.write_chunk(&rows)?;
+    }
+
+    if out.is_empty() {
         return Ok(None);
     }
-    Ok(Some(StreamChunk::new(ops, rows_to_batch(&rows, schema)?)))
+    let side_data: [&[ArrayRef]; 2] = match this {
+        0 => [this_input, other_input],
+        _ => [other_input, this_input],
+    };
+    let gather = |side: usize| -> Result<Vec<ArrayRef>> {
+        side_data[side]
+            .iter()
+            .map(|column| gather_rows(column, out.iter().map(|o| o.sides[side])))
+            .collect()
+    };
+    let key_rows = UInt32Array::from_iter_values(out.iter().map(|o| o.key_row));
+    let mut columns = Vec::new();
+    match kind.kept() {
+        // A semi or anti join's row: the kept side's input columns.
+        Some(kept) => columns.extend(gather(kept)?),
+        // An outer join's row: left visible ++ right visible ++ left hidden ++ right hidden.
+        None => {
+            let (left, right) = (gather(0)?, gather(1)?);
+            let (lv, rv) = (sides[0].visible, sides[1].visible);
+            columns.extend_from_slice(&left[..lv]);
+            columns.extend_from_slice(&right[..rv]);
+            columns.extend_from_slice(&left[lv..]);
+            columns.extend_from_slice(&right[rv..]);
+        }
+    }
+    for key in &keys {
+        columns.push(take(key, &key_rows, None)?);
+    }
+    let columns = cast_columns(columns, schema)?;
+    let ops = out.iter().map(|o| o.op).collect();
+    Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
 }
 
-/// A stored-row write: side, op, full stored row.
-type Write = (usize, Op, Vec<ScalarValue>);
-
-/// A change with a join key on side `this`: its output, the other side's degree changes (as
-/// writes), and the row's own degree.
-fn change(
-    out: &mut Out<'_>,
-    this: usize,
-    op: Op,
-    key: &[ScalarValue],
-    values: &[ScalarValue],
-    prefix: &[u8],
-    condition: Option<&dyn PhysicalExpr>,
-) -> Result<(Vec<Write>, i64)> {
-    let other = 1 - this;
-    let kind = out.kind;
-    let n_keys = key.len();
-    let mut matches = out.sides[other].stored_rows(prefix)?;
-    if let Some(condition) = condition {
-        let met = meets(out.sides, this, values, &matches, n_keys, condition)?;
-        matches = matches.into_iter().zip(met).filter_map(|(m, met)| met.then_some(m)).collect();
-    }
-    let other_counts = kind.counts(other);
-    let degree = matches.len() as i64;
-    // This row alone, as it shows with its matches.
-    if kind.kept() != Some(other) && out.shown_alone(this, degree) {
-        out.alone(op, this, key, values)?;
-    }
-    let mut writes = Vec::new();
-    for mut stored in matches {
-        let old = match other_counts {
-            true => match stored.pop() {
-                Some(ScalarValue::Int64(Some(d))) => d,
-                _ => 0,
-            },
-            false => 0,
-        };
-        let theirs = &stored[n_keys..];
-        let new = if op == Op::Insert { old + 1 } else { old - 1 };
-        let (was, is) = (out.shown_alone(other, old), out.shown_alone(other, new));
-        // Retract what goes before adding what comes.
-        if other_counts && was && !is {
-            out.alone(Op::Delete, other, key, theirs)?;
-        }
-        if kind.kept().is_none() {
-            let (left, right) = if this == 0 { (values, theirs) } else { (theirs, values) };
-            out.pair(op, key, Some(left), Some(right))?;
-        }
-        if other_counts && is && !was {
-            out.alone(Op::Insert, other, key, theirs)?;
-        }
-        if other_counts {
-            stored.push(ScalarValue::Int64(Some(new)));
-            writes.push((other, Op::Insert, stored));
-        }
-    }
-    Ok((writes, degree))
+/// Rows of `column` by index, NULL where the index is `None`.
+fn gather_rows(column: &ArrayRef, rows: impl Iterator<Item = Option<u32>>) -> Result<ArrayRef> {
+    let nulls = arrow::array::new_null_array(column.data_type(), 1);
+    let indices: Vec<(usize, usize)> =
+        rows.map(|r| r.map_or((1, 0), |r| (0, r as usize))).collect();
+    Ok(interleave(&[column.as_ref(), nulls.as_ref()], &indices)?)
 }
 
-/// Which of the other side's `stored` rows (key columns first) meet the join's `condition`
-/// paired with this side's row `values`: the condition reads `left visible ++ right visible`,
-/// and NULL is not met.
-fn meets(
+/// For every candidate pair (the chunk's row `row` with the other side's stored rows
+/// `candidates[row]`, in order), whether it meets the join's `condition`: evaluated once over
+/// all pairs, as `left visible ++ right visible`; NULL is not met. All pairs meet no condition.
+fn pairs_met(
     sides: &[Side; 2],
     this: usize,
-    values: &[ScalarValue],
-    stored: &[Vec<ScalarValue>],
-    n_keys: usize,
-    condition: &dyn PhysicalExpr,
+    this_input: &[ArrayRef],
+    other_input: &[ArrayRef],
+    candidates: &[(u32, u32)],
+    condition: Option<&dyn PhysicalExpr>,
 ) -> Result<Vec<bool>> {
-    if stored.is_empty() {
+    let total: usize = candidates.iter().map(|(s, e)| (e - s) as usize).sum();
+    let Some(condition) = condition else { return Ok(vec![true; total]) };
+    if total == 0 {
         return Ok(Vec::new());
     }
-    let visible_fields = |side: &Side| {
-        let schema = side.def.full_schema();
-        let n = side.keys.len();
-        schema.fields()[n..n + side.visible]
+    let mut this_rows = Vec::with_capacity(total);
+    let mut other_rows = Vec::with_capacity(total);
+    for (row, &(start, end)) in candidates.iter().enumerate() {
+        this_rows.extend(std::iter::repeat_n(row as u32, (end - start) as usize));
+        other_rows.extend(start..end);
+    }
+    let (this_rows, other_rows) = (UInt32Array::from(this_rows), UInt32Array::from(other_rows));
+    let visible = |columns: &[ArrayRef], side: usize, rows: &UInt32Array| {
+        columns[..sides[side].visible]
             .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect::<Vec<_>>()
+            .map(|c| take(c, rows, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
     };
-    let mut fields = visible_fields(&sides[0]);
-    fields.extend(visible_fields(&sides[1]));
-    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
-    let mine = &values[..sides[this].visible];
-    let rows: Vec<Vec<ScalarValue>> = stored
+    let (mine, theirs) =
+        (visible(this_input, this, &this_rows)?, visible(other_input, 1 - this, &other_rows)?);
+    let columns: Vec<ArrayRef> = match this {
+        0 => mine.into_iter().chain(theirs).collect(),
+        _ => theirs.into_iter().chain(mine).collect(),
+    };
+    let fields: Vec<arrow::datatypes::Field> = columns
         .iter()
-        .map(|s| {
-            let theirs = &s[n_keys..n_keys + sides[1 - this].visible];
-            match this {
-                0 => [mine, theirs].concat(),
-                _ => [theirs, mine].concat(),
-            }
-        })
+        .enumerate()
+        .map(|(i, c)| arrow::datatypes::Field::new(format!("c{i}"), c.data_type().clone(), true))
         .collect();
-    let batch = rows_to_batch(&rows, &schema)?;
+    let batch =
+        RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
     let met = eval(condition, &batch)?;
     let met = met.as_boolean();
     Ok((0..met.len()).map(|i| met.is_valid(i) && met.value(i)).collect())
-}
-
-fn scalars(columns: &[ArrayRef], row: usize) -> Result<Vec<ScalarValue>> {
-    Ok(columns
-        .iter()
-        .map(|c| ScalarValue::try_from_array(c, row))
-        .collect::<datafusion::error::Result<_>>()?)
-}
-
-impl Side {
-    /// Every stored row (all columns) whose join key encodes to `prefix`.
-    pub(crate) fn stored_rows(&self, prefix: &[u8]) -> Result<Vec<Vec<ScalarValue>>> {
-        let rows = self.matches(prefix)?;
-        let types = self.def.types();
-        let all: Vec<usize> = (0..types.len()).collect();
-        let mut decoder = RowDecoder::new(&types, &self.def.pk, &all, rows.len());
-        for (key, value) in rows.iter() {
-            decoder.push(key, value)?;
-        }
-        let columns = decoder.finish();
-        (0..rows.len()).map(|r| scalars(&columns, r)).collect()
-    }
-
-    /// Writes one stored row (all columns) with `op`.
-    pub(crate) fn store_row(&mut self, op: Op, row: Vec<ScalarValue>) -> Result<()> {
-        let batch = rows_to_batch(&[row], &self.def.full_schema())?;
-        self.invalidate(&batch.columns()[..self.keys.len()], 1)?;
-        self.table.write_chunk(&StreamChunk::new(vec![op], batch))
-    }
-
-    /// NULLs for every input column of this side.
-    fn null_row(&self) -> Result<Vec<ScalarValue>> {
-        let n_keys = self.keys.len();
-        let schema = self.def.full_schema();
-        let width = self.input_width();
-        (n_keys..n_keys + width)
-            .map(|i| Ok(ScalarValue::try_from(schema.field(i).data_type())?))
-            .collect()
-    }
 }

@@ -256,7 +256,7 @@ impl Side {
     /// cached into the cache, with one iterator: a chunk's probes then hit the cache. One seek
     /// and iterator per probed key was most of what a join cost when a chunk probed thousands
     /// of keys (an eager aggregation's partial groups, released at once).
-    fn preload(&self, prefixes: &[Vec<u8>], wanted: &[bool]) -> Result<()> {
+    pub(crate) fn preload(&self, prefixes: &[Vec<u8>], wanted: &[bool]) -> Result<()> {
         let mut missing: Vec<&[u8]> = {
             let cache = self.cache.borrow();
             prefixes
@@ -299,9 +299,18 @@ impl Side {
 
     /// Decodes the input columns of `rows`: for each `(matches, i)`, row `i` of `matches`.
     fn decode(&self, rows: &[(Rows, usize)]) -> Result<Vec<ArrayRef>> {
-        let types = self.def.types();
         let n_keys = self.keys.len();
-        let projection: Vec<usize> = (n_keys..n_keys + self.width).collect();
+        self.decode_columns(rows, n_keys..n_keys + self.width)
+    }
+
+    /// Decodes the stored columns `columns` of `rows` (as [`Side::decode`]).
+    pub(crate) fn decode_columns(
+        &self,
+        rows: &[(Rows, usize)],
+        columns: std::ops::Range<usize>,
+    ) -> Result<Vec<ArrayRef>> {
+        let types = self.def.types();
+        let projection: Vec<usize> = columns.collect();
         let mut decoder = RowDecoder::new(&types, &self.def.pk, &projection, rows.len());
         for (matches, i) in rows {
             let (key, value) = &matches[*i];
