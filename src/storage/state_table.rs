@@ -103,6 +103,13 @@ impl StateTable {
         Ok(())
     }
 
+    /// The encoded keys and values of the rows the last [`StateTable::write_chunk`] wrote, in
+    /// its order (a delete's value is what the row would have held).
+    pub fn last_written(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let (keys, values) = &self.scratch;
+        keys.iter().zip(values).map(|(k, v)| (k.as_slice(), v.as_slice()))
+    }
+
     /// Puts an encoded row under an encoded key.
     pub fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let before = self.buffer.bytes();

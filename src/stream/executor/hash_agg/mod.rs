@@ -167,6 +167,8 @@ pub struct HashAggExecutor {
     merge: bool,
     /// [`FLUSH_BYTES`], or less in tests.
     flush_bytes: usize,
+    /// [`CACHE_GROUPS`], or fewer in tests.
+    cache_groups: usize,
     /// Whether this actor owns the one group of an aggregate without `GROUP BY` (the vnode of
     /// the empty key): only that actor has its row when there is no input.
     owns_global: bool,
@@ -192,6 +194,7 @@ impl HashAggExecutor {
             hold: None,
             merge: false,
             flush_bytes: FLUSH_BYTES,
+            cache_groups: CACHE_GROUPS,
             owns_global: true,
         }
     }
@@ -209,6 +212,13 @@ impl HashAggExecutor {
     /// [`FLUSH_BYTES`]).
     pub fn with_flush_bytes(mut self, bytes: usize) -> Self {
         self.flush_bytes = bytes;
+        self
+    }
+
+    /// The same, keeping at most `groups` groups between flushes (see [`CACHE_GROUPS`]).
+    #[cfg(test)]
+    pub fn with_cache_groups(mut self, groups: usize) -> Self {
+        self.cache_groups = groups;
         self
     }
 
@@ -240,10 +250,13 @@ impl Executor for HashAggExecutor {
             hold,
             merge,
             flush_bytes,
+            cache_groups,
             owns_global,
         } = *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
+            agg.complete = agg.stores_nothing()?;
+            agg.cache_groups = cache_groups;
             agg.merge = merge;
             agg.global_loaded = !owns_global;
             if let Some(hold) = hold {
@@ -316,6 +329,13 @@ struct Aggregation {
     /// Groups as the last flush left them (stored, and emitted unless held), by result key:
     /// a group touched again needs no read. Emptied when it would pass [`CACHE_GROUPS`].
     cache: hashbrown::HashMap<Vec<u8>, Group>,
+    /// Every stored group is in `cache`: the result table was empty when the aggregate started
+    /// (a new view's) and the cache was never emptied since. A group not in the cache is then
+    /// new, and is not looked for in storage (a point read per new group was a fifth of a
+    /// grouped view's build).
+    complete: bool,
+    /// See [`CACHE_GROUPS`].
+    cache_groups: usize,
     /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
     merge: bool,
     /// What `groups`, `group_index` and `deltas` take, counted until the flush stages them.
@@ -362,6 +382,8 @@ impl Aggregation {
             global_loaded: false,
             held: None,
             cache: hashbrown::HashMap::new(),
+            complete: false,
+            cache_groups: CACHE_GROUPS,
             merge: false,
             memory,
         }
@@ -548,14 +570,25 @@ impl Aggregation {
         Ok((group_columns, slots))
     }
 
+    /// Whether the result table holds no row at all (no group, no release marker).
+    fn stores_nothing(&self) -> Result<bool> {
+        let start = crate::storage::keycodec::table_prefix(self.result_def.id);
+        Ok(self.result.iter_range(&start, &prefix_end(&start), 1)?.is_empty())
+    }
+
+    /// A group not stored: no rows, empty states.
+    fn new_group(&self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
+        let vnode = vnode_in_key(key);
+        let states = self.calls.iter().zip(&self.layouts);
+        let states = states.map(|(c, l)| empty_state(c, l.as_ref())).collect::<Result<_>>()?;
+        Ok(Group { vnode, values, row_count: 0, states, stored: false, previous: None })
+    }
+
     /// Reads a group's stored state, or starts an empty one.
     fn load(&self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
         let vnode = vnode_in_key(key);
         let Some(row) = self.result.get(key)? else {
-            let states = self.calls.iter().zip(&self.layouts);
-            let states = states.map(|(c, l)| empty_state(c, l.as_ref())).collect::<Result<_>>()?;
-            let stored = false;
-            return Ok(Group { vnode, values, row_count: 0, states, stored, previous: None });
+            return self.new_group(key, values);
         };
         let stored = self.decode_stored(std::iter::once((key, row.as_slice())))?.remove(0);
         let mut group = self.stored_group(vnode, &stored)?;
@@ -578,6 +611,9 @@ impl Aggregation {
         values: impl FnOnce() -> Result<Vec<ScalarValue>>,
     ) -> Result<Group> {
         let Some(mut group) = self.cache.remove(key) else {
+            if self.complete {
+                return self.new_group(key, values()?);
+            }
             return self.load(key, values()?);
         };
         if group.previous.is_none() && !self.is_held(group.vnode) {
@@ -611,8 +647,9 @@ impl Aggregation {
         for (key, slot) in self.group_index.drain() {
             keys[slot] = key;
         }
-        if self.cache.len() + keys.len() > CACHE_GROUPS {
+        if self.cache.len() + keys.len() > self.cache_groups {
             self.cache.clear();
+            self.complete = false;
         }
         for (mut group, key) in std::mem::take(&mut self.groups).into_iter().zip(keys) {
             self.refresh_extremes(&mut group)?;

@@ -275,6 +275,47 @@ async fn groups_past_the_memory_bound_are_flushed_mid_epoch() {
     assert_eq!(run_sorted(Box::new(agg)).await, dedent(expected));
 }
 
+/// A new aggregate knows every stored group from its cache and reads none; once its cache was
+/// emptied (more groups than it keeps), groups not in it are read from storage again: group 1,
+/// stored in epoch 1, dropped from the cache in epoch 2 and touched in epoch 3, changes as an
+/// update pair, not as a new group.
+#[tokio::test]
+async fn groups_the_cache_dropped_are_read_from_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let input = [
+        initial(0),
+        chunk("i I\n+ 1 10\n+ 2 5\n+ 3 7"),
+        barrier(1),
+        chunk("i I\n+ 4 2"),
+        barrier(2),
+        chunk("i I\n+ 1 1"),
+        barrier(3),
+    ];
+    let agg = hash_agg_executor(&store, "i I", &[0], "count(*) sum(c1)", committing(&store, input))
+        .with_cache_groups(2);
+    let expected = "barrier 0
+
+                    i I I
+                    + 1 1 10
+                    + 2 1 5
+                    + 3 1 7
+
+                    barrier 1
+
+                    i I I
+                    + 4 1 2
+
+                    barrier 2
+
+                    i I I
+                    U- 1 1 10
+                    U+ 1 2 11
+
+                    barrier 3";
+    assert_eq!(run_sorted(Box::new(agg)).await, dedent(expected));
+}
+
 #[tokio::test]
 async fn new_groups_are_inserted_at_the_barrier_not_per_chunk() {
     let input = [initial(0), chunk("i I\n+ 1 10\n+ 2 5\n+ 1 20"), chunk("i I\n+ 3 7"), barrier(1)];

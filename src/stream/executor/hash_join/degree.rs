@@ -104,6 +104,8 @@ pub(crate) fn degree_chunk(
     }
     let stored_width = sides[other].def.types().len();
     let stored = sides[other].decode_columns(&stored_refs, 0..stored_width)?;
+    // The cache's rows are written below: no probe may share them then.
+    drop(stored_refs);
     let other_width = sides[other].input_width();
     let other_input = &stored[n_keys..n_keys + other_width];
     let other_counts = kind.counts(other);
@@ -186,9 +188,8 @@ pub(crate) fn degree_chunk(
             rows.iter().map(|&j| degrees[j as usize]),
         )));
         let side = &mut sides[other];
-        side.invalidate(&columns[..n_keys], rows.len())?;
         let batch = RecordBatch::try_new(side.def.full_schema(), columns)?;
-        side.table.write_chunk(&StreamChunk::new(vec![Op::Insert; rows.len()], batch))?;
+        side.write(&StreamChunk::new(vec![Op::Insert; rows.len()], batch))?;
     }
     // This side's rows with a join key, stored (with their degree where this side counts).
     let mut columns = this_stored.clone();
@@ -196,9 +197,8 @@ pub(crate) fn degree_chunk(
         columns.push(std::sync::Arc::new(Int64Array::from(this_degrees)));
     }
     let rows = StreamChunk::new(chunk.ops().to_vec(), RecordBatch::try_new(this_schema, columns)?);
-    sides[this].invalidate(&keys, n)?;
     if let Some(rows) = mask_chunk(&rows, |i| has_key[i])? {
-        sides[this].table.write_chunk(&rows)?;
+        sides[this].write(&rows)?;
     }
 
     if out.is_empty() {

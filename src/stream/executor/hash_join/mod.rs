@@ -10,10 +10,14 @@
 //! Output rows are `left columns ++ right columns ++ left hidden ++ right hidden`, where hidden
 //! columns are the stream-key columns an input carries after its visible ones.
 
+/// The sides' caches of stored rows.
+pub mod cache;
 /// Outer, semi and anti joins: match counts (degrees) per row.
 pub mod degree;
 
 use std::cell::RefCell;
+
+use cache::{JoinCache, Rows};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
@@ -24,7 +28,7 @@ use futures::StreamExt;
 
 use crate::catalog::{Epoch, TableCatalog};
 use crate::error::Result;
-use crate::storage::keycodec::{encode_keys, prefix_end};
+use crate::storage::keycodec::{encode_keys, prefix_end, table_prefix};
 use crate::storage::row_codec::RowDecoder;
 use crate::storage::state_table::StateTable;
 use crate::storage::store::Store;
@@ -168,9 +172,6 @@ pub fn align(
     .boxed()
 }
 
-/// Stored rows (keys and values) of one join key, shared by the cache and its probes.
-pub(crate) type Rows = Arc<[(Vec<u8>, Vec<u8>)]>;
-
 /// One input's join state.
 pub(crate) struct Side {
     pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -182,39 +183,42 @@ pub(crate) struct Side {
     width: usize,
     /// NULL join keys match each other.
     pub(crate) nulls_equal: bool,
-    /// Stored rows by join-key prefix, for keys looked up recently. This executor is the only
-    /// writer of its sides, so it drops a key's entry whenever it writes a row with that key.
-    /// Shared with the probes that read it, so a hit copies no row.
-    cache: RefCell<hashbrown::HashMap<Vec<u8>, Rows>>,
+    /// Stored rows by join-key prefix: this executor is the only writer of its sides, so it
+    /// writes its writes through (see [`cache`]).
+    cache: RefCell<JoinCache>,
 }
-
-/// Join keys a side caches before it starts over; bounds the cache's memory.
-const CACHE_KEYS: usize = 1 << 18;
 
 /// A chunk probing fewer uncached keys than this reads each on its own (see [`Side::preload`]).
 const PRELOAD_MIN_KEYS: usize = 16;
 
 impl Side {
-    fn new(side: &JoinSide, store: &Arc<Store>, nulls_equal: bool) -> Self {
-        Self {
+    fn new(side: &JoinSide, store: &Arc<Store>, nulls_equal: bool) -> Result<Self> {
+        let table = side.table.state_table(store.clone());
+        // A side that stores nothing yet (a new view's) is cached whole from the start.
+        let start = table_prefix(side.table.id);
+        let empty = table.iter_range(&start, &prefix_end(&start), 1)?.is_empty();
+        Ok(Self {
             nulls_equal,
             keys: side.keys.clone(),
             def: side.table.clone(),
-            table: side.table.state_table(store.clone()),
+            table,
             visible: side.visible,
             width: side.width,
-            cache: RefCell::default(),
-        }
+            cache: RefCell::new(JoinCache::new(empty)),
+        })
     }
 
-    /// Forgets the cached rows of the keys in `key_columns` (the leading stored columns).
-    pub(crate) fn invalidate(&self, key_columns: &[ArrayRef], rows: usize) -> Result<()> {
+    /// Writes `rows` (stored rows: join key columns first) to the state table, and through
+    /// to the cache.
+    pub(crate) fn write(&mut self, rows: &StreamChunk) -> Result<()> {
+        let n_keys = self.keys.len();
+        let prefixes = encode_keys(self.def.id, &rows.columns()[..n_keys], rows.len(), n_keys)?;
+        self.table.write_chunk(rows)?;
         let mut cache = self.cache.borrow_mut();
-        if cache.is_empty() {
-            return Ok(());
-        }
-        for prefix in encode_keys(self.def.id, key_columns, rows, key_columns.len())? {
-            cache.remove(&prefix);
+        for ((prefix, op), (key, value)) in
+            prefixes.iter().zip(rows.ops()).zip(self.table.last_written())
+        {
+            cache.write(prefix, key, op.is_insert().then_some(value));
         }
         Ok(())
     }
@@ -245,9 +249,8 @@ impl Side {
         let batch =
             RecordBatch::try_new(schema.clone(), crate::stream::cast_columns(columns, &schema)?)?;
         let rows = StreamChunk::new(chunk.ops().to_vec(), batch);
-        self.invalidate(keys, chunk.len())?;
         match crate::stream::executor::filter::mask_chunk(&rows, |i| has_key[i])? {
-            Some(rows) => self.table.write_chunk(&rows),
+            Some(rows) => self.write(&rows),
             None => Ok(()),
         }
     }
@@ -262,7 +265,7 @@ impl Side {
             prefixes
                 .iter()
                 .zip(wanted)
-                .filter(|&(p, &w)| w && !cache.contains_key(p.as_slice()))
+                .filter(|&(p, &w)| w && !cache.knows(p.as_slice()))
                 .map(|(p, _)| p.as_slice())
                 .collect()
         };
@@ -273,11 +276,8 @@ impl Side {
         missing.dedup();
         let rows = self.table.rows_by_prefix(&missing)?;
         let mut cache = self.cache.borrow_mut();
-        if cache.len() + missing.len() > CACHE_KEYS {
-            cache.clear();
-        }
         for (prefix, rows) in missing.into_iter().zip(rows) {
-            cache.insert(prefix.to_vec(), rows.into());
+            cache.fill(prefix, Arc::new(rows.into()));
         }
         Ok(())
     }
@@ -285,15 +285,11 @@ impl Side {
     /// The stored rows (input columns only) whose join key encodes to `prefix`.
     pub(crate) fn matches(&self, prefix: &[u8]) -> Result<Rows> {
         if let Some(rows) = self.cache.borrow().get(prefix) {
-            return Ok(rows.clone());
+            return Ok(rows);
         }
         let end = prefix_end(prefix);
-        let rows: Rows = self.table.iter_range(prefix, &end, usize::MAX)?.into();
-        let mut cache = self.cache.borrow_mut();
-        if cache.len() >= CACHE_KEYS {
-            cache.clear();
-        }
-        cache.insert(prefix.to_vec(), rows.clone());
+        let rows: Rows = Arc::new(self.table.iter_range(prefix, &end, usize::MAX)?.into());
+        self.cache.borrow_mut().fill(prefix, rows.clone());
         Ok(rows)
     }
 
@@ -313,7 +309,7 @@ impl Side {
         let projection: Vec<usize> = columns.collect();
         let mut decoder = RowDecoder::new(&types, &self.def.pk, &projection, rows.len());
         for (matches, i) in rows {
-            let (key, value) = &matches[*i];
+            let (key, value) = matches.row(*i);
             decoder.push(key, value)?;
         }
         Ok(decoder.finish())
@@ -325,7 +321,7 @@ impl Executor for HashJoinExecutor {
         let Self { kind, left, right, store, filter, output_schema, nulls_equal } = *self;
         async_stream::try_stream! {
             let mut sides =
-                [Side::new(&left, &store, nulls_equal), Side::new(&right, &store, nulls_equal)];
+                [Side::new(&left, &store, nulls_equal)?, Side::new(&right, &store, nulls_equal)?];
             let mut input = align(left.input.execute(), right.input.execute());
             while let Some(msg) = input.next().await {
                 let (chunk, from_left) = match msg? {
