@@ -321,6 +321,9 @@ struct Aggregation {
     keys: Vec<Vec<u8>>,
     /// Per call with a multiset: multiset key -> (group slot and values, value, count change).
     deltas: Vec<HashMap<Vec<u8>, MultisetDelta>>,
+    /// Per call, by group slot: what the last [`Aggregation::apply_multisets`] did to the
+    /// group's values, for [`Aggregation::refresh_extremes`].
+    moved: Vec<hashbrown::HashMap<usize, multiset::Moved>>,
     /// For an aggregate without GROUP BY: whether its single group has been emitted (or is
     /// another actor's to emit).
     global_loaded: bool,
@@ -356,6 +359,7 @@ impl Aggregation {
             .map(|c| c.multiset.as_ref().map(|t| t.state_table(store.clone()).rewriting()))
             .collect();
         let deltas = calls.iter().map(|_| HashMap::new()).collect();
+        let moved = calls.iter().map(|_| hashbrown::HashMap::new()).collect();
         let memory = EpochMemory::new(store.clone());
         let mut at = group_exprs.len() + 1;
         let layouts = calls
@@ -379,6 +383,7 @@ impl Aggregation {
             group_index: hashbrown::HashMap::new(),
             keys: Vec::new(),
             deltas,
+            moved,
             global_loaded: false,
             held: None,
             cache: hashbrown::HashMap::new(),
@@ -651,8 +656,10 @@ impl Aggregation {
             self.cache.clear();
             self.complete = false;
         }
-        for (mut group, key) in std::mem::take(&mut self.groups).into_iter().zip(keys) {
-            self.refresh_extremes(&mut group)?;
+        for (slot, (mut group, key)) in
+            std::mem::take(&mut self.groups).into_iter().zip(keys).enumerate()
+        {
+            self.refresh_extremes(slot, &mut group)?;
             let keep = group.row_count > 0 || self.n_groups() == 0;
             state_ops.push(if keep { Op::Insert } else { Op::Delete });
             state_rows.push(self.state_row(&group));

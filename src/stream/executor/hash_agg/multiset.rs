@@ -5,6 +5,15 @@
 
 use super::*;
 
+/// What a flush's staged changes did to one group's values of one call that reads its multiset.
+pub(super) enum Moved {
+    /// Values only came: the most extreme of them for a `min`/`max` (its multiset key and
+    /// value).
+    Came(Vec<u8>, ScalarValue),
+    /// A value went, or came and went.
+    Went,
+}
+
 impl Aggregation {
     /// Stages the count changes of call `i`'s non-NULL values `arg` in its multiset, by group.
     pub(super) fn stage_values(
@@ -51,6 +60,7 @@ impl Aggregation {
     /// Writes the staged multiset changes; a DISTINCT call's value that comes or goes counts
     /// in its group's state.
     pub(super) fn apply_multisets(&mut self) -> Result<()> {
+        self.moved.iter_mut().for_each(|m| m.clear());
         for (i, deltas) in self.deltas.iter_mut().enumerate() {
             let call = &self.calls[i];
             let layout = self.layouts[i].as_ref();
@@ -61,6 +71,28 @@ impl Aggregation {
             let mut ops = Vec::new();
             let mut rows = Vec::new();
             for (key, (slot, group, values, delta)) in deltas.drain() {
+                if call.kind.reads_multiset() {
+                    let max = call.kind == AggKind::Max;
+                    let moved = self.moved[i].entry(slot);
+                    match (delta > 0, moved) {
+                        (false, moved) => {
+                            moved.insert(Moved::Went);
+                        }
+                        (true, hashbrown::hash_map::Entry::Vacant(entry)) => {
+                            let value = values.last().expect("a value").clone();
+                            entry.insert(Moved::Came(key.clone(), value));
+                        }
+                        (true, hashbrown::hash_map::Entry::Occupied(mut entry)) => {
+                            if let Moved::Came(best, _) = entry.get()
+                                && (key > *best) == max
+                                && key != *best
+                            {
+                                let value = values.last().expect("a value").clone();
+                                entry.insert(Moved::Came(key.clone(), value));
+                            }
+                        }
+                    }
+                }
                 let stored = match table.get(&key)? {
                     Some(row) => last_i64(def, &key, &row)?,
                     None => 0,
@@ -85,8 +117,12 @@ impl Aggregation {
         Ok(())
     }
 
-    /// Re-reads the extreme of every min/max call of a group from its multiset.
-    pub(super) fn refresh_extremes(&self, group: &mut Group) -> Result<()> {
+    /// Brings the state of every call of group `slot` that reads its multiset (min/max,
+    /// string_agg, variance) up to date with the changes [`Aggregation::apply_multisets`]
+    /// wrote. A call none of whose values came or went keeps its state; a min/max to which
+    /// values only came takes the most extreme of them if it beats the state's; the others
+    /// read the group's multiset again.
+    pub(super) fn refresh_extremes(&self, slot: usize, group: &mut Group) -> Result<()> {
         for (i, call) in self.calls.iter().enumerate() {
             let (Some(table), Some(def)) = (self.multisets[i].as_ref(), call.multiset.as_ref())
             else {
@@ -100,6 +136,29 @@ impl Aggregation {
                 .iter()
                 .map(|v| v.to_array())
                 .collect::<datafusion::error::Result<_>>()?;
+            let plain = call.listing.is_none() && !call.kind.spreads();
+            match self.moved[i].get(&slot) {
+                None => continue,
+                Some(Moved::Came(key, value)) if plain => {
+                    let AggState::Extreme(current) = &group.states[i] else {
+                        unreachable!("a min/max keeps its extreme")
+                    };
+                    let beats = current.is_null() || {
+                        let value_type =
+                            def.full_schema().field(self.n_groups()).data_type().clone();
+                        let mut columns = group_columns.clone();
+                        columns.push(current.cast_to(&value_type)?.to_array()?);
+                        let current_key =
+                            encode_keys(def.id, &columns, 1, self.n_groups())?.remove(0);
+                        *key != current_key && (*key > current_key) == (call.kind == AggKind::Max)
+                    };
+                    if beats {
+                        group.states[i] = AggState::Extreme(value.cast_to(&call.output_type)?);
+                    }
+                    continue;
+                }
+                Some(_) => {}
+            }
             let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
             let end = prefix_end(&prefix);
             if let Some(listing) = &call.listing {

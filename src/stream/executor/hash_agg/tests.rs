@@ -1253,6 +1253,63 @@ async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
     }
 }
 
+/// Random inserts and deletes (runs of inserts only, where a min/max takes the new extreme
+/// without reading its multiset, and deletes of the extreme, where it reads it): after every
+/// epoch, min and max equal those of the group's live rows.
+#[tokio::test]
+async fn min_and_max_equal_their_aggregates_of_the_rows_after_every_epoch() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::stream::test_utils::{Lcg, views_at_barriers};
+
+    for seed in 0..8u64 {
+        let mut rng = Lcg::new(seed + 40);
+        let mut rows: Vec<(i32, Option<i64>)> = Vec::new();
+        let mut messages = vec![initial(0)];
+        let mut states = Vec::new();
+        for epoch in 1..=30u64 {
+            let deleting = rng.below(3) == 0;
+            let mut lines = vec!["i I".to_owned()];
+            for _ in 0..1 + rng.below(6) {
+                let show = |v: Option<i64>| v.map_or(".".to_owned(), |v| v.to_string());
+                if deleting && !rows.is_empty() {
+                    let (g, v) = rows.swap_remove(rng.below(rows.len() as u64) as usize);
+                    lines.push(format!("- {g} {}", show(v)));
+                } else {
+                    let g = rng.below(3) as i32;
+                    let v = match rng.below(6) {
+                        0 => None,
+                        _ => Some(rng.below(41) as i64 - 20),
+                    };
+                    lines.push(format!("+ {g} {}", show(v)));
+                    rows.push((g, v));
+                }
+            }
+            messages.push(chunk(&lines.join("\n")));
+            messages.push(barrier(epoch));
+            let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+            let groups: BTreeSet<i32> = rows.iter().map(|r| r.0).collect();
+            for g in groups {
+                let values: Vec<i64> =
+                    rows.iter().filter(|r| r.0 == g).filter_map(|r| r.1).collect();
+                let n = rows.iter().filter(|r| r.0 == g).count();
+                let show = |v: Option<&i64>| v.map_or(".".to_owned(), |v| v.to_string());
+                let (min, max) = (show(values.iter().min()), show(values.iter().max()));
+                expected.insert(format!("{g} {n} {min} {max}"), 1);
+            }
+            states.push(expected);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let build = |input| hash_agg(&store, "i I", &[0], "count(*) min(c1) max(c1)", input);
+        let views = views_at_barriers(&store, build, messages).await;
+        assert_eq!(views.len(), states.len());
+        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
+        }
+    }
+}
+
 #[tokio::test]
 async fn string_agg_lists_a_groups_values_in_order_as_often_as_they_are_there() {
     let input = [
