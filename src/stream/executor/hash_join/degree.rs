@@ -28,7 +28,7 @@ use arrow::compute::{interleave, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::PhysicalExpr;
 
-use super::{JoinKind, Rows, Side};
+use super::{JoinKind, Rows, Side, pair_columns};
 use crate::error::Result;
 use crate::storage::keycodec::encode_keys;
 use crate::stream::cast_columns;
@@ -220,14 +220,7 @@ pub(crate) fn degree_chunk(
         // A semi or anti join's row: the kept side's input columns.
         Some(kept) => columns.extend(gather(kept)?),
         // An outer join's row: left visible ++ right visible ++ left hidden ++ right hidden.
-        None => {
-            let (left, right) = (gather(0)?, gather(1)?);
-            let (lv, rv) = (sides[0].visible, sides[1].visible);
-            columns.extend_from_slice(&left[..lv]);
-            columns.extend_from_slice(&right[..rv]);
-            columns.extend_from_slice(&left[lv..]);
-            columns.extend_from_slice(&right[rv..]);
-        }
+        None => columns.extend(pair_columns(sides, &gather(0)?, &gather(1)?)),
     }
     for key in &keys {
         columns.push(take(key, &key_rows, None)?);

@@ -405,21 +405,30 @@ fn join_chunk(
         .map(|c| take(c, &indices, None))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let other_columns = sides[other].decode(&other_rows)?;
-    let (left, right, left_visible, right_visible) = if from_left {
-        (this_columns, other_columns, sides[0].visible, sides[1].visible)
-    } else {
-        (other_columns, this_columns, sides[0].visible, sides[1].visible)
-    };
-    let mut columns = Vec::with_capacity(left.len() + right.len());
-    columns.extend_from_slice(&left[..left_visible]);
-    columns.extend_from_slice(&right[..right_visible]);
-    columns.extend_from_slice(&left[left_visible..]);
-    columns.extend_from_slice(&right[right_visible..]);
+    let (left, right) =
+        if from_left { (this_columns, other_columns) } else { (other_columns, this_columns) };
+    let mut columns = pair_columns(sides, &left, &right);
     for key in &keys {
         columns.push(take(key, &indices, None)?);
     }
     let columns = crate::stream::cast_columns(columns, schema)?;
     Ok(Some(StreamChunk::new(ops, RecordBatch::try_new(schema.clone(), columns)?)))
+}
+
+/// The columns of output pairs whose sides' input columns are `left` and `right`: `left
+/// visible ++ right visible ++ left hidden ++ right hidden` (the join key columns follow).
+pub(crate) fn pair_columns(
+    sides: &[Side; 2],
+    left: &[ArrayRef],
+    right: &[ArrayRef],
+) -> Vec<ArrayRef> {
+    let (lv, rv) = (sides[0].visible, sides[1].visible);
+    let mut columns = Vec::with_capacity(left.len() + right.len());
+    columns.extend_from_slice(&left[..lv]);
+    columns.extend_from_slice(&right[..rv]);
+    columns.extend_from_slice(&left[lv..]);
+    columns.extend_from_slice(&right[rv..]);
+    columns
 }
 
 #[cfg(test)]
