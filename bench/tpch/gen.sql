@@ -1,7 +1,7 @@
 -- TPC-H-shaped tables (8 tables, about 866 k rows at :sf = 0.1) for bench/tpch/run.py:
 --   psql -d tpch -v sf=0.1 -f bench/tpch/gen.sql
 -- TPC-H-shaped data, scale :sf (0.1 = ~866k rows)
-DROP TABLE IF EXISTS lineitem, orders, partsupp, part, customer, supplier, nation, region;
+DROP TABLE IF EXISTS lineitem, orders, partsupp, part, customer, supplier, nation, region CASCADE;
 SELECT setseed(0.42);
 CREATE TABLE region (r_regionkey int PRIMARY KEY, r_name text, r_comment text);
 INSERT INTO region SELECT i, (ARRAY['AFRICA','AMERICA','ASIA','EUROPE','MIDDLE EAST'])[i+1], 'comment ' || i FROM generate_series(0,4) i;
@@ -20,6 +20,6 @@ INSERT INTO orders SELECT i, c + (c % 3 = 0)::int, (ARRAY['F','O','P'])[1 + (ran
 CREATE TABLE lineitem (l_orderkey int, l_partkey int, l_suppkey int, l_linenumber int, l_quantity numeric(15,2), l_extendedprice numeric(15,2), l_discount numeric(15,2), l_tax numeric(15,2), l_returnflag text, l_linestatus text, l_shipdate date, l_commitdate date, l_receiptdate date, l_shipinstruct text, l_shipmode text, l_comment text, PRIMARY KEY (l_orderkey, l_linenumber));
 INSERT INTO lineitem SELECT o, pk, 1 + ((pk + (ln % 4) * ((10000 * :sf)::int / 4 + (pk - 1) / (10000 * :sf)::int)) % (10000 * :sf)::int), ln, q, q * (900 + pk % 1000) / 10, d, t, (ARRAY['R','A','N'])[1 + (random() * 2.99)::int], CASE WHEN sd > date '1995-06-17' THEN 'O' ELSE 'F' END, sd, sd + (random() * 60)::int - 30, sd + 1 + (random() * 29)::int, (ARRAY['DELIVER IN PERSON','COLLECT COD','NONE','TAKE BACK RETURN'])[1 + ln % 4], (ARRAY['REG AIR','AIR','RAIL','SHIP','TRUCK','MAIL','FOB'])[1 + (random() * 6.99)::int], md5((o * 8 + ln)::text)
 FROM (SELECT o_orderkey AS o, ln, 1 + (random() * ((200000 * :sf)::int - 1))::int AS pk, (1 + (random() * 49)::int)::numeric AS q, round((random() * 0.1)::numeric, 2) AS d, round((random() * 0.08)::numeric, 2) AS t, o_orderdate + 1 + (random() * 120)::int AS sd
-      FROM orders, generate_series(1, 7) ln WHERE ln <= 1 + (o_orderkey * 7919 % 7)) s;
+      FROM orders, generate_series(1, 7) ln WHERE ln <= 1 + (o_orderkey::bigint * 7919 % 7)) s;
 ANALYZE;
 SELECT 'lineitem', count(*) FROM lineitem UNION ALL SELECT 'orders', count(*) FROM orders UNION ALL SELECT 'partsupp', count(*) FROM partsupp;
