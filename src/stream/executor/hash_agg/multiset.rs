@@ -131,15 +131,18 @@ impl Aggregation {
             if !call.kind.reads_multiset() {
                 continue;
             }
+            let Some(moved) = self.moved[i].get(&slot) else {
+                // None of the group's values came or went: its state stands.
+                continue;
+            };
             let group_columns: Vec<ArrayRef> = group
                 .values
                 .iter()
                 .map(|v| v.to_array())
                 .collect::<datafusion::error::Result<_>>()?;
             let plain = call.listing.is_none() && !call.kind.spreads();
-            match self.moved[i].get(&slot) {
-                None => continue,
-                Some(Moved::Came(key, value)) if plain => {
+            match moved {
+                Moved::Came(key, value) if plain => {
                     let AggState::Extreme(current) = &group.states[i] else {
                         unreachable!("a min/max keeps its extreme")
                     };
@@ -157,7 +160,7 @@ impl Aggregation {
                     }
                     continue;
                 }
-                Some(_) => {}
+                Moved::Came(..) | Moved::Went => {}
             }
             let prefix = encode_keys(def.id, &group_columns, 1, self.n_groups())?.remove(0);
             let end = prefix_end(&prefix);

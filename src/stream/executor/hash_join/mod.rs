@@ -16,8 +16,6 @@ pub mod cache;
 pub mod degree;
 
 use std::cell::RefCell;
-
-use cache::{JoinCache, Rows};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
@@ -36,6 +34,7 @@ use crate::stream::eval::eval;
 use crate::stream::executor::filter::filter_chunk;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Barrier, Message, Op, StreamChunk, unexpected_truncate};
+use cache::{JoinCache, Rows};
 use degree::degree_chunk;
 
 /// One input of the join.
