@@ -347,3 +347,89 @@ async fn eager_kills(server: &mut Sluice) -> anyhow::Result<()> {
         .await?;
     assert_view_matches(&client, "big_eager", EAGER_QUERY).await
 }
+
+/// A three-way view (a join, an anti join and an aggregate) whose scans read in order.
+const ORDERED_QUERY: &str = "SELECT gdim.name, count(*) AS n, sum(big.v) AS sv FROM big \
+                             JOIN gdim ON big.g = gdim.id \
+                             WHERE NOT EXISTS (SELECT 1 FROM flag WHERE flag.id = big.id) \
+                             GROUP BY gdim.name";
+
+/// Views whose scans wait for each other (the automatic order: the dimension and the anti
+/// join's side first, and its reverse, stated), killed at random points of their builds
+/// while `big` changes: each equals its query once built.
+#[tokio::test]
+async fn ordered_backfills_killed_at_random_points_equal_their_queries() -> anyhow::Result<()> {
+    let mut server = Sluice::start().await?;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    eprintln!("ordered backfills: seed {seed}");
+    let outcome = ordered_kills(&mut server, seed as u64).await;
+    outcome.with_context(|| format!("seed {seed}\n{}", server.log_tail()))
+}
+
+async fn ordered_kills(server: &mut Sluice, seed: u64) -> anyhow::Result<()> {
+    let mut rng = crate::harness::Rng::new(seed);
+    let client = server.connect().await?;
+    load_big(&client).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE gdim (id int PRIMARY KEY, name varchar);
+             INSERT INTO gdim SELECT i, 'n' || (i % 10) FROM generate_series(0, 99) AS i;
+             CREATE TABLE flag (id bigint PRIMARY KEY);
+             INSERT INTO flag SELECT i * 3 FROM generate_series(1, 30000) AS i;",
+        )
+        .await?;
+    let explain = text_rows(
+        &client,
+        &format!("EXPLAIN CREATE MATERIALIZED VIEW ord_auto AS {ORDERED_QUERY}"),
+    )
+    .await?;
+    let order: Vec<String> = explain.iter().filter_map(|r| r[0].clone()).collect();
+    ensure!(
+        order.iter().any(|l| l.trim() == "big after gdim, flag"),
+        "the facts should read last: {order:?}"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut writers =
+        vec![tokio::spawn(write_randomly(server.connect().await?, seed, stop_rx.clone()))];
+    client
+        .batch_execute(&format!(
+            "SET streaming_parallelism = 2; SET background_ddl = true;
+             CREATE MATERIALIZED VIEW ord_auto WITH (backfill_rate_limit = 15000) AS {ORDERED_QUERY};
+             CREATE MATERIALIZED VIEW ord_fixed
+                 WITH (backfill_rate_limit = 15000, backfill_order = FIXED(big -> flag -> gdim))
+                 AS {ORDERED_QUERY};"
+        ))
+        .await?;
+    // Kills at random amounts of rows read, each before the builds have finished.
+    let total = ROWS + 30_000 + 100;
+    let progress = "SELECT coalesce(min(rows_done), 0), count(*) FROM rw_catalog.rw_ddl_progress";
+    let mut client = client;
+    for kill in 0..rng.between(1, 3) {
+        let at = rng.between(1, 7) as i64 * total / 10;
+        let reached = retry_until(Duration::from_secs(120), || async {
+            let rows = text_rows(&client, progress).await?;
+            let num = |i: usize| rows[0][i].as_deref().unwrap_or("0").parse::<i64>();
+            let (done, creating) = (num(0)?, num(1)?);
+            ensure!(creating == 0 || done >= at, "kill {kill}: {done} of {at} rows read");
+            Ok(creating > 0)
+        })
+        .await?;
+        if !reached {
+            break;
+        }
+        eprintln!("ordered backfills: kill {kill} once {at} rows are read");
+        server.kill9().await?;
+        server.restart().await?;
+        client = server.connect().await?;
+        // The writer before the kill failed with it; the next one goes on.
+        let next = write_randomly(server.connect().await?, seed + kill + 1, stop_rx.clone());
+        writers.push(tokio::spawn(next));
+    }
+    stop_tx.send(true)?;
+    for writer in writers {
+        let _ = writer.await?;
+    }
+    wait_jobs(&client, Duration::from_secs(180)).await?;
+    assert_view_matches(&client, "ord_auto", ORDERED_QUERY).await?;
+    assert_view_matches(&client, "ord_fixed", ORDERED_QUERY).await
+}

@@ -5,7 +5,9 @@ peak RSS of the Sluice process meanwhile, and whether the view equals the same v
 that Postgres (create them there first: psql -f views.sql, with \\timing for its times).
 
 Usage: bench/tpch/run.py [view ...]   (env: SLUICE_BIN, PGPORT (5499), PGDATABASE (tpch),
-PERF=1 to record a perf profile of each view into perf.<view>.data)"""
+PERF=1 to record a perf profile of each view into perf.<view>.data, ORDER=none (or a FIXED(..))
+to build with that backfill_order instead of the automatic one, SETTINGS='SET x = y; ..' run
+before each CREATE in its session)"""
 import os, re, subprocess, sys, threading, time, signal
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get('SLUICE_BIN', '/var/tmp/sluice-target/release/sluice')
@@ -47,6 +49,11 @@ for v in views:
     if os.environ.get('PERF'):
         perf = subprocess.Popen(['perf', 'record', '-F', '299', '--call-graph', 'dwarf,16384', '-p', str(proc.pid), '-o', f'perf.{name}.data'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
+    if os.environ.get('ORDER'):
+        order = os.environ['ORDER']
+        order = order if order.upper().startswith('FIXED') else f"'{order}'"
+        v = v.replace(f'VIEW {name} AS', f'VIEW {name} WITH (backfill_order = {order}) AS', 1)
+    v = os.environ.get('SETTINGS', '') + v
     t0 = time.time()
     r = sql(SL, v, check=False)
     dt = time.time() - t0

@@ -409,6 +409,13 @@ async fn compare(
     .await;
     let (_, pending) = state.into_inner();
     let mut findings = Vec::new();
+    if !pending.is_empty() {
+        // Where the source and each table stood, once, for a stall.
+        let sql = "SELECT table_name, backfill_finished, upstream_offset, slot_lag_bytes, \
+                   source_error, table_error FROM rw_catalog.rw_cdc_progress ORDER BY table_name";
+        let rows = text_rows(client, sql).await.map(|r| format!("{r:?}"));
+        findings.push(format!("  cdc progress: {}", rows.unwrap_or_else(|e| e.to_string())));
+    }
     for (i, why) in pending {
         let case = &cases[i];
         let errors = text_rows(client, "SELECT source_error FROM rw_catalog.rw_cdc_progress")

@@ -30,10 +30,18 @@ impl Fuzzer {
     pub(super) async fn create_view(&mut self) {
         let (query, cols, deps) = self.plan_view();
         let name = self.fresh_name("fz_v");
+        // A stated backfill order: any order of the relations read gives the same view.
+        let mut distinct = deps.clone();
+        distinct.sort();
+        distinct.dedup();
         let with = match self.rng.below(10) {
-            0 => " WITH (backfill_rate_limit = 1000)",
-            1 => " WITH (backfill_rate_limit = 100000)",
-            _ => "",
+            0 => " WITH (backfill_rate_limit = 1000)".to_owned(),
+            1 => " WITH (backfill_rate_limit = 100000)".to_owned(),
+            2 => " WITH (backfill_order = 'none')".to_owned(),
+            3 if distinct.len() >= 2 => {
+                format!(" WITH (backfill_order = FIXED({} -> {}))", distinct[1], distinct[0])
+            }
+            _ => String::new(),
         };
         let sql = format!("CREATE MATERIALIZED VIEW {name}{with} AS {query}");
         let restarts = self.stats.restarts;

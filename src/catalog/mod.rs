@@ -127,6 +127,25 @@ pub struct TableCatalog {
     /// plan of it (a restart, a rescale) is too.
     #[serde(default)]
     pub eager_aggregation: bool,
+    /// For a view: the order its stream scans backfill in (`WITH (backfill_order = ..)`).
+    #[serde(default)]
+    pub backfill_order: BackfillOrder,
+}
+
+/// The order in which a view's stream scans read their snapshots
+/// (see [`crate::stream::graph::order`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackfillOrder {
+    /// Derived from the plan: for each join, the side whose rows would otherwise be emitted
+    /// and then retracted (the inner side of an outer, semi or anti join), or else the side
+    /// with fewer rows, is read first.
+    #[default]
+    Auto,
+    /// Every scan reads at once.
+    None,
+    /// `(before, after)` pairs of upstream relation names: every scan of `after` waits until
+    /// every scan of `before` has read its snapshot.
+    Fixed(Vec<(String, String)>),
 }
 
 /// What an internal state table holds; also the middle of its name
@@ -322,6 +341,7 @@ impl TableCatalog {
             creating: None,
             purpose: None,
             eager_aggregation: false,
+            backfill_order: BackfillOrder::Auto,
         }
     }
 

@@ -12,7 +12,9 @@ use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::{ColumnCatalog, CreatingInfo, RelationKind, TableCatalog, TableId};
+use crate::catalog::{
+    BackfillOrder, ColumnCatalog, CreatingInfo, RelationKind, TableCatalog, TableId,
+};
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::parse_rate_limit;
 use crate::engine::session::text_rows;
@@ -22,6 +24,7 @@ use crate::sql::eager::eager_aggregation;
 use crate::sql::parser::{Statement, parse};
 use crate::sql::planner::{check_deterministic, mark_now, plan_stream};
 use crate::stream::graph::creating::{CreatingJob, now_ms};
+use crate::stream::graph::order;
 use crate::stream::plan::{NodeKind, StreamNode, StreamPlan};
 use crate::types::DataType;
 use crate::{invalid, unsupported};
@@ -94,7 +97,8 @@ impl Engine {
                 "a column list in CREATE MATERIALIZED VIEW; alias the columns in the query"
             ));
         }
-        let rate_limit = match rate_limit_option(&view.options)? {
+        let options = view_options(&view.options)?;
+        let rate_limit = match options.rate_limit {
             Some(limit) => limit,
             None => session.backfill_rate_limit()?,
         };
@@ -102,9 +106,11 @@ impl Engine {
             CreatingInfo { background: session.background_ddl()?, initialized_at_ms: now_ms() };
         let definition = view.query.to_string();
         let plan = self.plan_view(&definition, session.eager_aggregation()?).await?;
+        // A FIXED order must name what the view reads, in an order that can be kept.
+        order::scan_waits(&plan.root, &options.order, &|_| 0)?;
         let parallelism = session.streaming_parallelism()?;
-        let view =
-            self.register_view(name, definition, &plan, rate_limit, parallelism, creating).await?;
+        let settings = ViewSettings { rate_limit, order: options.order, parallelism };
+        let view = self.register_view(name, definition, &plan, settings, creating).await?;
         let job = match self.start_view(&view, &plan).await {
             Ok(job) => job,
             Err(e) => {
@@ -138,8 +144,7 @@ impl Engine {
         name: String,
         definition: String,
         plan: &StreamPlan,
-        rate_limit: Option<u64>,
-        parallelism: usize,
+        settings: ViewSettings,
         creating: CreatingInfo,
     ) -> Result<Arc<TableCatalog>> {
         let mut references = self.referenced_relations(&definition).await?;
@@ -183,12 +188,13 @@ impl Engine {
             dependencies: references,
             internal_tables,
             owner: None,
-            backfill_rate_limit: rate_limit,
-            parallelism,
+            backfill_rate_limit: settings.rate_limit,
+            parallelism: settings.parallelism,
             cdc: None,
             creating: Some(creating),
             purpose: None,
             eager_aggregation: plan.eager_aggregation,
+            backfill_order: settings.order,
         };
         self.catalog.create_table(view)
     }
@@ -219,41 +225,73 @@ impl Engine {
         stmt: ast::Statement,
     ) -> Result<Output> {
         let ast::Statement::CreateView(view) = stmt else { unreachable!("checked by the caller") };
+        let options = view_options(&view.options)?;
         let plan = self.plan_view(&view.query.to_string(), session.eager_aggregation()?).await?;
-        let text = plan.explain(&view.name.to_string());
-        Ok(text_rows(&["QUERY PLAN"], text.lines().map(|l| vec![l.to_owned()]).collect()))
+        let mut lines: Vec<String> =
+            plan.explain(&view.name.to_string()).lines().map(str::to_owned).collect();
+        // The order the scans would read in, by the upstreams' rows now.
+        let waits = order::stored_waits(&plan.root, &options.order, &self.store)?;
+        let waiting = order::explain(&plan.root, &waits);
+        if !waiting.is_empty() {
+            lines.push("Backfill order:".to_owned());
+            lines.extend(waiting.into_iter().map(|l| format!("  {l}")));
+        }
+        Ok(text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect()))
     }
 }
 
-/// `backfill_rate_limit` from `WITH (..)`: `None` when not given, else the limit (`None` for
-/// -1, no limit).
-fn rate_limit_option(options: &ast::CreateTableOptions) -> Result<Option<Option<u64>>> {
+/// How a new view's job runs.
+struct ViewSettings {
+    rate_limit: Option<u64>,
+    order: BackfillOrder,
+    parallelism: usize,
+}
+
+/// The options of `CREATE MATERIALIZED VIEW .. WITH (..)`.
+#[derive(Default)]
+struct ViewOptions {
+    /// `backfill_rate_limit`: `None` when not given, else the limit (`None` for -1, no limit).
+    rate_limit: Option<Option<u64>>,
+    /// `backfill_order`: `'auto'` (the default), `'none'` or `FIXED(a -> b, ..)`.
+    order: BackfillOrder,
+}
+
+/// The view options in `WITH (..)`; an unknown one is an error naming it.
+fn view_options(options: &ast::CreateTableOptions) -> Result<ViewOptions> {
     let list = match options {
-        ast::CreateTableOptions::None => return Ok(None),
+        ast::CreateTableOptions::None => return Ok(ViewOptions::default()),
         ast::CreateTableOptions::With(list) | ast::CreateTableOptions::Options(list) => list,
         other => return Err(unsupported!("view options {other}")),
     };
-    let mut limit = None;
+    let mut parsed = ViewOptions::default();
     for option in list {
         let ast::SqlOption::KeyValue { key, value } = option else {
             return Err(unsupported!("view option {option}"));
         };
+        let text = value.to_string().trim_matches('\'').to_owned();
         match key.value.to_lowercase().as_str() {
             "backfill_rate_limit" => {
-                let text = value.to_string().trim_matches('\'').to_owned();
                 let n: i64 = text
                     .parse()
                     .map_err(|_| invalid!("backfill_rate_limit must be an integer, not {text}"))?;
-                limit = Some(parse_rate_limit(Some(n))?);
+                parsed.rate_limit = Some(parse_rate_limit(Some(n))?);
+            }
+            "backfill_order" => {
+                parsed.order = match text.to_lowercase().as_str() {
+                    "auto" => BackfillOrder::Auto,
+                    "none" => BackfillOrder::None,
+                    _ => BackfillOrder::Fixed(order::parse_fixed(&text)?),
+                };
             }
             other => {
                 return Err(invalid!(
-                    "unknown materialized view option {other}; known: backfill_rate_limit"
+                    "unknown materialized view option {other}; known: backfill_rate_limit, \
+                     backfill_order"
                 ));
             }
         }
     }
-    Ok(limit)
+    Ok(parsed)
 }
 
 /// The view's columns: the query's output columns, then hidden key columns.

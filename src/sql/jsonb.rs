@@ -573,6 +573,25 @@ const JSON_IN: &str = "sluice_json_in";
 /// Writes the jsonb operators and the casts to `jsonb` and `json` of `statement` as calls of
 /// [`udfs`].
 pub fn rewrite_operators(statement: &mut ast::Statement) {
+    // A view's options are no expressions: `backfill_order = FIXED(a -> b)` keeps its arrows.
+    let options = view_options_mut(statement).map(std::mem::take);
+    rewrite_expressions(statement);
+    if let (Some(options), Some(slot)) = (options, view_options_mut(statement)) {
+        *slot = options;
+    }
+}
+
+/// The `WITH (..)` options of a `CREATE MATERIALIZED VIEW`, explained or not.
+fn view_options_mut(statement: &mut ast::Statement) -> Option<&mut ast::CreateTableOptions> {
+    match statement {
+        ast::Statement::CreateView(view) => Some(&mut view.options),
+        ast::Statement::Explain { statement, .. } => view_options_mut(statement),
+        _ => None,
+    }
+}
+
+/// The rewriting of [`rewrite_operators`], over every expression of `statement`.
+fn rewrite_expressions(statement: &mut ast::Statement) {
     let _ = ast::visit_expressions_mut(statement, |expr| {
         if let ast::Expr::Cast { expr: inner, data_type, .. } = expr
             && let Some(name) = match data_type {

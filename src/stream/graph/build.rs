@@ -36,6 +36,7 @@ use crate::stream::executor::receiver::ReceiverExecutor;
 use crate::stream::executor::temporal_filter::{KeptBy, TemporalCondition, TemporalFilterExecutor};
 use crate::stream::executor::top_n::TopNExecutor;
 use crate::stream::executor::union::UnionExecutor;
+use crate::stream::graph::order::PlanGates;
 use crate::stream::message::Message;
 use crate::stream::message::Output;
 use crate::stream::plan::{AggCallPlan, NodeKind, StreamNode, StreamPlan};
@@ -82,6 +83,9 @@ pub struct BuildContext<'a> {
     /// (a view planned with eager aggregation, see `creating::monitor`): its partial aggregates
     /// hold their output until then.
     pub hold: bool,
+    /// The gates that order the scans' reading, when any scan waits for another
+    /// ([`crate::stream::graph::order`]).
+    pub order: Option<PlanGates>,
 }
 
 /// Builds the actors of `plan`.
@@ -200,6 +204,7 @@ fn build_fragment(
                     page_rows: PAGE_ROWS,
                     vnodes: owned_vnodes(i, n),
                     barrier: ctx.barrier.clone(),
+                    order: ctx.order.as_ref().map(|o| o.start_gate(*progress)),
                 };
                 let scan = ArrangementBackfillExecutor::new(
                     input_of(receivers, &ctx.store),

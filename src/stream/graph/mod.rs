@@ -12,6 +12,7 @@
 //!
 //! - [`job`]: a running job's layout and a job built but not spawned;
 //! - [`build`]: a view's stream plan to actors and channels;
+//! - [`order`]: the order in which a view's scans read (`backfill_order`);
 //! - [`table`]: the jobs of tables and views, and a table's materialize fragment;
 //! - [`cdc`]: the jobs of sources and CDC tables;
 //! - [`rescale`]: swapping a job's actors for new ones at one checkpoint barrier;
@@ -22,6 +23,7 @@ pub mod build;
 pub mod cdc;
 pub mod creating;
 pub mod job;
+pub mod order;
 pub mod recovery;
 pub mod rescale;
 pub mod table;

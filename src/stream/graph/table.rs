@@ -18,6 +18,7 @@ use crate::stream::executor::materialize::MaterializeExecutor;
 use crate::stream::graph::StreamGraph;
 use crate::stream::graph::build::{BuildContext, build_plan, channels, input_of, key_exprs};
 use crate::stream::graph::job::PreparedJob;
+use crate::stream::graph::order;
 use crate::stream::message::Output;
 use crate::stream::plan::StreamPlan;
 
@@ -114,6 +115,16 @@ impl StreamGraph {
             barrier: self.barrier.clone(),
             // The monitor releases only views planned with eager aggregation.
             hold: view.creating.is_some() && view.eager_aggregation,
+            // A created view's scans have read: they follow their upstreams, in no order.
+            order: match view.creating {
+                Some(_) => order::gates(
+                    &plan.root,
+                    &view.backfill_order,
+                    &self.store,
+                    view.parallelism.max(1),
+                )?,
+                None => None,
+            },
         };
         let built = build_plan(plan, &ctx)?;
         let mut ids = Vec::new();

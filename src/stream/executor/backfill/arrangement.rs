@@ -19,6 +19,11 @@
 //! upstream wrote nothing) does not wait: the snapshot in hand still is the upstream as of that
 //! epoch, so reading goes on from it while the epoch commits. Once every vnode is complete (and that is
 //! persisted) it passes upstream messages straight through.
+//!
+//! A scan that comes after others in its view's backfill order ([`crate::stream::graph::order`])
+//! reads nothing while its gate ([`StartGate`]) is shut: its vnodes stay `NotStarted`, so it
+//! drops every change and passes barriers on, and it starts reading, mid-epoch or not, once the
+//! scans before it have read theirs.
 
 use std::sync::Arc;
 
@@ -37,6 +42,7 @@ use crate::storage::store::Store;
 use crate::storage::store::snapshot::ReadSnapshot;
 use crate::stream::barrier::BarrierHandle;
 use crate::stream::batch_with_rows;
+use crate::stream::executor::backfill::order::StartGate;
 use crate::stream::executor::backfill::state::{VnodeProgress, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
@@ -89,6 +95,9 @@ pub struct BackfillConfig {
     /// Asks for an early checkpoint once the snapshot is read, so completion is recorded
     /// without waiting out the barrier interval.
     pub barrier: BarrierHandle,
+    /// Holds the reading back until the scans this one waits for have read theirs
+    /// ([`crate::stream::graph::order`]); `None` when it waits for none and none for it.
+    pub order: Option<StartGate>,
 }
 
 /// The backfilling stream scan.
@@ -188,6 +197,8 @@ struct Backfill {
     /// The rows read, as far as committed checkpoints record them.
     shown_rows: CommittedRows,
     finished_persisted: bool,
+    /// Held back by its gate: the scans it waits for are still reading.
+    held: bool,
 }
 
 /// What the executor does next.
@@ -230,6 +241,15 @@ impl Backfill {
             .position(|&v| vnodes[v].state != VnodeState::Completed)
             .unwrap_or(owned.len());
         let finished_persisted = cursor == owned.len();
+        let mut config = config;
+        let held = match &mut config.order {
+            Some(gate) if cursor == owned.len() => {
+                gate.count_out();
+                false
+            }
+            Some(gate) => !gate.is_open(),
+            None => false,
+        };
         let mut backfill = Self {
             limiter: RateLimiter::new(config.rate_limit),
             store,
@@ -246,6 +266,7 @@ impl Backfill {
             meter: RateMeter::default(),
             shown_rows: CommittedRows::default(),
             finished_persisted,
+            held,
         };
         backfill.report(Epoch(0), finished_persisted.then_some(Epoch(0)));
         Ok(backfill)
@@ -292,7 +313,7 @@ impl Backfill {
 
     /// The most snapshot rows the next page may read (0: not now).
     fn page_budget(&self) -> usize {
-        if self.cursor == self.owned.len() || self.epoch_full() {
+        if self.held || self.cursor == self.owned.len() || self.epoch_full() {
             return 0;
         }
         self.limiter.budget(self.config.page_rows)
@@ -315,6 +336,15 @@ impl Backfill {
                     biased;
                     msg = upstream.next() => Step::Upstream(msg),
                     _ = std::future::ready(()) => Step::ReadSnapshot,
+                }
+            } else if let Some(gate) = self.config.order.as_mut().filter(|_| self.held) {
+                tokio::select! {
+                    msg = upstream.next() => Step::Upstream(msg),
+                    () = gate.opened() => {
+                        tracing::debug!(table = %self.config.upstream_table.name, "the scans before this one have read; reading");
+                        self.held = false;
+                        continue;
+                    }
                 }
             } else {
                 Step::Upstream(upstream.next().await)
@@ -392,6 +422,9 @@ impl Backfill {
             }
             if self.cursor == self.owned.len() {
                 self.config.barrier.request_checkpoint();
+                if let Some(gate) = &mut self.config.order {
+                    gate.count_out();
+                }
             }
         }
         if rows == 0 {
@@ -514,6 +547,8 @@ mod tests {
     use crate::catalog::{ColumnCatalog, RelationKind, TableId};
     use crate::storage::keycodec::vnode_of;
     use crate::stream::barrier::BarrierManager;
+    use crate::stream::executor::backfill::order::OrderGates;
+    use crate::stream::executor::receiver::ReceiverExecutor;
     use crate::stream::message::Mutation;
     use crate::stream::test_utils::{MockSource, Pretty, barrier, chunk, dedent, schema};
     use crate::types::DataType;
@@ -579,6 +614,16 @@ mod tests {
         rate_limit: Option<u64>,
         input: impl IntoIterator<Item = Message>,
     ) -> BoxedExecutor {
+        backfill_after(store, rate_limit, MockSource::boxed(input), None)
+    }
+
+    /// A backfill of the upstream's vnode fed by `upstream`, held back by `order`.
+    fn backfill_after(
+        store: &Arc<Store>,
+        rate_limit: Option<u64>,
+        upstream: BoxedExecutor,
+        order: Option<StartGate>,
+    ) -> BoxedExecutor {
         let (_manager, handle, _recoveries) = BarrierManager::new(store.clone(), Duration::MAX);
         let config = BackfillConfig {
             upstream_table: upstream_table(),
@@ -589,9 +634,9 @@ mod tests {
             page_rows: 1024,
             vnodes: vec![the_vnode()],
             barrier: handle,
+            order,
         };
         let (status, _) = watch::channel(BackfillStatus::default());
-        let upstream = MockSource::boxed(input);
         Box::new(ArrangementBackfillExecutor::new(upstream, store.clone(), config, status))
     }
 
@@ -660,6 +705,41 @@ mod tests {
                         barrier 3";
         assert_eq!(out, dedent(expected));
         // Completed: no position, the rows read.
+        assert_eq!(progress(&store), "i i B I\n+ 0 . true 3");
+    }
+
+    #[tokio::test]
+    async fn a_scan_held_by_its_gate_reads_nothing_until_the_scans_before_it_have_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with(&dir, &rows(1..=3), "i i B I");
+        // Scan 1 (this one) waits for scan 0, of one actor.
+        let gates = OrderGates::new(&[0, 1], 1);
+        let mut before = StartGate::new(gates.clone(), 0, vec![]);
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let upstream = Box::new(ReceiverExecutor::new(rx));
+        let held = Some(StartGate::new(gates, 1, vec![0]));
+        let mut stream = backfill_after(&store, None, upstream, held).execute();
+        let mut next = async || {
+            let message = stream.next().await.unwrap().unwrap();
+            if let Message::Barrier(b) = &message {
+                store.commit(b.epoch.prev).unwrap();
+            }
+            message.pretty()
+        };
+        for message in [barrier(1), chunk("i I\n+ 4 40"), barrier(2)] {
+            tx.send(message).await.unwrap();
+        }
+        // Held: the barriers pass, the change above the (unstarted) position is dropped.
+        assert_eq!(next().await, "barrier 1");
+        assert_eq!(next().await, "barrier 2");
+        before.count_out();
+        let expected = "i I
+                        + 1 10
+                        + 2 20
+                        + 3 30";
+        assert_eq!(next().await, dedent(expected));
+        tx.send(barrier(3)).await.unwrap();
+        assert_eq!(next().await, "barrier 3");
         assert_eq!(progress(&store), "i i B I\n+ 0 . true 3");
     }
 

@@ -3,11 +3,13 @@
 //!
 //! - [`arrangement`]: a view's stream scan, reading the upstream table's stored rows per vnode;
 //! - [`cdc`]: a CDC table's snapshot of its upstream table, merged with the change stream;
+//! - [`order`]: the gates that hold a view's scan back until those it waits for have read;
 //! - [`state`]: the progress state tables both persist (their schemas, in one place);
 //! - [`status`]: what a running backfill reports (rows, rate, finished), for progress views.
 
 pub mod arrangement;
 pub mod cdc;
+pub mod order;
 pub mod state;
 pub mod status;
 pub mod upstream_guard;
