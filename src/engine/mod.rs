@@ -29,6 +29,7 @@ mod rescale;
 pub mod session;
 mod set_ops;
 mod source;
+mod stats;
 
 use std::path::PathBuf;
 use std::sync::Arc;

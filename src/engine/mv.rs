@@ -18,9 +18,10 @@ use crate::catalog::{
 use crate::engine::ddl::{name_is_free, relation_name};
 use crate::engine::session::parse_rate_limit;
 use crate::engine::session::text_rows;
+use crate::engine::stats;
 use crate::engine::{CommandTag, Engine, Output, Session};
 use crate::error::{Error, Result};
-use crate::sql::eager::eager_aggregation;
+use crate::sql::eager::{MIN_SAMPLED_ROWS, eager_aggregation};
 use crate::sql::parser::{Statement, parse};
 use crate::sql::planner::{check_deterministic, mark_now, plan_stream};
 use crate::stream::graph::creating::{CreatingJob, now_ms};
@@ -39,7 +40,10 @@ impl Engine {
             false;
         let mut plan = state.optimize(&plan)?;
         if eager {
-            plan = eager_aggregation(plan, &self.catalog)?;
+            let rows_per_group = |table: &TableCatalog, columns: &[usize]| {
+                stats::rows_per_group(&self.store, table, columns, MIN_SAMPLED_ROWS)
+            };
+            plan = eager_aggregation(plan, &self.catalog, &rows_per_group)?;
         }
         let mut plan = plan_stream(&state, &self.catalog, &plan)?;
         plan.eager_aggregation = eager;

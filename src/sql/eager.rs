@@ -26,7 +26,13 @@
 //!   of the group-by columns, else the left one);
 //! - that side is not already unique by the partial group: when it is a table scan whose
 //!   primary key is among the partial group's columns, each group is one row, and the rewrite
-//!   would only add state.
+//!   would only add state;
+//! - nor nearly so: when it is a scan of a table of [`MIN_SAMPLED_ROWS`] rows or more, whose
+//!   sampled rows (`crate::engine::stats`) have fewer than [`MIN_ROWS_PER_GROUP`] rows per
+//!   value of the partial group's columns, the partial aggregate would keep about as many
+//!   groups as the side has rows, and every group read back and written at each change costs
+//!   more than the join rows it saves (an order's lines grouped by order: the partial groups
+//!   of a 6 M-row table are 1.5 M).
 //!
 //! Streaming, the partial aggregate retracts and re-emits a group's row when the group changes,
 //! and the join and final aggregate take those as they take any update, so the view stays
@@ -43,8 +49,18 @@ use datafusion::logical_expr::{
     Aggregate, Expr, ExprSchemable, Join, JoinType, LogicalPlan, Projection,
 };
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, TableCatalog};
 use crate::error::Result;
+
+/// Tables with fewer rows are pre-aggregated whatever their groups (see the module docs).
+pub const MIN_SAMPLED_ROWS: u64 = 50_000;
+
+/// The fewest rows per partial group, estimated, for which a side is pre-aggregated.
+pub const MIN_ROWS_PER_GROUP: f64 = 10.0;
+
+/// The average rows of a table per distinct value of some of its columns (by index), when it
+/// is known.
+pub type RowsPerGroup<'a> = &'a dyn Fn(&TableCatalog, &[usize]) -> Option<f64>;
 
 /// The prefix of the partial aggregates' output names.
 const PARTIAL: &str = "__eager_";
@@ -56,8 +72,12 @@ pub fn is_partial(agg: &Aggregate) -> bool {
 
 /// `plan` with every aggregate over an inner join that qualifies pre-aggregated (see the module
 /// docs).
-pub fn eager_aggregation(plan: LogicalPlan, catalog: &Catalog) -> Result<LogicalPlan> {
-    let rewritten = plan.transform_up(|node| match rewrite(&node, catalog)? {
+pub fn eager_aggregation(
+    plan: LogicalPlan,
+    catalog: &Catalog,
+    rows_per_group: RowsPerGroup<'_>,
+) -> Result<LogicalPlan> {
+    let rewritten = plan.transform_up(|node| match rewrite(&node, catalog, rows_per_group)? {
         Some(new) => Ok(Transformed::yes(new)),
         None => Ok(Transformed::no(node)),
     })?;
@@ -87,7 +107,11 @@ enum Side {
     Right,
 }
 
-fn rewrite(node: &LogicalPlan, catalog: &Catalog) -> DfResult<Option<LogicalPlan>> {
+fn rewrite(
+    node: &LogicalPlan,
+    catalog: &Catalog,
+    rows_per_group: RowsPerGroup<'_>,
+) -> DfResult<Option<LogicalPlan>> {
     let LogicalPlan::Aggregate(agg) = node else { return Ok(None) };
     let join = match agg.input.as_ref() {
         LogicalPlan::Join(join) => join,
@@ -133,7 +157,7 @@ fn rewrite(node: &LogicalPlan, catalog: &Catalog) -> DfResult<Option<LogicalPlan
             partial_groups.push(group.clone());
         }
     }
-    if unique_by(pre, &partial_groups, catalog) {
+    if few_rows_per_group(pre, &partial_groups, catalog, rows_per_group) {
         return Ok(None);
     }
     let partial_calls = calls
@@ -242,19 +266,35 @@ fn calls(agg: &Aggregate) -> DfResult<Option<Vec<Call>>> {
 }
 
 /// Whether `plan` (a table scan under filters and column projections) has at most one row per
-/// value of `columns`: the columns hold its table's primary key.
-fn unique_by(plan: &LogicalPlan, columns: &[Column], catalog: &Catalog) -> bool {
+/// value of `columns` (they hold its table's primary key), or too few to pre-aggregate (see
+/// the module docs).
+fn few_rows_per_group(
+    plan: &LogicalPlan,
+    columns: &[Column],
+    catalog: &Catalog,
+    rows_per_group: RowsPerGroup<'_>,
+) -> bool {
     let scan = match plan {
         LogicalPlan::TableScan(scan) => scan,
-        LogicalPlan::Filter(filter) => return unique_by(&filter.input, columns, catalog),
-        LogicalPlan::SubqueryAlias(alias) => return unique_by(&alias.input, columns, catalog),
+        LogicalPlan::Filter(filter) => {
+            return few_rows_per_group(&filter.input, columns, catalog, rows_per_group);
+        }
+        LogicalPlan::SubqueryAlias(alias) => {
+            return few_rows_per_group(&alias.input, columns, catalog, rows_per_group);
+        }
         LogicalPlan::Projection(p) if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) => {
-            return unique_by(&p.input, columns, catalog);
+            return few_rows_per_group(&p.input, columns, catalog, rows_per_group);
         }
         _ => return false,
     };
     let Some(table) = catalog.table_by_name(scan.table_name.table()) else { return false };
     // The columns are all of this one scan's (the side's) schema: their names are its own.
     let names: HashSet<&str> = columns.iter().map(|c| c.name.as_str()).collect();
-    table.pk.iter().all(|&i| names.contains(table.columns[i].name.as_str()))
+    if table.pk.iter().all(|&i| names.contains(table.columns[i].name.as_str())) {
+        return true;
+    }
+    let indices: Option<Vec<usize>> =
+        columns.iter().map(|c| table.columns.iter().position(|t| t.name == c.name)).collect();
+    let Some(indices) = indices else { return false };
+    rows_per_group(&table, &indices).is_some_and(|rows| rows < MIN_ROWS_PER_GROUP)
 }
