@@ -58,6 +58,16 @@ use sum::{SumLayout, numeric_avg};
 /// epochs touch most groups again when there are fewer than its rows.
 const CACHE_GROUPS: usize = 100_000;
 
+/// Keys of groups emptied out of an actor's cache whose hashes it keeps, so that a group in
+/// neither is known new without a read (see `Aggregation::evicted`): about 16 bytes each.
+const EVICTED_KEYS: usize = 4 << 20;
+
+/// The hash `Aggregation::evicted` keeps of a result key.
+fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
+}
+
 /// The memory an actor's groups touched since its last flush may take ([`footprint`]) before
 /// it flushes them mid-epoch: stored, emitted unless held, and cached as after a barrier. So an
 /// aggregate with as many groups as rows holds a bounded number of them whatever its epochs,
@@ -332,11 +342,14 @@ struct Aggregation {
     /// Groups as the last flush left them (stored, and emitted unless held), by result key:
     /// a group touched again needs no read. Emptied when it would pass [`CACHE_GROUPS`].
     cache: hashbrown::HashMap<Vec<u8>, Group>,
-    /// Every stored group is in `cache`: the result table was empty when the aggregate started
-    /// (a new view's) and the cache was never emptied since. A group not in the cache is then
-    /// new, and is not looked for in storage (a point read per new group was a fifth of a
-    /// grouped view's build).
+    /// Every stored group is in `cache` or in `evicted`: the result table was empty when the
+    /// aggregate started (a new view's). A group in neither is then new, and is not looked for
+    /// in storage (a point read per new group was a fifth of a grouped view's build).
     complete: bool,
+    /// While `complete`: the hashes of the keys of the groups emptied out of the cache (stored,
+    /// or deleted since: a hash that collides, or a deleted group, costs a read). Given up, and
+    /// `complete` with it, past [`EVICTED_KEYS`].
+    evicted: hashbrown::HashSet<u64>,
     /// See [`CACHE_GROUPS`].
     cache_groups: usize,
     /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
@@ -388,6 +401,7 @@ impl Aggregation {
             held: None,
             cache: hashbrown::HashMap::new(),
             complete: false,
+            evicted: hashbrown::HashSet::new(),
             cache_groups: CACHE_GROUPS,
             merge: false,
             memory,
@@ -616,7 +630,7 @@ impl Aggregation {
         values: impl FnOnce() -> Result<Vec<ScalarValue>>,
     ) -> Result<Group> {
         let Some(mut group) = self.cache.remove(key) else {
-            if self.complete {
+            if self.complete && !self.evicted.contains(&key_hash(key)) {
                 return self.new_group(key, values()?);
             }
             return self.load(key, values()?);
@@ -653,8 +667,14 @@ impl Aggregation {
             keys[slot] = key;
         }
         if self.cache.len() + keys.len() > self.cache_groups {
+            if self.complete {
+                self.evicted.extend(self.cache.keys().map(|k| key_hash(k)));
+                if self.evicted.len() > EVICTED_KEYS {
+                    self.complete = false;
+                    self.evicted = hashbrown::HashSet::new();
+                }
+            }
             self.cache.clear();
-            self.complete = false;
         }
         for (slot, (mut group, key)) in
             std::mem::take(&mut self.groups).into_iter().zip(keys).enumerate()

@@ -1310,6 +1310,57 @@ async fn min_and_max_equal_their_aggregates_of_the_rows_after_every_epoch() {
     }
 }
 
+/// A new view's aggregate whose cache holds two groups of ten: groups go in and out of the
+/// cache, are emptied and come back, and a group it has let go of is read back (it knows which
+/// by their hashes) while a group it never stored is not looked for. After every epoch each
+/// group's count and sum equal those of its live rows.
+#[tokio::test]
+async fn groups_in_and_out_of_a_small_cache_equal_their_aggregates_after_every_epoch() {
+    use std::collections::BTreeMap;
+
+    use crate::stream::test_utils::{Lcg, views_at_barriers};
+
+    for seed in 0..8u64 {
+        let mut rng = Lcg::new(seed + 90);
+        let mut rows: Vec<(i32, i64)> = Vec::new();
+        let mut messages = vec![initial(0)];
+        let mut states = Vec::new();
+        for epoch in 1..=40u64 {
+            let mut lines = vec!["i I".to_owned()];
+            for _ in 0..1 + rng.below(4) {
+                if rng.below(3) == 0 && !rows.is_empty() {
+                    let (g, v) = rows.swap_remove(rng.below(rows.len() as u64) as usize);
+                    lines.push(format!("- {g} {v}"));
+                } else {
+                    let (g, v) = (rng.below(10) as i32, rng.below(100) as i64);
+                    lines.push(format!("+ {g} {v}"));
+                    rows.push((g, v));
+                }
+            }
+            messages.push(chunk(&lines.join("\n")));
+            messages.push(barrier(epoch));
+            let mut groups: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+            for (g, v) in &rows {
+                let group = groups.entry(*g).or_default();
+                group.0 += 1;
+                group.1 += v;
+            }
+            states.push(groups.iter().map(|(g, (n, s))| (format!("{g} {n} {s}"), 1)).collect());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let build = |input| {
+            let agg = hash_agg_executor(&store, "i I", &[0], "count(*) sum(c1)", input);
+            Box::new(agg.with_cache_groups(2)) as BoxedExecutor
+        };
+        let views: Vec<BTreeMap<String, i64>> = views_at_barriers(&store, build, messages).await;
+        assert_eq!(views.len(), states.len());
+        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
+            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
+        }
+    }
+}
+
 #[tokio::test]
 async fn string_agg_lists_a_groups_values_in_order_as_often_as_they_are_there() {
     let input = [
