@@ -14,6 +14,7 @@
 //! ([`hold`](crate::stream::executor::hash_agg::hold)).
 
 /// Holding a partial aggregate's groups while its job creates, and releasing them.
+mod cache;
 pub mod hold;
 /// The value multisets of min, max, DISTINCT calls and string_agg.
 mod multiset;
@@ -45,6 +46,7 @@ use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor};
 use crate::stream::message::{Message, Op, StreamChunk, unexpected_truncate};
 
 use crate::types::specials::{special_index, special_output, split_specials};
+use cache::{CACHE_GROUPS, Elsewhere, GroupCache};
 use hold::Held;
 pub use hold::{HOLD_LIMIT, Hold};
 pub(crate) use state::cast;
@@ -53,20 +55,6 @@ use state::{
     last_i64,
 };
 use sum::{SumLayout, numeric_avg};
-
-/// Groups an actor keeps in memory between epochs (see `Aggregation::cache`): a backfill's
-/// epochs touch most groups again when there are fewer than its rows.
-const CACHE_GROUPS: usize = 100_000;
-
-/// Keys of groups emptied out of an actor's cache whose hashes it keeps, so that a group in
-/// neither is known new without a read (see `Aggregation::evicted`): about 16 bytes each.
-const EVICTED_KEYS: usize = 4 << 20;
-
-/// The hash `Aggregation::evicted` keeps of a result key.
-fn key_hash(key: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
-}
 
 /// The memory an actor's groups touched since its last flush may take ([`footprint`]) before
 /// it flushes them mid-epoch: stored, emitted unless held, and cached as after a barrier. So an
@@ -265,8 +253,7 @@ impl Executor for HashAggExecutor {
         } = *self;
         async_stream::try_stream! {
             let mut agg = Aggregation::new(store, group_exprs, calls, result_table, output_schema);
-            agg.complete = agg.stores_nothing()?;
-            agg.cache_groups = cache_groups;
+            agg.cache = GroupCache::new(cache_groups, agg.stores_nothing()?);
             agg.merge = merge;
             agg.global_loaded = !owns_global;
             if let Some(hold) = hold {
@@ -339,19 +326,8 @@ struct Aggregation {
     global_loaded: bool,
     /// While some of its vnodes hold their groups: which (see the module docs).
     held: Option<Held>,
-    /// Groups as the last flush left them (stored, and emitted unless held), by result key:
-    /// a group touched again needs no read. Emptied when it would pass [`CACHE_GROUPS`].
-    cache: hashbrown::HashMap<Vec<u8>, Group>,
-    /// Every stored group is in `cache` or in `evicted`: the result table was empty when the
-    /// aggregate started (a new view's). A group in neither is then new, and is not looked for
-    /// in storage (a point read per new group was a fifth of a grouped view's build).
-    complete: bool,
-    /// While `complete`: the hashes of the keys of the groups emptied out of the cache (stored,
-    /// or deleted since: a hash that collides, or a deleted group, costs a read). Given up, and
-    /// `complete` with it, past [`EVICTED_KEYS`].
-    evicted: hashbrown::HashSet<u64>,
-    /// See [`CACHE_GROUPS`].
-    cache_groups: usize,
+    /// Groups as the last flush left them (stored, and emitted unless held), by result key.
+    cache: GroupCache,
     /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
     merge: bool,
     /// What `groups`, `group_index` and `deltas` take, counted until the flush stages them.
@@ -399,10 +375,7 @@ impl Aggregation {
             moved,
             global_loaded: false,
             held: None,
-            cache: hashbrown::HashMap::new(),
-            complete: false,
-            evicted: hashbrown::HashSet::new(),
-            cache_groups: CACHE_GROUPS,
+            cache: GroupCache::new(CACHE_GROUPS, false),
             merge: false,
             memory,
         }
@@ -629,11 +602,10 @@ impl Aggregation {
         key: &[u8],
         values: impl FnOnce() -> Result<Vec<ScalarValue>>,
     ) -> Result<Group> {
-        let Some(mut group) = self.cache.remove(key) else {
-            if self.complete && !self.evicted.contains(&key_hash(key)) {
-                return self.new_group(key, values()?);
-            }
-            return self.load(key, values()?);
+        let mut group = match self.cache.take(key) {
+            Ok(group) => group,
+            Err(Elsewhere::Nowhere) => return self.new_group(key, values()?),
+            Err(Elsewhere::Storage) => return self.load(key, values()?),
         };
         if group.previous.is_none() && !self.is_held(group.vnode) {
             // Cached while held, and released since: what the release emitted.
@@ -666,16 +638,7 @@ impl Aggregation {
         for (key, slot) in self.group_index.drain() {
             keys[slot] = key;
         }
-        if self.cache.len() + keys.len() > self.cache_groups {
-            if self.complete {
-                self.evicted.extend(self.cache.keys().map(|k| key_hash(k)));
-                if self.evicted.len() > EVICTED_KEYS {
-                    self.complete = false;
-                    self.evicted = hashbrown::HashSet::new();
-                }
-            }
-            self.cache.clear();
-        }
+        self.cache.make_room(keys.len());
         for (slot, (mut group, key)) in
             std::mem::take(&mut self.groups).into_iter().zip(keys).enumerate()
         {

@@ -1192,7 +1192,7 @@ async fn a_distinct_count_restarts_from_its_committed_multiset() {
 async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::stream::test_utils::{Lcg, views_at_barriers};
+    use crate::stream::test_utils::Lcg;
 
     let calls = "count(*) count(distinct:c1) sum(distinct:c1) avg(distinct:c1) sum(c1)";
     for seed in 0..6u64 {
@@ -1242,14 +1242,13 @@ async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
             }
             states.push(expected);
         }
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let build = |input| hash_agg(&store, "i I", &[0], calls, input);
-        let views = views_at_barriers(&store, build, messages).await;
-        assert_eq!(views.len(), states.len());
-        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
-            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
-        }
+        assert_views_at_barriers(
+            |store, input| hash_agg(store, "i I", &[0], calls, input),
+            messages,
+            &states,
+            seed,
+        )
+        .await;
     }
 }
 
@@ -1260,7 +1259,7 @@ async fn distinct_calls_equal_their_aggregates_of_the_rows_after_every_epoch() {
 async fn min_and_max_equal_their_aggregates_of_the_rows_after_every_epoch() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::stream::test_utils::{Lcg, views_at_barriers};
+    use crate::stream::test_utils::Lcg;
 
     for seed in 0..8u64 {
         let mut rng = Lcg::new(seed + 40);
@@ -1299,14 +1298,13 @@ async fn min_and_max_equal_their_aggregates_of_the_rows_after_every_epoch() {
             }
             states.push(expected);
         }
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let build = |input| hash_agg(&store, "i I", &[0], "count(*) min(c1) max(c1)", input);
-        let views = views_at_barriers(&store, build, messages).await;
-        assert_eq!(views.len(), states.len());
-        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
-            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
-        }
+        assert_views_at_barriers(
+            |store, input| hash_agg(store, "i I", &[0], "count(*) min(c1) max(c1)", input),
+            messages,
+            &states,
+            seed,
+        )
+        .await;
     }
 }
 
@@ -1318,7 +1316,7 @@ async fn min_and_max_equal_their_aggregates_of_the_rows_after_every_epoch() {
 async fn groups_in_and_out_of_a_small_cache_equal_their_aggregates_after_every_epoch() {
     use std::collections::BTreeMap;
 
-    use crate::stream::test_utils::{Lcg, views_at_barriers};
+    use crate::stream::test_utils::Lcg;
 
     for seed in 0..8u64 {
         let mut rng = Lcg::new(seed + 90);
@@ -1347,17 +1345,16 @@ async fn groups_in_and_out_of_a_small_cache_equal_their_aggregates_after_every_e
             }
             states.push(groups.iter().map(|(g, (n, s))| (format!("{g} {n} {s}"), 1)).collect());
         }
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let build = |input| {
-            let agg = hash_agg_executor(&store, "i I", &[0], "count(*) sum(c1)", input);
-            Box::new(agg.with_cache_groups(2)) as BoxedExecutor
-        };
-        let views: Vec<BTreeMap<String, i64>> = views_at_barriers(&store, build, messages).await;
-        assert_eq!(views.len(), states.len());
-        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
-            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
-        }
+        assert_views_at_barriers(
+            |store, input| {
+                let agg = hash_agg_executor(store, "i I", &[0], "count(*) sum(c1)", input);
+                Box::new(agg.with_cache_groups(2)) as BoxedExecutor
+            },
+            messages,
+            &states,
+            seed,
+        )
+        .await;
     }
 }
 
@@ -1468,7 +1465,7 @@ async fn a_numeric_average_is_exact_at_its_scale() {
 async fn sums_with_special_values_equal_postgres_over_the_rows_after_every_epoch() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::stream::test_utils::{Lcg, views_at_barriers};
+    use crate::stream::test_utils::Lcg;
 
     let values = [Some(1.5), Some(2.0), Some(-3.0), Some(f64::NAN), Some(f64::INFINITY)];
     let values = [&values[..], &[Some(f64::NEG_INFINITY), None]].concat();
@@ -1533,14 +1530,13 @@ async fn sums_with_special_values_equal_postgres_over_the_rows_after_every_epoch
             }
             states.push(expected);
         }
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let build = |input| hash_agg(&store, "i F", &[0], calls, input);
-        let views = views_at_barriers(&store, build, messages).await;
-        assert_eq!(views.len(), states.len());
-        for (n, (view, state)) in views.iter().zip(&states).enumerate() {
-            assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
-        }
+        assert_views_at_barriers(
+            |store, input| hash_agg(store, "i F", &[0], calls, input),
+            messages,
+            &states,
+            seed,
+        )
+        .await;
     }
 }
 
@@ -1580,4 +1576,26 @@ async fn variances_and_deviations_follow_the_groups_values() {
 
                     barrier 3";
     assert_eq!(aggregate("i I", &[0], calls, input).await, dedent(expected));
+}
+
+/// Runs `messages` through the aggregate `build` makes over a new store and checks the view
+/// after every barrier against `states` (the expected view after each epoch).
+async fn assert_views_at_barriers(
+    build: impl FnOnce(&Arc<Store>, BoxedExecutor) -> BoxedExecutor,
+    messages: Vec<Message>,
+    states: &[std::collections::BTreeMap<String, i64>],
+    seed: u64,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let views = crate::stream::test_utils::views_at_barriers(
+        &store,
+        |input| build(&store, input),
+        messages,
+    )
+    .await;
+    assert_eq!(views.len(), states.len());
+    for (n, (view, state)) in views.iter().zip(states).enumerate() {
+        assert_eq!(view, state, "seed {seed}, epoch {}", n + 1);
+    }
 }
