@@ -45,10 +45,19 @@ impl GroupCache {
 
     /// The group under `key`, taken out of the cache, or where else it is.
     pub fn take(&mut self, key: &[u8]) -> Result<Group, Elsewhere> {
-        self.groups.remove(key).ok_or_else(|| match self.complete {
+        self.groups.remove(key).ok_or_else(|| self.elsewhere(key))
+    }
+
+    /// Where the group under `key` is when the cache does not hold it; `None` when it does.
+    pub fn locate(&self, key: &[u8]) -> Option<Elsewhere> {
+        (!self.groups.contains_key(key)).then(|| self.elsewhere(key))
+    }
+
+    fn elsewhere(&self, key: &[u8]) -> Elsewhere {
+        match self.complete {
             true if !self.evicted.contains(&key_hash(key)) => Elsewhere::Nowhere,
             _ => Elsewhere::Storage,
-        })
+        }
     }
 
     /// Makes room for `incoming` groups: empties the cache when they would not fit beside it.

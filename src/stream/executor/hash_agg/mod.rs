@@ -328,6 +328,8 @@ struct Aggregation {
     held: Option<Held>,
     /// Groups as the last flush left them (stored, and emitted unless held), by result key.
     cache: GroupCache,
+    /// Stored rows of the groups of the chunk at hand, read at once ([`Self::prefetch`]).
+    prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Input rows are partial rows (see [`HashAggExecutor::merging`]).
     merge: bool,
     /// What `groups`, `group_index` and `deltas` take, counted until the flush stages them.
@@ -376,6 +378,7 @@ impl Aggregation {
             global_loaded: false,
             held: None,
             cache: GroupCache::new(CACHE_GROUPS, false),
+            prefetched: HashMap::new(),
             merge: false,
             memory,
         }
@@ -539,6 +542,7 @@ impl Aggregation {
             .collect::<Result<Vec<_>>>()?;
         let mut keys = std::mem::take(&mut self.keys);
         encode_keys_into(self.result_def.id, &group_columns, n, self.n_groups(), &mut keys)?;
+        self.prefetch(&keys)?;
         let mut slots = Vec::with_capacity(n);
         for (row, key) in keys.iter().enumerate() {
             let slot = match self.group_index.get(key.as_slice()) {
@@ -562,6 +566,26 @@ impl Aggregation {
         Ok((group_columns, slots))
     }
 
+    /// Reads the stored rows of the groups under `keys` that are neither touched this epoch
+    /// nor cached nor known new, with one batched read, for [`Self::load`] to take.
+    fn prefetch(&mut self, keys: &[Vec<u8>]) -> Result<()> {
+        self.prefetched.clear();
+        let mut wanted: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| !self.group_index.contains_key(k.as_slice()))
+            .filter(|k| self.cache.locate(k) == Some(Elsewhere::Storage))
+            .cloned()
+            .collect();
+        if wanted.len() < 2 {
+            return Ok(());
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let rows = self.result.get_many(&wanted)?;
+        self.prefetched.extend(wanted.into_iter().zip(rows));
+        Ok(())
+    }
+
     /// Whether the result table holds no row at all (no group, no release marker).
     fn stores_nothing(&self) -> Result<bool> {
         let start = crate::storage::keycodec::table_prefix(self.result_def.id);
@@ -577,9 +601,13 @@ impl Aggregation {
     }
 
     /// Reads a group's stored state, or starts an empty one.
-    fn load(&self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
+    fn load(&mut self, key: &[u8], values: Vec<ScalarValue>) -> Result<Group> {
         let vnode = vnode_in_key(key);
-        let Some(row) = self.result.get(key)? else {
+        let row = match self.prefetched.remove(key) {
+            Some(row) => row,
+            None => self.result.get(key)?,
+        };
+        let Some(row) = row else {
             return self.new_group(key, values);
         };
         let stored = self.decode_stored(std::iter::once((key, row.as_slice())))?.remove(0);
