@@ -86,3 +86,35 @@ fn key_hash(key: &[u8]) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::VirtualNode;
+
+    fn group(row_count: i64) -> Group {
+        let (values, states) = (Vec::new(), Vec::new());
+        let vnode = VirtualNode(0);
+        Group { vnode, values, row_count, states, stored: true, previous: None }
+    }
+
+    #[test]
+    fn a_complete_cache_tells_new_groups_from_emptied_ones_and_an_incomplete_one_reads_all() {
+        let mut cache = GroupCache::new(3, true);
+        assert_eq!(cache.take(b"a").unwrap_err(), Elsewhere::Nowhere, "nothing stored yet");
+        cache.insert(b"a".to_vec(), group(1));
+        cache.insert(b"b".to_vec(), group(2));
+        assert_eq!(cache.locate(b"a"), None);
+        cache.make_room(1); // fits beside them: kept
+        assert_eq!(cache.locate(b"b"), None);
+        cache.make_room(2); // does not: emptied, their keys remembered
+        assert_eq!(cache.locate(b"a"), Some(Elsewhere::Storage));
+        assert_eq!(cache.take(b"b").unwrap_err(), Elsewhere::Storage);
+        assert_eq!(cache.take(b"c").unwrap_err(), Elsewhere::Nowhere, "never stored");
+        cache.insert(b"c".to_vec(), group(3));
+        assert_eq!(cache.take(b"c").unwrap().row_count, 3);
+        // A view's aggregate over a table that held rows knows nothing new.
+        let mut old = GroupCache::new(2, false);
+        assert_eq!(old.take(b"z").unwrap_err(), Elsewhere::Storage);
+    }
+}
