@@ -21,7 +21,7 @@ use arrow::array::{Array, ArrayRef};
 
 use crate::catalog::Created;
 use crate::connector::common::SplitRange;
-use crate::connector::common::{SnapshotPage, UpstreamTable};
+use crate::connector::common::{SnapshotPage, TypeId, UpstreamTable};
 use crate::connector::mysql::binlog;
 use crate::connector::mysql::{self, MySqlSourceConfig};
 use crate::connector::offset::CdcOffset;
@@ -238,6 +238,22 @@ impl UpstreamSession {
         match self {
             Self::Postgres(client) => snapshot::describe_table(client, schema, table).await,
             Self::MySql(conn) => mysql::describe_table(conn, schema, table).await,
+        }
+    }
+
+    /// The upstream's name of the type `id` (oid and modifier) as a column shows it, `None`
+    /// where the upstream does not name types by id (MySQL). The name does not depend on which
+    /// transactions the session sees, unlike a table's description.
+    pub async fn type_name(&mut self, id: TypeId) -> Result<Option<String>> {
+        match self {
+            Self::Postgres(client) => {
+                let row = client
+                    .query_one("SELECT format_type($1::oid, $2::int4)", &[&id.0, &id.1])
+                    .await
+                    .map_err(crate::connector::postgres::upstream_error)?;
+                Ok(row.get(0))
+            }
+            Self::MySql(_) => Ok(None),
         }
     }
 

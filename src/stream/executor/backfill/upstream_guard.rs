@@ -78,11 +78,16 @@ impl UpstreamGuard {
         Some(known.iter().zip(types).position(|(was, now)| was != now))
     }
 
-    /// The reason to stop at column `column` retyped, when the upstream's description of the
-    /// new type is not at hand.
-    pub fn retyped(&self, column: usize) -> String {
+    /// The reason to stop at column `column` retyped, to the type named `now` when the
+    /// upstream named it.
+    pub fn retyped(&self, column: usize, now: Option<&str>) -> String {
         let (name, ty) = (&self.names[column], &self.types[column]);
-        self.stopped(&format!("column {name} changed type upstream from {ty}"))
+        match now {
+            Some(now) => {
+                self.stopped(&format!("column {name} changed type upstream from {ty} to {now}"))
+            }
+            None => self.stopped(&format!("column {name} changed type upstream from {ty}")),
+        }
     }
 
     /// What keeps the table from following changes with the columns `names`, if anything.
@@ -127,11 +132,7 @@ impl UpstreamGuard {
             }
             if their_type != Some(ty) {
                 let now = their_type.map_or("?", String::as_str);
-                return Ok(Some(
-                    self.stopped(&format!(
-                        "column {name} changed type upstream from {ty} to {now}"
-                    )),
-                ));
+                return Ok(Some(self.retyped(i, Some(now))));
             }
         }
         if now.type_ids.len() >= self.names.len() {
@@ -245,7 +246,7 @@ mod tests {
         assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)]), Some(None));
         assert_eq!(g.retyped_column(&[(23, -1), (1043, 24), (25, -1)]), Some(Some(1)));
         assert_eq!(g.retyped_column(&[]), None, "a description without types (MySQL)");
-        let reason = g.retyped(1);
+        let reason = g.retyped(1, None);
         assert!(reason.contains("column a changed type upstream from text"), "{reason}");
         assert!(reason.contains("Drop it and create it again"), "{reason}");
     }

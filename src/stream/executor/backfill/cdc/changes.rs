@@ -53,7 +53,7 @@ impl CdcBackfill {
                 // The upstream's description names the new type, when it answers.
                 self.check_upstream(true).await;
                 if self.stopped.is_none() {
-                    self.stop(self.guard.retyped(column));
+                    self.stop_retyped(column, types[column]).await;
                 }
             }
             None => {
@@ -70,11 +70,27 @@ impl CdcBackfill {
                 if self.stopped.is_none()
                     && let Some(Some(column)) = self.guard.retyped_column(types)
                 {
-                    self.stop(self.guard.retyped(column));
+                    self.stop_retyped(column, types[column]).await;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Stops the table at column `column` retyped to `now` by the stream's description. The
+    /// upstream may not show the change to a fresh description yet (a transaction is sent once
+    /// its commit is logged, a moment before other sessions see it), so the new type is named
+    /// by its id.
+    async fn stop_retyped(&mut self, column: usize, now: TypeId) {
+        let named = match self.take_session().await {
+            Ok(mut session) => {
+                let named = session.type_name(now).await;
+                self.session = named.is_ok().then_some(session);
+                named.ok().flatten()
+            }
+            Err(_) => None,
+        };
+        self.stop(self.guard.retyped(column, named.as_deref()));
     }
 
     /// Checks the upstream table is still the one the table was created over; the first
