@@ -125,6 +125,46 @@ impl PostgresCasts {
 
     /// `length(x)` of a `bytea` `x`, which type coercion made `length(CAST(x AS text))`, as
     /// `octet_length(x)`.
+    /// `ceil`, `floor`, `round` and `trunc` of a numeric with fraction digits, at the scale
+    /// Postgres gives the result: 0, or the digits asked for (`round(1.50, 1)` is `1.5`); and
+    /// `round` of a float half to even.
+    fn rounding(&self, call: ScalarFunction, schema: &DFSchema) -> Transformed<Expr> {
+        let rounds = matches!(call.name(), "ceil" | "floor" | "round" | "trunc");
+        let from = call.args.first().and_then(|a| a.get_type(schema).ok());
+        let (precision, scale) = match from {
+            Some(DataType::Decimal128(p, s) | DataType::Decimal256(p, s)) if rounds => (p, s),
+            // A float rounds half to even, as Postgres's `round(double precision)` does.
+            Some(DataType::Float64 | DataType::Float32)
+                if call.name() == "round" && call.args.len() == 1 =>
+            {
+                let float = Expr::Cast(Cast::new(Box::new(call.args[0].clone()), DataType::Float64));
+                let call = ScalarFunction::new_udf(Arc::clone(&self.round_half_even), vec![float]);
+                return Transformed::yes(Expr::ScalarFunction(call));
+            }
+            _ => return Transformed::no(Expr::ScalarFunction(call)),
+        };
+        let digits = match call.args.get(1) {
+            None => 0,
+            Some(Expr::Literal(n, _)) => match n.cast_to(&DataType::Int64) {
+                Ok(ScalarValue::Int64(Some(n))) if (0..=i8::MAX as i64).contains(&n) => n as i8,
+                _ => return Transformed::no(Expr::ScalarFunction(call)),
+            },
+            Some(_) => return Transformed::no(Expr::ScalarFunction(call)),
+        };
+        if digits == scale || crate::types::numeric::prints_own_digits(precision, scale) {
+            return Transformed::no(Expr::ScalarFunction(call));
+        }
+        let integer_digits = precision as i16 - scale as i16 + 1;
+        let precision = (integer_digits + digits as i16).clamp(1, 76) as u8;
+        let to = match precision {
+            p if p <= 38 => DataType::Decimal128(p, digits),
+            p => DataType::Decimal256(p, digits),
+        };
+        let cast = ScalarUDF::from(NumericCast::new(to));
+        let call = ScalarFunction::new_udf(Arc::new(cast), vec![Expr::ScalarFunction(call)]);
+        Transformed::yes(Expr::ScalarFunction(call))
+    }
+
     fn length(&self, call: ScalarFunction, schema: &DFSchema) -> Transformed<Expr> {
         let is_length = matches!(call.name(), "length" | "char_length" | "character_length");
         if let (true, [Expr::Cast(Cast { expr, .. })]) = (is_length, call.args.as_slice())
@@ -168,7 +208,12 @@ impl AnalyzerRule for PostgresCasts {
                 let name = names.save(&expr);
                 let rewritten = expr.transform_up(|e| match e {
                     Expr::Cast(Cast { expr, field }) => Ok(self.cast(expr, field, &schema)),
-                    Expr::ScalarFunction(call) => Ok(self.length(call, &schema)),
+                    Expr::ScalarFunction(call) => Ok(self
+                        .length(call, &schema)
+                        .transform_data(|e| match e {
+                            Expr::ScalarFunction(call) => Ok(self.rounding(call, &schema)),
+                            other => Ok(Transformed::no(other)),
+                        })?),
                     other => Ok(Transformed::no(other)),
                 })?;
                 Ok(rewritten.update_data(|e| name.restore(e)))

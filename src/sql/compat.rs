@@ -535,6 +535,7 @@ pub fn rewrite(stmt: &mut ast::Statement) {
         series_in_select_list(query);
         alias_output_columns(query);
     }
+    crate::sql::math::rewrite(stmt);
 }
 
 /// The compatibility parser's syntax rewrites, in its order, less `RemoveSubqueryFromProjection`:

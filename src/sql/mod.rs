@@ -20,6 +20,8 @@ pub mod functions;
 pub mod interval;
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`) as functions.
 pub mod jsonb;
+/// Postgres's numeric functions DataFusion lacks (`sign`, `div`, `mod`, `scale`, ..).
+pub mod math;
 /// Postgres names for unnamed output columns.
 pub mod names;
 /// Statements: sqlparser's Postgres dialect plus Sluice's own, with input limits.

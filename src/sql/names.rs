@@ -20,6 +20,15 @@ fn leftmost_select(body: &mut ast::SetExpr) -> Option<&mut ast::Select> {
     }
 }
 
+fn leftmost_select_ref(body: &ast::SetExpr) -> Option<&ast::Select> {
+    match body {
+        ast::SetExpr::Select(select) => Some(select),
+        ast::SetExpr::SetOperation { left, .. } => leftmost_select_ref(left),
+        ast::SetExpr::Query(query) => leftmost_select_ref(query.body.as_ref()),
+        _ => None,
+    }
+}
+
 /// Adds Postgres-style aliases to the unaliased items of the query's top-level SELECT list.
 pub fn alias_output_columns(query: &mut ast::Query) {
     let Some(select) = leftmost_select(query.body.as_mut()) else {
@@ -131,6 +140,32 @@ fn postgres_name(expr: &ast::Expr) -> String {
             _ => type_name(data_type),
         },
         ast::Expr::Case { .. } => "case".to_owned(),
+        // Calls the parser reads as syntax of their own, named as Postgres names the function.
+        ast::Expr::Ceil { .. } => "ceil".to_owned(),
+        ast::Expr::Floor { .. } => "floor".to_owned(),
+        ast::Expr::Extract { .. } => "extract".to_owned(),
+        ast::Expr::Position { .. } => "position".to_owned(),
+        ast::Expr::Substring { .. } => "substring".to_owned(),
+        ast::Expr::Overlay { .. } => "overlay".to_owned(),
+        ast::Expr::Trim { trim_where, .. } => match trim_where {
+            Some(ast::TrimWhereField::Leading) => "ltrim",
+            Some(ast::TrimWhereField::Trailing) => "rtrim",
+            _ => "btrim",
+        }
+        .to_owned(),
+        ast::Expr::AtTimeZone { .. } => "timezone".to_owned(),
+        ast::Expr::Exists { .. } => "exists".to_owned(),
+        ast::Expr::Interval(_) => "interval".to_owned(),
+        ast::Expr::TypedString(typed) => type_name(&typed.data_type),
+        // A scalar subquery is named after its one output column.
+        ast::Expr::Subquery(query) => match leftmost_select_ref(query.body.as_ref()) {
+            Some(select) => match select.projection.as_slice() {
+                [ast::SelectItem::UnnamedExpr(expr)] => postgres_name(expr),
+                [ast::SelectItem::ExprWithAlias { alias, .. }] => alias.value.clone(),
+                _ => "?column?".to_owned(),
+            },
+            None => "?column?".to_owned(),
+        },
         _ => "?column?".to_owned(),
     }
 }
