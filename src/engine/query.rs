@@ -60,6 +60,9 @@ pub fn session_context(
     }
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::PgTypeof::default()));
+    for udf in crate::sql::format::udfs() {
+        ctx.register_udf(udf);
+    }
     for udf in crate::sql::math::udfs() {
         ctx.register_udf(udf);
     }

@@ -137,7 +137,8 @@ impl PostgresCasts {
             Some(DataType::Float64 | DataType::Float32)
                 if call.name() == "round" && call.args.len() == 1 =>
             {
-                let float = Expr::Cast(Cast::new(Box::new(call.args[0].clone()), DataType::Float64));
+                let float =
+                    Expr::Cast(Cast::new(Box::new(call.args[0].clone()), DataType::Float64));
                 let call = ScalarFunction::new_udf(Arc::clone(&self.round_half_even), vec![float]);
                 return Transformed::yes(Expr::ScalarFunction(call));
             }
@@ -208,12 +209,12 @@ impl AnalyzerRule for PostgresCasts {
                 let name = names.save(&expr);
                 let rewritten = expr.transform_up(|e| match e {
                     Expr::Cast(Cast { expr, field }) => Ok(self.cast(expr, field, &schema)),
-                    Expr::ScalarFunction(call) => Ok(self
-                        .length(call, &schema)
-                        .transform_data(|e| match e {
+                    Expr::ScalarFunction(call) => {
+                        Ok(self.length(call, &schema).transform_data(|e| match e {
                             Expr::ScalarFunction(call) => Ok(self.rounding(call, &schema)),
                             other => Ok(Transformed::no(other)),
-                        })?),
+                        })?)
+                    }
                     other => Ok(Transformed::no(other)),
                 })?;
                 Ok(rewritten.update_data(|e| name.restore(e)))

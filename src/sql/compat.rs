@@ -536,6 +536,7 @@ pub fn rewrite(stmt: &mut ast::Statement) {
         alias_output_columns(query);
     }
     crate::sql::math::rewrite(stmt);
+    crate::sql::format::rewrite(stmt);
 }
 
 /// The compatibility parser's syntax rewrites, in its order, less `RemoveSubqueryFromProjection`:

@@ -149,7 +149,7 @@ impl ScalarUDFImpl for MathFunction {
             Math::Div => {
                 // Both as one type: integers stay integers; otherwise numerics at the larger scale.
                 let both = [widened(&args[0], false)?, widened(&args[1], false)?];
-                let scale = both.iter().map(|t| decimal_scale(t)).max().unwrap_or(0);
+                let scale = both.iter().map(decimal_scale).max().unwrap_or(0);
                 match both.iter().all(|t| *t == DataType::Int64) {
                     true => Ok(both.to_vec()),
                     false => Ok(vec![DataType::Decimal256(MAX_PRECISION, scale); 2]),
@@ -236,7 +236,8 @@ fn sign(values: &ArrayRef) -> ArrayRef {
 
 /// `div(a, b)`: the quotient truncated toward zero, as a numeric of scale 0.
 fn div(a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
-    let zero = || DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None);
+    let zero =
+        || DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None);
     let out: Decimal256Array = match a.data_type() {
         DataType::Int64 => {
             let (a, b) = (a.as_primitive::<Int64Type>(), b.as_primitive::<Int64Type>());
@@ -266,7 +267,8 @@ fn div(a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
 /// One `div` of two numerics of the same scale (their raw values divide exactly as the numbers
 /// do), with Postgres's answers for the special values.
 fn div_one(a: i256, b: i256) -> Result<i256> {
-    let zero = || DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None);
+    let zero =
+        || DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None);
     let negative = |v: i256| v < i256::ZERO;
     Ok(match (Special::of_i256(a), Special::of_i256(b)) {
         (Some(Special::NaN), _) | (_, Some(Special::NaN)) => a.max(b),
@@ -362,8 +364,8 @@ fn width_bucket(args: &[ArrayRef]) -> Result<Int32Array> {
 mod tests {
     use super::*;
 
-    fn dec(values: &[i64], scale: i8) -> ArrayRef {
-        let a: Decimal256Array = values.iter().map(|&v| Some(i256::from_i128(v as i128))).collect();
+    fn dec(values: &[i128], scale: i8) -> ArrayRef {
+        let a: Decimal256Array = values.iter().map(|&v| Some(i256::from_i128(v))).collect();
         Arc::new(a.with_data_type(DataType::Decimal256(MAX_PRECISION, scale)))
     }
 
@@ -386,12 +388,13 @@ mod tests {
         let signs = sign(&values);
         let signs = signs.as_primitive::<Decimal256Type>();
         assert_eq!(signs.values().to_vec(), vec![i256::ONE, i256::MINUS_ONE, i256::ZERO]);
-        let constrained: arrow::array::Decimal128Array = [150i128, 0].into_iter().map(Some).collect();
+        let constrained: arrow::array::Decimal128Array =
+            [150i128, 0].into_iter().map(Some).collect();
         let constrained = constrained.with_data_type(DataType::Decimal128(10, 2));
         let constrained = Arc::new(constrained) as ArrayRef;
         assert_eq!(scale(&constrained).values().to_vec(), vec![2, 2], "numeric(10, 2)");
         let (_, s) = crate::types::DEFAULT_NUMERIC;
-        let own = dec(&[150 * 10i64.pow(s as u32 - 2), 0], s);
+        let own = dec(&[150 * 10i128.pow(s as u32 - 2), 0], s);
         assert_eq!(scale(&own).values().to_vec(), vec![1, 0], "1.5 and 0 print with 1 and 0");
     }
 

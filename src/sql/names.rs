@@ -196,5 +196,13 @@ mod tests {
             "SELECT v, v::TEXT AS \"v\u{1f}1\" FROM t"
         );
         assert_eq!(names_of("SELECT *, count(*) FROM t"), "SELECT *, count(*) FROM t");
+        // Calls the parser reads as syntax of their own, and a scalar subquery.
+        let named = names_of(
+            "SELECT ceil(x), floor(x), extract(year FROM d), trim(s), trim(LEADING ' ' FROM s), \
+             substring(s FROM 2), (SELECT max(v) FROM u), date '2024-01-01' FROM t",
+        );
+        for name in ["ceil", "floor", "extract", "btrim", "ltrim", "substring", "max", "date"] {
+            assert!(named.contains(&format!("AS \"{name}\"")), "{name}: {named}");
+        }
     }
 }
