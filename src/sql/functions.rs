@@ -18,7 +18,9 @@
 //! `NaN` and the infinities stay themselves (see [`crate::types::numeric`]; Arrow's cast took them for
 //! the large numbers that stand for them), and text has the value's digits (`1.5`, not the
 //! unconstrained numeric's `1.50000000000000000000`); text cast to a numeric reads `NaN` and
-//! `Infinity` (`WHERE x = 'NaN'`).
+//! `Infinity` (`WHERE x = 'NaN'`). Text cast to a date or timestamp is read as Postgres reads
+//! it too ([`crate::types::datetime_text`]: `'2024-01-01 10:00'`, an offset ignored by a
+//! `timestamp`).
 
 use std::sync::Arc;
 
@@ -352,9 +354,10 @@ impl NumericCast {
         let numeric =
             |t: &DataType| matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..));
         let to_text_or_float = matches!(to, DataType::Utf8 | DataType::Float32 | DataType::Float64);
+        let datetime = matches!(to, DataType::Date32 | DataType::Timestamp(..));
         from != to
             && ((numeric(from) && (numeric(to) || to_text_or_float))
-                || (from == &DataType::Utf8 && numeric(to)))
+                || (from == &DataType::Utf8 && (numeric(to) || datetime)))
     }
 
     fn cast(
@@ -370,7 +373,12 @@ impl NumericCast {
             }
             to => {
                 let target = crate::types::DataType::from_arrow(to).map_err(external)?;
-                cast_to(array, target, CastMode::Strict).map_err(external)
+                let cast = cast_to(array, target, CastMode::Strict).map_err(external)?;
+                // Sluice's timestamps are microseconds; a literal's may be nanoseconds.
+                match cast.data_type() == to {
+                    true => Ok(cast),
+                    false => Ok(arrow::compute::cast(&cast, to)?),
+                }
             }
         }
     }

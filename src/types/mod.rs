@@ -6,6 +6,8 @@
 //! [`cast_to`] is the one conversion of values (text above all) to a column type: strict for
 //! what users write (INSERT, UPDATE, COPY), lenient for what an upstream Postgres prints.
 
+/// Dates and timestamps written as Postgres reads them.
+pub mod datetime_text;
 /// Numeric values: decimals of up to 76 digits with NaN and the infinities.
 pub mod numeric;
 pub mod specials;
@@ -333,6 +335,11 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
             {
                 return with_years_before_christ(text, to);
             }
+            (DataType::Date | DataType::Timestamp | DataType::Timestamptz, _) => {
+                if let Some(read) = datetimes_from_text(text, to) {
+                    return Ok(read);
+                }
+            }
             (DataType::Boolean, CastMode::Upstream) => {
                 let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
@@ -372,6 +379,29 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
         } else {
             Error::InvalidInput(format!("cannot convert {} to {to}: {e}", array.data_type()))
         }
+    })
+}
+
+/// Dates or timestamps (`to`) from `text` read as Postgres reads them
+/// ([`datetime_text`]), `None` when a value is in a form left to Arrow's reader.
+pub fn datetimes_from_text(text: &StringArray, to: DataType) -> Option<ArrayRef> {
+    use arrow::array::{Date32Array, TimestampMicrosecondArray};
+    let reads: Vec<Option<datetime_text::Read>> = text
+        .iter()
+        .map(|v| v.map(datetime_text::read).map(|r| r.ok_or(())).transpose())
+        .collect::<std::result::Result<_, ()>>()
+        .ok()?;
+    Some(match to {
+        DataType::Date => {
+            Arc::new(Date32Array::from_iter(reads.iter().map(|r| r.map(|r| r.days()))))
+        }
+        DataType::Timestamp => Arc::new(TimestampMicrosecondArray::from_iter(
+            reads.iter().map(|r| r.map(|r| r.micros(false))),
+        )),
+        _ => Arc::new(
+            TimestampMicrosecondArray::from_iter(reads.iter().map(|r| r.map(|r| r.micros(true))))
+                .with_timezone(UTC),
+        ),
     })
 }
 

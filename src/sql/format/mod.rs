@@ -232,7 +232,7 @@ fn to_char(values: &ArrayRef, templates: &StringArray) -> Result<ArrayRef> {
     let mut out = arrow::array::StringBuilder::new();
     match values.data_type() {
         DataType::Timestamp(_, zone) => {
-            let zone = zone.as_ref().map(|_| (UTC, 0));
+            let zone = zone.as_ref().map(|_| ("UTC", 0));
             let values = values.as_primitive::<TimestampMicrosecondType>();
             let mut cached = Cached { text: None, value: None };
             for i in 0..n {
