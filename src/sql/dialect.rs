@@ -85,6 +85,12 @@ impl Dialect for SluiceDialect {
         TypeId::of::<PostgreSqlDialect>()
     }
 
+    /// `SELECT * EXCLUDE col`: what `FETCH .. WITH TIES` is written as (see
+    /// [`crate::sql::fetch`]) must read back from a view's stored query.
+    fn supports_select_wildcard_exclude(&self) -> bool {
+        true
+    }
+
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
         if self.spend() {
             self.postgres.parse_prefix(parser)

@@ -98,6 +98,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     for statement in &mut statements {
         if let Statement::Sql(stmt) = statement {
             compat::rewrite(stmt);
+            crate::sql::fetch::rewrite(stmt)?;
         }
     }
     Ok(statements)
