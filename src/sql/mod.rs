@@ -28,6 +28,8 @@ pub mod jsonb;
 pub mod math;
 /// Postgres names for unnamed output columns.
 pub mod names;
+/// A correlated `NOT IN` in a `WHERE` clause as the `NOT EXISTS` it means there.
+pub mod not_in;
 /// Statements: sqlparser's Postgres dialect plus Sluice's own, with input limits.
 pub mod parser;
 /// A view's DataFusion plan lowered to a stream plan.

@@ -99,6 +99,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         if let Statement::Sql(stmt) = statement {
             compat::rewrite(stmt);
             crate::sql::fetch::rewrite(stmt)?;
+            crate::sql::not_in::rewrite(stmt);
         }
     }
     Ok(statements)
