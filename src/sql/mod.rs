@@ -14,6 +14,8 @@ pub mod compat;
 pub mod dialect;
 /// Eager aggregation: an aggregate over an inner join pre-aggregates one side.
 pub mod eager;
+/// `EXISTS` outside `WHERE` conjuncts as a count.
+pub mod exists;
 /// `FETCH FIRST n ROWS ONLY | WITH TIES` as a limit or a rank.
 pub mod fetch;
 /// Postgres's formatting functions: `to_char`, `to_date`, `to_timestamp`, `age`, `format`.

@@ -100,6 +100,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             compat::rewrite(stmt);
             crate::sql::fetch::rewrite(stmt)?;
             crate::sql::not_in::rewrite(stmt);
+            crate::sql::exists::rewrite(stmt);
         }
     }
     Ok(statements)
