@@ -359,6 +359,8 @@ pub fn pg_type(ty: DataType) -> (i32, i32) {
         DataType::Timestamptz => (1184, -1),
         DataType::Jsonb => (3802, -1),
         DataType::Bytea => (17, -1),
+        DataType::Interval => (1186, -1),
+        DataType::Time => (1083, -1),
     }
 }
 

@@ -435,9 +435,21 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
                 values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
             }
             // Written here: the encoder wrote NULL intervals as `00:00:00` or as another row's.
+            ArrowType::Time64(TimeUnit::Microsecond) => {
+                let values = column.as_primitive::<arrow::datatypes::Time64MicrosecondType>();
+                values.iter().map(|v| v.map(crate::types::interval_text::time)).collect()
+            }
+            // A difference of timestamps: days and time, as Postgres prints it.
+            ArrowType::Duration(_) => {
+                let Ok(spans) = crate::types::interval_text::justified_column(column) else {
+                    continue;
+                };
+                let values = spans.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
+                values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
+            }
             ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => {
                 let values = column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
-                values.iter().map(|v| v.map(format_interval)).collect()
+                values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
             }
             // Every digit (the encoder's own path goes through a 28-digit decimal), special
             // values as words, an unconstrained numeric's values with their own digits.
@@ -657,44 +669,6 @@ fn format_timestamp(micros: i64, suffix: &str) -> String {
 
 /// A date as Postgres prints it: `infinity` and `-infinity` for the extremes, years before 1
 /// as `.. BC`.
-/// An interval as Postgres prints it (`IntervalStyle` `postgres`): `1 year 2 mons -3 days
-/// +04:05:06.5`, the time shown when it is not zero or when nothing else is.
-pub fn format_interval(v: arrow::datatypes::IntervalMonthDayNano) -> String {
-    let mut out = String::new();
-    let mut before_negative = false;
-    let part = |out: &mut String, n: i64, unit: &str, before_negative: &mut bool| {
-        if n == 0 {
-            return;
-        }
-        let space = if out.is_empty() { "" } else { " " };
-        let plus = if *before_negative && n > 0 { "+" } else { "" };
-        let plural = if n == 1 { "" } else { "s" };
-        out.push_str(&format!("{space}{plus}{n} {unit}{plural}"));
-        *before_negative = n < 0;
-    };
-    let (years, months) = (v.months / 12, v.months % 12);
-    part(&mut out, years as i64, "year", &mut before_negative);
-    part(&mut out, months as i64, "mon", &mut before_negative);
-    part(&mut out, v.days as i64, "day", &mut before_negative);
-    let micros = v.nanoseconds / 1000;
-    if micros != 0 || out.is_empty() {
-        let sign = match (micros < 0, before_negative) {
-            (true, _) => "-",
-            (false, true) => "+",
-            (false, false) => "",
-        };
-        let micros = micros.unsigned_abs();
-        let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
-        let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
-        let space = if out.is_empty() { "" } else { " " };
-        out.push_str(&format!("{space}{sign}{hours:02}:{minutes:02}:{seconds:02}"));
-        if fraction != 0 {
-            out.push_str(format!(".{fraction:06}").trim_end_matches('0'));
-        }
-    }
-    out
-}
-
 fn format_date(days: i32) -> String {
     use arrow::datatypes::Date32Type;
     match days {

@@ -76,6 +76,7 @@ pub struct PostgresCasts {
     bytea_in: Arc<ScalarUDF>,
     octet_length: Arc<ScalarUDF>,
     round_half_even: Arc<ScalarUDF>,
+    justify: Arc<ScalarUDF>,
 }
 
 impl Default for PostgresCasts {
@@ -84,6 +85,7 @@ impl Default for PostgresCasts {
             bytea_in: Arc::new(bytea_in_udf()),
             octet_length: Arc::new(ScalarUDF::from(OctetLength::default())),
             round_half_even: Arc::new(round_half_even_udf()),
+            justify: Arc::new(crate::sql::interval::justify_udf()),
         }
     }
 }
@@ -92,6 +94,21 @@ impl PostgresCasts {
     /// `expr` cast as described by `field`, the Postgres way where that differs.
     fn cast(&self, expr: Box<Expr>, field: FieldRef, schema: &DFSchema) -> Transformed<Expr> {
         let from = expr.get_type(schema).ok();
+        if let (Some(DataType::Duration(_)), DataType::Interval(_)) = (&from, field.data_type()) {
+            // A difference of timestamps is days and time (`25 hours` is `1 day 01:00:00`),
+            // so it compares with intervals as in Postgres.
+            let micros = Expr::Cast(Cast::new(expr, DataType::Duration(TimeUnit::Microsecond)));
+            let call = ScalarFunction::new_udf(Arc::clone(&self.justify), vec![micros]);
+            return Transformed::yes(Expr::ScalarFunction(call));
+        }
+        if let (Some(from @ (DataType::Interval(_) | DataType::Time64(_))), DataType::Utf8) =
+            (&from, field.data_type())
+        {
+            // As Postgres prints them (Arrow's text was `1 days 2 hours`, `10:30:00.500`).
+            let udf = crate::sql::interval::text_udf(from.clone());
+            let call = ScalarFunction::new_udf(Arc::new(udf), vec![*expr]);
+            return Transformed::yes(Expr::ScalarFunction(call));
+        }
         if let Some(scale_zero) = from.as_ref().and_then(|f| rounding_scale(f, field.data_type())) {
             let rounded = Expr::Cast(Cast::new(expr, scale_zero));
             return Transformed::yes(Expr::Cast(Cast::new_from_field(Box::new(rounded), field)));

@@ -120,6 +120,66 @@ impl ScalarUDFImpl for IntervalScale {
     }
 }
 
+/// A duration (a difference of timestamps) as Postgres's interval: whole days, then the time.
+pub fn justify_udf() -> ScalarUDF {
+    datafusion::logical_expr::create_udf(
+        "sluice_justify",
+        vec![DataType::Duration(arrow::datatypes::TimeUnit::Microsecond)],
+        DataType::Interval(IntervalUnit::MonthDayNano),
+        Volatility::Immutable,
+        Arc::new(|args| {
+            let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+            let spans = ColumnarValue::values_to_arrays(args)?;
+            let out = crate::types::interval_text::justified_column(&spans[0])?;
+            match scalar {
+                true => Ok(ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(
+                    &out, 0,
+                )?)),
+                false => Ok(ColumnarValue::Array(out)),
+            }
+        }),
+    )
+}
+
+/// An interval or a time (`from`, microseconds) as the text Postgres prints for it.
+pub fn text_udf(from: DataType) -> ScalarUDF {
+    let interval = matches!(from, DataType::Interval(_));
+    datafusion::logical_expr::create_udf(
+        if interval { "sluice_interval_text" } else { "sluice_time_text" },
+        vec![from],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(move |args| {
+            let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+            let values = ColumnarValue::values_to_arrays(args)?;
+            let out: arrow::array::StringArray = match interval {
+                true => values[0]
+                    .as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>()
+                    .iter()
+                    .map(|v| v.map(crate::types::interval_text::format))
+                    .collect(),
+                false => {
+                    let micros = arrow::compute::cast(
+                        &values[0],
+                        &DataType::Time64(arrow::datatypes::TimeUnit::Microsecond),
+                    )?;
+                    micros
+                        .as_primitive::<arrow::datatypes::Time64MicrosecondType>()
+                        .iter()
+                        .map(|v| v.map(crate::types::interval_text::time))
+                        .collect()
+                }
+            };
+            match scalar {
+                true => Ok(ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(
+                    &out, 0,
+                )?)),
+                false => Ok(ColumnarValue::Array(Arc::new(out))),
+            }
+        }),
+    )
+}
+
 /// Both functions, to register.
 pub fn udfs() -> [ScalarUDF; 2] {
     [ScalarUDF::from(IntervalScale::new(false)), ScalarUDF::from(IntervalScale::new(true))]
@@ -139,6 +199,7 @@ fn is_interval(expr: &ast::Expr) -> bool {
 /// `interval_mul` and `interval_div`, the number cast to `double precision`.
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = ast::visit_expressions_mut(statement, |expr| {
+        literal_in_units(expr);
         let ast::Expr::BinaryOp { left, op, right } = expr else {
             return ControlFlow::<()>::Continue(());
         };
@@ -181,6 +242,21 @@ pub fn rewrite(statement: &mut ast::Statement) {
         });
         ControlFlow::Continue(())
     });
+}
+
+/// An interval literal with a clock time or Postgres's unit names (`interval '1 day 01:00'`,
+/// `'-1 mons +3 days'`), which DataFusion's reader refuses, written in the units it reads.
+fn literal_in_units(expr: &mut ast::Expr) {
+    let ast::Expr::Interval(interval) = expr else { return };
+    if interval.leading_field.is_some() || interval.last_field.is_some() {
+        return;
+    }
+    let ast::Expr::Value(value) = interval.value.as_mut() else { return };
+    let ast::Value::SingleQuotedString(text) = &mut value.value else { return };
+    if let Some(v) = crate::types::interval_text::parse(text) {
+        *text =
+            format!("{} months {} days {} microseconds", v.months, v.days, v.nanoseconds / 1000);
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,20 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
         ArrowType::Timestamp(_, _) => {
             encode_with(column.as_primitive::<TimestampMicrosecondType>(), out, |a, i| a.value(i))
         }
+        ArrowType::Time64(_) => encode_with(
+            column.as_primitive::<arrow::datatypes::Time64MicrosecondType>(),
+            out,
+            |a, i| a.value(i),
+        ),
+        // Months, then days, then nanoseconds: one order that keeps equal intervals together.
+        ArrowType::Interval(_) => encode_with(
+            column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>(),
+            out,
+            |a, i| {
+                let v = a.value(i);
+                (v.months, v.days, v.nanoseconds)
+            },
+        ),
         ArrowType::Utf8 => {
             encode_with(column.as_string::<i32>(), out, |a: &StringArray, i| a.value(i))
         }
@@ -188,9 +202,18 @@ impl<'a> KeyValues<'a> {
                 let u = be(self.take(4)?) as u32 ^ (1 << 31);
                 out.extend_from_slice(&u.to_le_bytes());
             }
-            DataType::Int64 | DataType::Timestamp | DataType::Timestamptz => {
+            DataType::Int64 | DataType::Timestamp | DataType::Timestamptz | DataType::Time => {
                 let u = be(self.take(8)?) as u64 ^ (1 << 63);
                 out.extend_from_slice(&u.to_le_bytes());
+            }
+            // Months, days, nanoseconds: the row encoding's payload is each little-endian.
+            DataType::Interval => {
+                let months = be(self.take(4)?) as u32 ^ (1 << 31);
+                let days = be(self.take(4)?) as u32 ^ (1 << 31);
+                let nanos = be(self.take(8)?) as u64 ^ (1 << 63);
+                out.extend_from_slice(&months.to_le_bytes());
+                out.extend_from_slice(&days.to_le_bytes());
+                out.extend_from_slice(&nanos.to_le_bytes());
             }
             DataType::Decimal { precision, .. } if precision > 38 => {
                 let mut bytes: Vec<u8> = self.take(32)?.to_vec();

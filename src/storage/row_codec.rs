@@ -148,6 +148,14 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
         A::Timestamp(_, _) => put_fixed(c, out, |i| {
             c.as_primitive::<TimestampMicrosecondType>().value(i).to_le_bytes()
         }),
+        A::Time64(_) => put_fixed(c, out, |i| {
+            c.as_primitive::<arrow::datatypes::Time64MicrosecondType>().value(i).to_le_bytes()
+        }),
+        // Months, days and nanoseconds, each little-endian.
+        A::Interval(_) => put_fixed(c, out, |i| {
+            let v = c.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>().value(i);
+            interval_bytes(v)
+        }),
         A::Utf8 => {
             let s = c.as_string::<i32>();
             put_var(c, out, |i| s.value(i).as_bytes())
@@ -158,6 +166,15 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
         }
         other => unreachable!("tables only hold catalog types, found {other}"),
     }
+}
+
+/// An interval's stored bytes: months, days and nanoseconds, each little-endian.
+fn interval_bytes(v: arrow::datatypes::IntervalMonthDayNano) -> [u8; 16] {
+    let mut bytes = [0; 16];
+    bytes[..4].copy_from_slice(&v.months.to_le_bytes());
+    bytes[4..8].copy_from_slice(&v.days.to_le_bytes());
+    bytes[8..].copy_from_slice(&v.nanoseconds.to_le_bytes());
+    bytes
 }
 
 /// Decodes stored rows (key and value) into Arrow columns.
@@ -315,7 +332,12 @@ fn fixed_len(ty: DataType) -> Option<usize> {
         DataType::Boolean => 1,
         DataType::Int16 => 2,
         DataType::Int32 | DataType::Float32 | DataType::Date => 4,
-        DataType::Int64 | DataType::Float64 | DataType::Timestamp | DataType::Timestamptz => 8,
+        DataType::Int64
+        | DataType::Float64
+        | DataType::Timestamp
+        | DataType::Timestamptz
+        | DataType::Time => 8,
+        DataType::Interval => 16,
         DataType::Decimal { precision, .. } if precision > 38 => 32,
         DataType::Decimal { .. } => 16,
         DataType::Varchar | DataType::Jsonb | DataType::Bytea => return None,
@@ -337,6 +359,8 @@ enum Builder {
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
     Bytea(BinaryBuilder),
+    Time(arrow::array::Time64MicrosecondBuilder),
+    Interval(arrow::array::IntervalMonthDayNanoBuilder),
 }
 
 impl Builder {
@@ -371,6 +395,12 @@ impl Builder {
             DataType::Bytea => {
                 Builder::Bytea(BinaryBuilder::with_capacity(capacity, capacity * 16))
             }
+            DataType::Time => {
+                Builder::Time(arrow::array::Time64MicrosecondBuilder::with_capacity(capacity))
+            }
+            DataType::Interval => Builder::Interval(
+                arrow::array::IntervalMonthDayNanoBuilder::with_capacity(capacity),
+            ),
         }
     }
 
@@ -392,6 +422,14 @@ impl Builder {
                 payload.map(|p| std::str::from_utf8(p).expect("text was valid UTF-8 when stored")),
             ),
             Builder::Bytea(b) => b.append_option(payload),
+            Builder::Time(b) => b.append_option(payload.map(|p| i64::from_le_bytes(le(p)))),
+            Builder::Interval(b) => b.append_option(payload.map(|p| {
+                arrow::datatypes::IntervalMonthDayNano::new(
+                    i32::from_le_bytes(le(p)),
+                    i32::from_le_bytes(le(&p[4..])),
+                    i64::from_le_bytes(le(&p[8..])),
+                )
+            })),
         }
     }
 
@@ -413,6 +451,8 @@ impl Builder {
             Builder::Date(b) => Arc::new(b.finish()),
             Builder::Timestamp(b) => Arc::new(b.finish()),
             Builder::Bytea(b) => Arc::new(b.finish()),
+            Builder::Time(b) => Arc::new(b.finish()),
+            Builder::Interval(b) => Arc::new(b.finish()),
         }
     }
 
@@ -430,6 +470,8 @@ impl Builder {
             Builder::Date(b) => b,
             Builder::Timestamp(b) => b,
             Builder::Bytea(b) => b,
+            Builder::Time(b) => b,
+            Builder::Interval(b) => b,
         }
     }
 }
@@ -613,6 +655,30 @@ mod tests {
         let mut d = RowDecoder::new(&types, &key, &[7], 1);
         assert!(d.push(&k[..k.len() - 9], v).is_ok());
         assert!(d.push(&k[..k.len() - 10], v).is_err());
+    }
+
+    #[test]
+    fn intervals_and_times_round_trip_as_keys_and_values() {
+        use arrow::array::{IntervalMonthDayNanoArray, Time64MicrosecondArray};
+        use arrow::datatypes::IntervalMonthDayNano as Iv;
+        let spans = vec![
+            Some(Iv::new(-1, 3, 0)),
+            Some(Iv::new(0, 1, 7_200_000_000_000)),
+            None,
+            Some(Iv::new(i32::MAX, i32::MIN, i64::MIN)),
+        ];
+        let times = vec![Some(0), Some(86_399_999_999), None, Some(36_000_000_000)];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(IntervalMonthDayNanoArray::from(spans.clone())),
+            Arc::new(Time64MicrosecondArray::from(times.clone())),
+            Arc::new(IntervalMonthDayNanoArray::from(spans)),
+            Arc::new(Time64MicrosecondArray::from(times)),
+        ];
+        let types = [DataType::Interval, DataType::Time, DataType::Interval, DataType::Time];
+        // The first two are the key; the last two are values.
+        let rows = stored(&columns, &[0, 1]);
+        let out = decode(&rows, &types, &[0, 1], &[0, 1, 2, 3]);
+        assert_eq!(out, columns);
     }
 
     #[test]

@@ -43,10 +43,13 @@ pub fn cast_columns(columns: Vec<ArrayRef>, schema: &SchemaRef) -> Result<Vec<Ar
         .into_iter()
         .zip(schema.fields())
         .map(|(column, field)| {
-            if column.data_type() == field.data_type() {
-                Ok(column)
-            } else {
-                Ok(arrow::compute::cast(&column, field.data_type())?)
+            match (column.data_type(), field.data_type()) {
+                (from, to) if from == to => Ok(column),
+                // A difference of timestamps is stored as Postgres's interval.
+                (DataType::Duration(_), DataType::Interval(_)) => {
+                    Ok(crate::types::interval_text::justified_column(&column)?)
+                }
+                (_, to) => Ok(arrow::compute::cast(&column, to)?),
             }
         })
         .collect()

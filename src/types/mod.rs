@@ -8,6 +8,8 @@
 
 /// Dates and timestamps written as Postgres reads them.
 pub mod datetime_text;
+/// Intervals and times as Postgres prints and reads them.
+pub mod interval_text;
 /// Numeric values: decimals of up to 76 digits with NaN and the infinities.
 pub mod numeric;
 pub mod specials;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType as ArrowType, Field, TimeUnit};
+use arrow::datatypes::{DataType as ArrowType, Field, IntervalUnit, TimeUnit};
 use arrow::util::display::FormatOptions;
 use datafusion::sql::sqlparser::ast;
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,10 @@ pub enum DataType {
     Jsonb,
     /// `bytea`
     Bytea,
+    /// `interval`: months, days and microseconds, as Postgres keeps it
+    Interval,
+    /// `time` (without time zone), microseconds since midnight
+    Time,
 }
 
 impl DataType {
@@ -91,6 +97,8 @@ impl DataType {
                 ArrowType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC)))
             }
             DataType::Bytea => ArrowType::Binary,
+            DataType::Interval => ArrowType::Interval(IntervalUnit::MonthDayNano),
+            DataType::Time => ArrowType::Time64(TimeUnit::Microsecond),
         }
     }
 
@@ -114,6 +122,9 @@ impl DataType {
             ArrowType::Timestamp(_, None) => DataType::Timestamp,
             ArrowType::Timestamp(_, Some(_)) => DataType::Timestamptz,
             ArrowType::Null => DataType::Varchar,
+            // A difference of timestamps is an interval, as in Postgres.
+            ArrowType::Interval(_) | ArrowType::Duration(_) => DataType::Interval,
+            ArrowType::Time32(_) | ArrowType::Time64(_) => DataType::Time,
             other => return Err(unsupported!("values of type {other} in a materialized view")),
         })
     }
@@ -144,6 +155,10 @@ impl DataType {
             },
             S::JSONB | S::JSON => DataType::Jsonb,
             S::Bytea => DataType::Bytea,
+            S::Interval { fields: None, precision: None } => DataType::Interval,
+            S::Time(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
+                DataType::Time
+            }
             S::Custom(name, _) => return from_custom_name(&name.to_string()),
             other => return Err(unsupported!("column type {other}")),
         })
@@ -205,6 +220,8 @@ impl fmt::Display for DataType {
             DataType::Timestamptz => f.write_str("timestamp with time zone"),
             DataType::Jsonb => f.write_str("jsonb"),
             DataType::Bytea => f.write_str("bytea"),
+            DataType::Interval => f.write_str("interval"),
+            DataType::Time => f.write_str("time without time zone"),
         }
     }
 }
@@ -304,6 +321,9 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
     if array.data_type() == &target {
         return Ok(array.clone());
     }
+    if let (ArrowType::Duration(_), DataType::Interval) = (array.data_type(), to) {
+        return Ok(interval_text::justified_column(array)?);
+    }
     let decimal =
         matches!(array.data_type(), ArrowType::Decimal128(..) | ArrowType::Decimal256(..));
     if decimal && matches!(to, DataType::Float32 | DataType::Float64) {
@@ -340,6 +360,7 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                     return Ok(read);
                 }
             }
+            (DataType::Interval, _) => return intervals_from_text(text, mode),
             (DataType::Boolean, CastMode::Upstream) => {
                 let values = text.iter().map(|v| v.map(|v| v == "t" || v == "true"));
                 return Ok(Arc::new(BooleanArray::from_iter(values)));
@@ -403,6 +424,36 @@ pub fn datetimes_from_text(text: &StringArray, to: DataType) -> Option<ArrayRef>
                 .with_timezone(UTC),
         ),
     })
+}
+
+/// Intervals from `text` as Postgres prints and people write them ([`interval_text`]), each
+/// value in another form (`1.5 hours`) read by Arrow.
+fn intervals_from_text(text: &StringArray, mode: CastMode) -> Result<ArrayRef> {
+    use arrow::datatypes::IntervalMonthDayNanoType;
+    let mut out = arrow::array::IntervalMonthDayNanoBuilder::with_capacity(text.len());
+    for v in text.iter() {
+        let Some(v) = v else {
+            out.append_null();
+            continue;
+        };
+        match interval_text::parse(v) {
+            Some(read) => out.append_value(read),
+            None => {
+                let one: ArrayRef = Arc::new(StringArray::from(vec![v]));
+                let safe = mode == CastMode::Upstream;
+                let options = CastOptions { safe, format_options: FormatOptions::default() };
+                let cast = cast_with_options(&one, &DataType::Interval.to_arrow(), &options)
+                    .map_err(|e| {
+                        Error::InvalidInput(format!(
+                            "invalid input syntax for type interval: \"{v}\" ({e})"
+                        ))
+                    })?;
+                let cast = cast.as_primitive::<IntervalMonthDayNanoType>();
+                out.append_option(cast.is_valid(0).then(|| cast.value(0)));
+            }
+        }
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// The scale-0 decimal type to round a `from` value to before it is cast to the integer type

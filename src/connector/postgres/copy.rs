@@ -465,6 +465,21 @@ fn value_text(value: &[u8], ty: DataType) -> Result<String> {
             Some((1, text)) => pg::text_from_sql(text).map_err(bad)?.to_owned(),
             _ => return Err(malformed("a jsonb value without its version byte")),
         },
+        // Microseconds, days and months, big-endian.
+        DataType::Interval => {
+            let bytes: [u8; 16] =
+                value.try_into().map_err(|_| malformed("an interval of another size"))?;
+            let micros = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
+            let days = i32::from_be_bytes(bytes[8..12].try_into().expect("4 bytes"));
+            let months = i32::from_be_bytes(bytes[12..].try_into().expect("4 bytes"));
+            let v = arrow::datatypes::IntervalMonthDayNano::new(months, days, micros * 1000);
+            crate::types::interval_text::format(v)
+        }
+        // Microseconds since midnight.
+        DataType::Time => {
+            let micros = pg::int8_from_sql(value).map_err(bad)?;
+            crate::types::interval_text::time(micros)
+        }
     })
 }
 
