@@ -214,7 +214,7 @@ impl ast::VisitorMut for CatalogSelectListSubqueries {
 }
 
 /// The qualifiers (`t` of `t.c`) an expression names.
-fn qualifiers(expr: &ast::Expr) -> Vec<String> {
+pub(crate) fn qualifiers(expr: &ast::Expr) -> Vec<String> {
     let mut out = Vec::new();
     let _ = ast::visit_expressions(expr, |e| {
         if let ast::Expr::CompoundIdentifier(parts) = e

@@ -18,6 +18,8 @@ use datafusion::sql::sqlparser::ast::{self, VisitMut, VisitorMut};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use crate::sql::compat::qualifiers;
+
 /// Rewrites the correlated `NOT IN` conjuncts of every `WHERE` of `statement`.
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut NotIn);
@@ -102,20 +104,6 @@ fn split_and(expr: ast::Expr, out: &mut Vec<ast::Expr>) {
         }
         other => out.push(other),
     }
-}
-
-/// The qualifiers (`t` of `t.c`) `expr` names.
-fn qualifiers(expr: &ast::Expr) -> Vec<String> {
-    let mut out = Vec::new();
-    let _ = ast::visit_expressions(expr, |e| {
-        if let ast::Expr::CompoundIdentifier(parts) = e
-            && parts.len() >= 2
-        {
-            out.push(parts[parts.len() - 2].value.to_lowercase());
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    out
 }
 
 /// Whether `expr` calls a function or holds a subquery (an aggregate cannot move into WHERE).
