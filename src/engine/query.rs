@@ -63,6 +63,7 @@ pub fn session_context(
     for udf in crate::sql::format::udfs() {
         ctx.register_udf(udf);
     }
+    ctx.register_udf(crate::sql::json_agg::udf());
     for udf in crate::sql::math::udfs() {
         ctx.register_udf(udf);
     }

@@ -24,6 +24,8 @@ pub mod format;
 pub mod functions;
 /// An interval times or divided by a number, as Postgres computes it.
 pub mod interval;
+/// `to_jsonb`, and `jsonb_agg` / `json_agg` as a `string_agg`.
+pub mod json_agg;
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`) as functions.
 pub mod jsonb;
 /// Postgres's numeric functions DataFusion lacks (`sign`, `div`, `mod`, `scale`, ..).

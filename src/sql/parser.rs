@@ -101,6 +101,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             crate::sql::fetch::rewrite(stmt)?;
             crate::sql::not_in::rewrite(stmt);
             crate::sql::exists::rewrite(stmt);
+            crate::sql::json_agg::rewrite(stmt);
         }
     }
     Ok(statements)
