@@ -104,6 +104,7 @@ impl Engine {
 
     /// Runs a query or EXPLAIN.
     pub(crate) async fn query(&self, session: &Session, stmt: ast::Statement) -> Result<Output> {
+        crate::sql::parser::check_ordered_aggregates(&stmt)?;
         let mut state = self.query_state();
         if let Some(user) = session.user() {
             // `current_user` and its kin answer the login role.

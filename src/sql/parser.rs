@@ -182,6 +182,71 @@ fn check_scalar_subqueries(statement: &ast::Statement) -> Result<()> {
     }
 }
 
+/// Refuses a query (not a view) whose one `SELECT` has aggregates with different `ORDER BY`s
+/// (`string_agg(s, ',' ORDER BY id), array_agg(s ORDER BY id DESC)`): DataFusion's batch plan
+/// orders all of them by the first one's order, without a word. Views maintain each call in
+/// its own order, so they are not refused.
+pub fn check_ordered_aggregates(statement: &ast::Statement) -> Result<()> {
+    use std::ops::ControlFlow;
+
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+
+    struct Orders;
+    impl Visitor for Orders {
+        type Break = String;
+        fn pre_visit_query(&mut self, query: &ast::Query) -> ControlFlow<String> {
+            let ast::SetExpr::Select(select) = query.body.as_ref() else {
+                return ControlFlow::Continue(());
+            };
+            let mut orders: Vec<String> = Vec::new();
+            for item in &select.projection {
+                let (ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. }) = item
+                else {
+                    continue;
+                };
+                // This query's own calls: its subqueries are visited on their own.
+                let mut e = e.clone();
+                let _ = ast::visit_expressions_mut(&mut e, |e| {
+                    if matches!(e, ast::Expr::Subquery(_)) {
+                        *e = ast::Expr::Value(ast::Value::Null.into());
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+                let _ = ast::visit_expressions(&e, |e| {
+                    if let ast::Expr::Function(f) = e
+                        && f.over.is_none()
+                        && let ast::FunctionArguments::List(list) = &f.args
+                    {
+                        for clause in &list.clauses {
+                            if let ast::FunctionArgumentClause::OrderBy(items) = clause {
+                                let order: Vec<String> =
+                                    items.iter().map(ToString::to_string).collect();
+                                orders.push(order.join(", "));
+                            }
+                        }
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+            }
+            orders.dedup();
+            orders.sort();
+            orders.dedup();
+            match orders.len() > 1 {
+                true => ControlFlow::Break(orders.join("; ")),
+                false => ControlFlow::Continue(()),
+            }
+        }
+    }
+    match statement.visit(&mut Orders) {
+        ControlFlow::Break(found) => Err(Error::Unsupported(format!(
+            "aggregates ordered in different ways in one query ({found}); compute each in its \
+             own subquery, or in a materialized view, which orders each as written"
+        ))),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
 fn check_depth(statement: &ast::Statement) -> Result<()> {
     use std::ops::ControlFlow;
 
