@@ -432,10 +432,26 @@ impl Fuzzer {
                         .expr(Ty::Bool, 1);
                     write!(correlation, " AND {p}").unwrap();
                 }
-                let predicate = match rng.below(4) {
+                let predicate = match rng.below(6) {
                     0 => format!("EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
                     1 => format!("NOT EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name),
                     2 => format!("l.{lk} NOT IN (SELECT r.{rk} FROM {} r)", r.name),
+                    // Correlated: planned as the NOT EXISTS it means.
+                    3 => {
+                        let value = rng.pick(&typed(&r.cols, Ty::Int)).clone();
+                        format!(
+                            "l.{lk} NOT IN (SELECT r.{value} FROM {} r WHERE r.{rk} = l.{lk})",
+                            r.name
+                        )
+                    }
+                    4 => {
+                        // EXISTS in the select list, under OR.
+                        let exists =
+                            format!("EXISTS (SELECT 1 FROM {} r WHERE {correlation})", r.name);
+                        items.push(format!("{exists} AS ex"));
+                        cols.push(("ex".to_owned(), Some(Ty::Bool)));
+                        format!("l.{lk} > 0 OR NOT {exists}")
+                    }
                     _ => format!("l.{lk} IN (SELECT r.{rk} FROM {} r)", r.name),
                 };
                 let sql =
@@ -488,6 +504,13 @@ impl Fuzzer {
                     format!(
                         "SELECT DISTINCT ON ({group}) id, {c} AS c FROM {} ORDER BY {group}, \
                          {c}{dir}{nulls}, id",
+                        rel.name
+                    )
+                } else if rng.chance(20) {
+                    // The rows tied with the n-th stay.
+                    format!(
+                        "SELECT id, {c} AS c FROM {} ORDER BY {c}{dir}{nulls} FETCH FIRST {n} \
+                         ROWS WITH TIES",
                         rel.name
                     )
                 } else if rng.chance(50) {
