@@ -189,14 +189,9 @@ impl NumberTemplate {
                     out.extend(c);
                 }
                 Part::Ordinal { upper } => {
-                    let n: u64 = int_digits.parse().unwrap_or(0);
-                    let suffix = match (n % 100, n % 10) {
-                        (11..=13, _) => "th",
-                        (_, 1) => "st",
-                        (_, 2) => "nd",
-                        (_, 3) => "rd",
-                        _ => "th",
-                    };
+                    // The last two digits decide the suffix.
+                    let tail = &int_digits[int_digits.len().saturating_sub(2)..];
+                    let suffix = super::template::suffix(tail.parse().unwrap_or(0));
                     out.push_str(&if *upper { suffix.to_uppercase() } else { suffix.to_owned() });
                 }
                 Part::Literal(c) => out.push(*c),

@@ -244,7 +244,7 @@ const ROMAN: [&str; 12] =
     ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"];
 
 /// `n`'s English ordinal suffix.
-fn suffix(n: i64) -> &'static str {
+pub(super) fn suffix(n: i64) -> &'static str {
     match (n % 100, n % 10) {
         (11..=13, _) => "th",
         (_, 1) => "st",
