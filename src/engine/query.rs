@@ -42,6 +42,11 @@ pub fn session_context(
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_expr_planners({
+            let mut planners = datafusion::execution::SessionStateDefaults::default_expr_planners();
+            planners.insert(0, Arc::new(crate::sql::interval::SpanArithmetic));
+            planners
+        })
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::PostgresCasts::default()))
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))

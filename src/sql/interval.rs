@@ -185,6 +185,69 @@ pub fn udfs() -> [ScalarUDF; 2] {
     [ScalarUDF::from(IntervalScale::new(false)), ScalarUDF::from(IntervalScale::new(true))]
 }
 
+/// Plans `span * number`, `number * span` and `span / number` where `span` is any expression of
+/// an interval type (a column, a difference of timestamps) as `interval_mul` / `interval_div`,
+/// the number cast to `double precision`: DataFusion plans no such arithmetic. Literal spans
+/// are rewritten before planning ([`rewrite`]); this takes the ones only types can tell.
+#[derive(Debug)]
+pub struct SpanArithmetic;
+
+impl datafusion::logical_expr::planner::ExprPlanner for SpanArithmetic {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &datafusion::common::DFSchema,
+    ) -> datafusion::error::Result<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::logical_expr::{Expr, ExprSchemable, expr::ScalarFunction};
+        let divide = match expr.op {
+            ast::BinaryOperator::Multiply => false,
+            ast::BinaryOperator::Divide => true,
+            _ => return Ok(PlannerResult::Original(expr)),
+        };
+        let (Ok(left), Ok(right)) = (expr.left.get_type(schema), expr.right.get_type(schema))
+        else {
+            return Ok(PlannerResult::Original(expr));
+        };
+        let span = |t: &DataType| {
+            matches!(t, DataType::Interval(IntervalUnit::MonthDayNano) | DataType::Duration(_))
+        };
+        let number = |t: &DataType| t.is_numeric() && !span(t);
+        let (span_expr, span_type, factor) = if span(&left) && number(&right) {
+            (expr.left, left, expr.right)
+        } else if !divide && number(&left) && span(&right) {
+            (expr.right, right, expr.left)
+        } else {
+            return Ok(PlannerResult::Original(expr));
+        };
+        let span_expr = match span_type {
+            DataType::Duration(unit) => {
+                let micros = DataType::Duration(arrow::datatypes::TimeUnit::Microsecond);
+                let span_expr = if unit == arrow::datatypes::TimeUnit::Microsecond {
+                    span_expr
+                } else {
+                    span_expr.cast_to(&micros, schema)?
+                };
+                Expr::ScalarFunction(ScalarFunction::new_udf(
+                    Arc::new(justify_udf()),
+                    vec![span_expr],
+                ))
+            }
+            _ => span_expr,
+        };
+        let factor = factor.cast_to(&DataType::Float64, schema)?;
+        let udf = Arc::new(ScalarUDF::from(IntervalScale::new(divide)));
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(ScalarFunction::new_udf(
+            udf,
+            vec![span_expr, factor],
+        ))))
+    }
+}
+
 /// Whether `expr` is an interval literal or a cast to `interval`.
 fn is_interval(expr: &ast::Expr) -> bool {
     match expr {
