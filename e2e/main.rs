@@ -4,6 +4,7 @@
 //! - [`harness`]: start, `kill -9`, and restart a server on a temporary data directory;
 //! - [`slt`]: runs every `sql_tests/**/*.slt` file against one server;
 //! - [`crash`]: kill -9 and restart scenarios (recovery must keep every committed write);
+//! - [`cli`]: the command line: `--help`, `--version`, a `--config` file;
 //! - [`clients`]: real clients (tokio-postgres's extended protocol, `psql`) and many sessions;
 //! - [`cdc_faults`]: CDC through upstream crashes, restarts mid-snapshot, partitioned tables;
 //! - [`cdc_matrix`]: generated tables, values, keys and events: every CDC table equals its
@@ -33,6 +34,7 @@ mod cdc_faults;
 mod cdc_matrix;
 mod cdc_upstream_events;
 mod chaos;
+mod cli;
 mod clients;
 mod crash;
 mod fuzz;

@@ -23,6 +23,8 @@ pub mod batch;
 pub mod catalog;
 /// Chunks of row changes (`StreamChunk`, `Op`), shared by streaming and storage.
 pub mod chunk;
+/// The server's command line and its config file.
+pub mod cli;
 /// Upstream connectors (Postgres and MySQL / MariaDB CDC).
 pub mod connector;
 /// Runs statements: DDL, DML, queries, session variables.

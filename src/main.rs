@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use sluice::engine::{Config, Engine};
 use sluice::stream::barrier::DEFAULT_BACKFILL_INTERVAL;
 use tracing_subscriber::EnvFilter;
@@ -28,9 +28,15 @@ use tracing_subscriber::EnvFilter;
 pub static malloc_conf: &[u8; 41] = b"oversize_threshold:0,dirty_decay_ms:1000\0";
 
 /// A streaming database that speaks the Postgres wire protocol.
+///
+/// Every flag can also be given in a TOML file read with `--config` (docs/running.md).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_override_self = true)]
 struct Args {
+    /// Read flags from this TOML file: each flag a key (`listen = "0.0.0.0:4566"`,
+    /// `data-dir = "/var/lib/sluice"`); a flag also given on the command line takes that value.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to accept Postgres connections on.
     #[arg(long, default_value = "127.0.0.1:4566")]
     listen: SocketAddr,
@@ -69,16 +75,26 @@ impl std::str::FromStr for HttpAddr {
 const THREAD_STACK_BYTES: usize = 32 << 20;
 
 fn main() -> anyhow::Result<()> {
+    let command = Args::command();
+    let flags: Vec<&str> = command.get_arguments().filter_map(|a| a.get_long()).collect();
+    let argv = match sluice::cli::with_config_file(std::env::args_os().collect(), &flags) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let args = Args::parse_from(argv);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(THREAD_STACK_BYTES)
         .on_thread_start(sluice::storage::store::disable_perf_counters)
         .build()
         .context("cannot start the async runtime")?
-        .block_on(serve())
+        .block_on(serve(args))
 }
 
-async fn serve() -> anyhow::Result<()> {
+async fn serve(args: Args) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
@@ -86,7 +102,6 @@ async fn serve() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
     let config = Config {
         data_dir: args.data_dir.clone(),
         barrier_interval: Duration::from_millis(args.barrier_interval_ms.max(1)),
