@@ -143,7 +143,8 @@ mod tests {
             ),
             ("config = \"other.toml\"", "'config' is not a flag"),
             ("listen = [1, 2]", "'listen' must be a string, a number or a boolean"),
-            ("[server]\nlisten = \"x\"", "'server' must be a string"),
+            ("[server]\nlisten = \"x\"", "'server' is not a flag"),
+            ("[listen]\nport = 1", "'listen' must be a string"),
             ("listen = ", "TOML parse error"),
         ] {
             std::fs::write(&file, text).unwrap();
