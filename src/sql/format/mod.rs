@@ -1,7 +1,8 @@
 //! Postgres's formatting functions, in place of DataFusion's namesakes whose templates are
 //! chrono's (`to_char(d, 'YYYY-MM')` printed `YYYY-MM`, without a word):
 //!
-//! - `to_char(timestamp | timestamptz | date, template)` and `to_char(number, template)`;
+//! - `to_char(timestamp | timestamptz | date | interval, template)` and `to_char(number,
+//!   template)`;
 //! - `to_date(text, template)`, `to_timestamp(text, template)` and `to_timestamp(seconds)`;
 //! - `age(timestamp, timestamp)` (and `age(timestamp)`, from today's midnight), Postgres's
 //!   years-months-days difference;
@@ -149,11 +150,10 @@ impl ScalarUDFImpl for FormatFunction {
                     v if v.is_integer() => DataType::Int64,
                     DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
                     DataType::Decimal128(..) | DataType::Decimal256(..) => value.clone(),
-                    DataType::Interval(_) | DataType::Duration(_) => {
-                        return Err(DataFusionError::NotImplemented(
-                            "to_char of an interval is not supported".into(),
-                        ));
+                    DataType::Interval(_) => {
+                        DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano)
                     }
+                    DataType::Duration(_) => DataType::Duration(MICROS),
                     v => as_timestamp(v)
                         .ok_or_else(|| plan_error(format!("to_char({v}, text) does not exist")))?,
                 };
@@ -248,6 +248,32 @@ fn to_char(values: &ArrayRef, templates: &StringArray) -> Result<ArrayRef> {
                     Some(at) => out.append_value(template::print(tokens, at, zone)),
                     None => out.append_null(),
                 }
+            }
+        }
+        DataType::Interval(_) | DataType::Duration(_) => {
+            // A difference of timestamps is an interval of whole days and the time left.
+            let spans: Vec<Option<(i32, i32, i64)>> = match values.data_type() {
+                DataType::Duration(_) => values
+                    .as_primitive::<arrow::datatypes::DurationMicrosecondType>()
+                    .iter()
+                    .map(|v| v.map(|v| (0, (v / 86_400_000_000) as i32, v % 86_400_000_000)))
+                    .collect(),
+                _ => values
+                    .as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>()
+                    .iter()
+                    .map(|v| v.map(|v| (v.months, v.days, v.nanoseconds / 1000)))
+                    .collect(),
+            };
+            let mut cached = Cached { text: None, value: None };
+            for (i, span) in spans.into_iter().enumerate() {
+                let (Some((months, days, micros)), false) = (span, templates.is_null(i)) else {
+                    out.append_null();
+                    continue;
+                };
+                let tokens = cached.get(templates.value(i), |t| Ok(template::tokens(t)))?;
+                let text =
+                    template::print_interval(tokens, months, days, micros).map_err(invalid)?;
+                out.append_value(text);
             }
         }
         _ => {

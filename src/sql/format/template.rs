@@ -392,6 +392,138 @@ pub fn print(tokens: &[Token], at: NaiveDateTime, zone: Option<(&str, i32)>) -> 
     out
 }
 
+/// An interval's fields as Postgres's `to_char` reads them: years and months from the months,
+/// the days as they are, hours (any number of them), minutes, seconds and microseconds from
+/// the time, each with the sign of its part.
+struct Span {
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    micros: i64,
+}
+
+/// C's `%0*d`: at least `width` characters, a minus sign counted among them.
+fn c_padded(out: &mut String, n: i64, width: usize) {
+    match n < 0 {
+        true => out.push_str(&format!("-{:0w$}", -n, w = width.saturating_sub(1))),
+        false => out.push_str(&format!("{n:0width$}")),
+    }
+}
+
+/// An interval (`months`, `days`, `micros` of time) printed by `tokens`, as Postgres's
+/// `to_char(interval, text)` prints it: `HH24` counts every hour of the time (`30:00:00`),
+/// `DD` the days, `MM` and `YYYY` the months; patterns tied to calendar dates (month and day
+/// names, eras, zones, day of the week, ISO and Julian numbering) are an error, as there.
+pub fn print_interval(
+    tokens: &[Token],
+    months: i32,
+    days: i32,
+    micros: i64,
+) -> Result<String, String> {
+    let months = months as i64;
+    let (hour, rest) = (micros / 3_600_000_000, micros % 3_600_000_000);
+    let span = Span {
+        year: months / 12,
+        month: months % 12,
+        day: days as i64,
+        hour,
+        minute: rest / 60_000_000,
+        second: rest % 60_000_000 / 1_000_000,
+        micros: rest % 1_000_000,
+    };
+    let day_of_span = (span.year * 12 + span.month) * 30 + span.day;
+    let mut out = String::new();
+    for token in tokens {
+        let (field, fill, ordinal) = match token {
+            Token::Literal(text) => {
+                out.push_str(text);
+                continue;
+            }
+            Token::Field { field, fill, ordinal } => (*field, *fill, *ordinal),
+        };
+        // Postgres's `%0*d`: `width` characters (one more for a minus sign when `signed`), none
+        // under `FM` when `fm` (`MS` and `US` keep theirs); a `TH` suffix by the last digits.
+        let pad = |out: &mut String, n: i64, width: usize, signed: bool, fm: bool| {
+            match (fill && fm, signed && n < 0) {
+                (true, _) => out.push_str(&n.to_string()),
+                (false, true) => c_padded(out, n, width + 1),
+                (false, false) => c_padded(out, n, width),
+            }
+            if let Some(case) = ordinal {
+                out.push_str(&case.apply(suffix(n.abs())));
+            }
+        };
+        let number = |out: &mut String, n: i64, width: usize| pad(out, n, width, true, true);
+        let fixed = |out: &mut String, n: i64, width: usize| pad(out, n, width, false, true);
+        match field {
+            Field::Hour12 => {
+                let h = match span.hour % 12 {
+                    0 => 12,
+                    h => h,
+                };
+                number(&mut out, h, 2);
+            }
+            Field::Hour24 => number(&mut out, span.hour, 2),
+            Field::Minute => number(&mut out, span.minute, 2),
+            Field::Second => number(&mut out, span.second, 2),
+            Field::Millis => pad(&mut out, span.micros / 1000, 3, false, false),
+            Field::Micros => pad(&mut out, span.micros, 6, false, false),
+            Field::Fraction(digits) => {
+                let n = span.micros / 10i64.pow(6 - digits as u32);
+                pad(&mut out, n, digits as usize, false, false);
+            }
+            Field::SecondsOfDay => {
+                let seconds = span.hour * 3600 + span.minute * 60 + span.second;
+                pad(&mut out, seconds, 0, false, false);
+            }
+            Field::Meridiem { case, dots } => {
+                let pm = span.hour % 24 >= 12;
+                let text = match (pm, dots) {
+                    (false, false) => "AM",
+                    (true, false) => "PM",
+                    (false, true) => "A.M.",
+                    (true, true) => "P.M.",
+                };
+                out.push_str(&case.apply(text));
+            }
+            Field::YearComma => {
+                let thousands = span.year / 1000;
+                out.push_str(&format!("{thousands},{:03}", span.year - thousands * 1000));
+            }
+            Field::Year4 => number(&mut out, span.year, 4),
+            Field::Year3 => number(&mut out, span.year % 1000, 3),
+            Field::Year2 => number(&mut out, span.year % 100, 2),
+            Field::Year1 => number(&mut out, span.year % 10, 1),
+            Field::Month => number(&mut out, span.month, 2),
+            Field::DayOfMonth => fixed(&mut out, span.day, 2),
+            Field::DayOfYear => fixed(&mut out, day_of_span, 3),
+            Field::WeekOfYear => fixed(&mut out, (day_of_span - 1) / 7 + 1, 2),
+            Field::WeekOfMonth => fixed(&mut out, (span.day - 1) / 7 + 1, 1),
+            Field::Quarter => {
+                if span.month != 0 {
+                    number(&mut out, (span.month - 1) / 3 + 1, 1);
+                }
+            }
+            Field::Century => {
+                let century = span.year / 100;
+                match (-99..=99).contains(&century) {
+                    true => number(&mut out, century, 2),
+                    false => out.push_str(&century.to_string()),
+                }
+            }
+            _ => {
+                return Err("invalid format specification for an interval value: intervals \
+                            are not tied to specific calendar dates"
+                    .to_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The Julian day number of `date` (day 0 is 24 November 4714 BC of the proleptic Gregorian
 /// calendar).
 fn julian_day(date: NaiveDate) -> i64 {
@@ -674,6 +806,30 @@ mod tests {
 
     fn at(text: &str) -> NaiveDateTime {
         NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f").unwrap()
+    }
+
+    #[test]
+    fn prints_intervals_as_postgres() {
+        // Postgres 15's answers: (months, days, microseconds), template, text.
+        let minus = -(5 * 3_600_000_000 + 6 * 60_000_000 + 7_123_456);
+        for ((months, days, micros), template, printed) in [
+            ((0, 1, 7_384_500_000), "HH24:MI:SS.MS AM", "02:03:04.500 AM"),
+            ((-1, -3, minus), "HH24:MI:SS", "-05:-06:-07"),
+            ((-1, -3, minus), "HH12:MI:SS.MS US FF1 SSSS", "-05:-06:-07.-123 -123456 -1 -18367"),
+            ((-1, -3, minus), "YYYY-MM-DD DDD WW W Q", "0000--01--3 -33 -3 1 1"),
+            ((-1, -3, minus), "FMDDth HH24th", "-3rd -05th"),
+            ((0, 0, 109_800_000_000), "HH24:MI FMHH24 \"h\" HH12 PM", "30:30 30 h 06 AM"),
+            ((26, 40, 46_800_000_000), "YYYY-MM-DD DDD WW W Q CC", "0002-02-40 820 118 6 1 00"),
+            ((28_143, 0, 0), "Y,YYY YYY YY Y CC", "2,345 345 45 5 23"),
+            ((0, 0, 0), "MM Q|", "00 |"),
+        ] {
+            let text = print_interval(&tokens(template), months, days, micros).unwrap();
+            assert_eq!(text, printed, "{template}");
+        }
+        for template in ["Month", "Day", "D", "TZ", "AD", "IW", "J", "RM"] {
+            let err = print_interval(&tokens(template), 0, 1, 0).unwrap_err();
+            assert!(err.contains("not tied to specific calendar dates"), "{template}: {err}");
+        }
     }
 
     #[test]
