@@ -102,6 +102,20 @@ pub enum Token {
     Literal(String),
 }
 
+impl Token {
+    /// A pattern's field, whether `FM` fills it and its ordinal suffix; a literal's text is
+    /// written to `out` instead.
+    fn pattern(&self, out: &mut String) -> Option<(Field, bool, Option<Case>)> {
+        match self {
+            Token::Field { field, fill, ordinal } => Some((*field, *fill, *ordinal)),
+            Token::Literal(text) => {
+                out.push_str(text);
+                None
+            }
+        }
+    }
+}
+
 /// A pattern's field, made from the pattern as written (its case).
 type MakeField = fn(&str) -> Field;
 
@@ -258,13 +272,7 @@ pub(super) fn suffix(n: i64) -> &'static str {
 pub fn print(tokens: &[Token], at: NaiveDateTime, zone: Option<(&str, i32)>) -> String {
     let mut out = String::new();
     for token in tokens {
-        let (field, fill, ordinal) = match token {
-            Token::Literal(text) => {
-                out.push_str(text);
-                continue;
-            }
-            Token::Field { field, fill, ordinal } => (*field, *fill, *ordinal),
-        };
+        let Some((field, fill, ordinal)) = token.pattern(&mut out) else { continue };
         let number = |out: &mut String, n: i64, width: usize| {
             match fill {
                 true => out.push_str(&n.to_string()),
@@ -306,16 +314,7 @@ pub fn print(tokens: &[Token], at: NaiveDateTime, zone: Option<(&str, i32)>) -> 
                 let seconds = at.num_seconds_from_midnight() as i64;
                 out.push_str(&seconds.to_string());
             }
-            Field::Meridiem { case, dots } => {
-                let pm = at.hour() >= 12;
-                let text = match (pm, dots) {
-                    (false, false) => "AM",
-                    (true, false) => "PM",
-                    (false, true) => "A.M.",
-                    (true, true) => "P.M.",
-                };
-                out.push_str(&case.apply(text));
-            }
+            Field::Meridiem { case, dots } => out.push_str(&meridiem(at.hour() >= 12, case, dots)),
             Field::YearComma => {
                 let (thousands, rest) = (shown_year / 1000, shown_year % 1000);
                 out.push_str(&format!("{thousands},{rest:03}"));
@@ -392,6 +391,17 @@ pub fn print(tokens: &[Token], at: NaiveDateTime, zone: Option<(&str, i32)>) -> 
     out
 }
 
+/// `AM`/`PM` (`A.M.`/`P.M.` with `dots`) in `case`.
+fn meridiem(pm: bool, case: Case, dots: bool) -> String {
+    let text = match (pm, dots) {
+        (false, false) => "AM",
+        (true, false) => "PM",
+        (false, true) => "A.M.",
+        (true, true) => "P.M.",
+    };
+    case.apply(text)
+}
+
 /// An interval's fields as Postgres's `to_char` reads them: years and months from the months,
 /// the days as they are, hours (any number of them), minutes, seconds and microseconds from
 /// the time, each with the sign of its part.
@@ -437,13 +447,7 @@ pub fn print_interval(
     let day_of_span = (span.year * 12 + span.month) * 30 + span.day;
     let mut out = String::new();
     for token in tokens {
-        let (field, fill, ordinal) = match token {
-            Token::Literal(text) => {
-                out.push_str(text);
-                continue;
-            }
-            Token::Field { field, fill, ordinal } => (*field, *fill, *ordinal),
-        };
+        let Some((field, fill, ordinal)) = token.pattern(&mut out) else { continue };
         // Postgres's `%0*d`: `width` characters (one more for a minus sign when `signed`), none
         // under `FM` when `fm` (`MS` and `US` keep theirs); a `TH` suffix by the last digits.
         let pad = |out: &mut String, n: i64, width: usize, signed: bool, fm: bool| {
@@ -480,14 +484,7 @@ pub fn print_interval(
                 pad(&mut out, seconds, 0, false, false);
             }
             Field::Meridiem { case, dots } => {
-                let pm = span.hour % 24 >= 12;
-                let text = match (pm, dots) {
-                    (false, false) => "AM",
-                    (true, false) => "PM",
-                    (false, true) => "A.M.",
-                    (true, true) => "P.M.",
-                };
-                out.push_str(&case.apply(text));
+                out.push_str(&meridiem(span.hour % 24 >= 12, case, dots))
             }
             Field::YearComma => {
                 let thousands = span.year / 1000;
