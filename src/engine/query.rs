@@ -45,6 +45,7 @@ pub fn session_context(
         .with_expr_planners({
             let mut planners = datafusion::execution::SessionStateDefaults::default_expr_planners();
             planners.insert(0, Arc::new(crate::sql::interval::SpanArithmetic));
+            planners.insert(1, Arc::new(crate::sql::division::NumericDivision));
             planners
         })
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))

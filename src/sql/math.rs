@@ -291,7 +291,7 @@ fn scale(values: &ArrayRef) -> Int32Array {
         DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => (*p, *s),
         _ => return (0..values.len()).map(|i| values.is_valid(i).then_some(0)).collect(),
     };
-    let own_digits = numeric::prints_own_digits(precision, scale);
+    let digits = numeric::digits_of(precision, scale);
     numeric::values(values.as_ref())
         .into_iter()
         .map(|v| {
@@ -299,8 +299,7 @@ fn scale(values: &ArrayRef) -> Int32Array {
             if Special::of_i256(v).is_some() {
                 return None;
             }
-            let text = numeric::text(v, scale, own_digits);
-            Some(text.split_once('.').map_or(0, |(_, fraction)| fraction.len() as i32))
+            Some(numeric::display_scale(v, scale, digits))
         })
         .collect()
 }

@@ -12,6 +12,8 @@ pub mod checked;
 pub mod compat;
 /// sqlparser's Postgres dialect with a bound on parse work.
 pub mod dialect;
+/// `numeric / numeric` with Postgres's digits.
+pub mod division;
 /// Eager aggregation: an aggregate over an inner join pre-aggregates one side.
 pub mod eager;
 /// `EXISTS` outside `WHERE` conjuncts as a count.

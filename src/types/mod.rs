@@ -12,6 +12,7 @@ pub mod datetime_text;
 pub mod interval_text;
 /// Numeric values: decimals of up to 76 digits with NaN and the infinities.
 pub mod numeric;
+pub mod quotient;
 pub mod specials;
 
 use std::fmt;

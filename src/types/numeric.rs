@@ -101,14 +101,52 @@ impl Special {
 /// Whether a decimal of this precision and scale is an unconstrained `numeric`: Sluice's
 /// ([`crate::types::DEFAULT_NUMERIC`]) or DataFusion's own default (38, 10).
 pub fn is_unconstrained(precision: u8, scale: i8) -> bool {
-    (precision, scale) == crate::types::DEFAULT_NUMERIC || (precision, scale) == (38, 10)
+    (precision, scale) == crate::types::DEFAULT_NUMERIC
+        || (precision, scale) == (38, 10)
+        || is_quotient(precision, scale)
+}
+
+/// Whether a decimal of this precision and scale is a quotient ([`crate::types::quotient`]).
+pub fn is_quotient(precision: u8, scale: i8) -> bool {
+    (precision, scale) == (crate::types::quotient::PRECISION, crate::types::quotient::SCALE)
 }
 
 /// Whether values of this decimal type print with their own digits, as Postgres prints an
 /// unconstrained numeric's: an unconstrained numeric and any result of arithmetic on one (whose
 /// precision is the most, 76).
 pub fn prints_own_digits(precision: u8, scale: i8) -> bool {
-    precision == MAX_PRECISION || is_unconstrained(precision, scale)
+    digits_of(precision, scale) == Digits::Own
+}
+
+/// How many fraction digits the values of a decimal type print with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digits {
+    /// The type's scale (a constrained `numeric(p, s)`).
+    Scale,
+    /// The value's own, without trailing zeros (an unconstrained numeric, arithmetic on one).
+    Own,
+    /// A quotient's, at least 16 significant ([`crate::types::quotient::display_scale`]).
+    Quotient,
+}
+
+/// How the values of `numeric(precision, scale)` print.
+pub fn digits_of(precision: u8, scale: i8) -> Digits {
+    if is_quotient(precision, scale) {
+        Digits::Quotient
+    } else if precision == MAX_PRECISION || is_unconstrained(precision, scale) {
+        Digits::Own
+    } else {
+        Digits::Scale
+    }
+}
+
+/// The fraction digits `v` (stored at `scale`) prints with (Postgres's display scale).
+pub fn display_scale(v: i256, scale: i8, digits: Digits) -> i32 {
+    match digits {
+        Digits::Scale => i32::from(scale.max(0)),
+        Digits::Own => crate::types::quotient::own_digits(v, i32::from(scale)),
+        Digits::Quotient => crate::types::quotient::display_scale(v, scale),
+    }
 }
 
 /// The values of a decimal column (`Decimal128` or `Decimal256`) as `i256`, `None` for NULL.
@@ -232,16 +270,18 @@ pub fn number_text(v: i256, scale: i8) -> String {
     format!("{sign}{int}.{frac}")
 }
 
-/// A stored value as Postgres prints it: its special word, or its digits (without the
-/// fraction's trailing zeros when `own_digits`, as an unconstrained numeric prints).
-pub fn text(v: i256, scale: i8, own_digits: bool) -> String {
+/// A stored value as Postgres prints it: its special word, or its digits, as many fraction
+/// digits as `digits` says.
+pub fn text(v: i256, scale: i8, digits: Digits) -> String {
     if let Some(special) = Special::of_i256(v) {
         return special.text().to_owned();
     }
     let text = number_text(v, scale);
-    match own_digits && text.contains('.') {
-        true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
-        false => text,
+    let cut = (i32::from(scale.max(0)) - display_scale(v, scale, digits)).max(0) as usize;
+    match cut {
+        0 => text,
+        n if n == scale as usize => text[..text.len() - n - 1].to_owned(),
+        n => text[..text.len() - n].to_owned(),
     }
 }
 
@@ -256,8 +296,8 @@ fn precision_and_scale(column: &dyn Array) -> (u8, i8) {
 /// A decimal column's values as Postgres prints them.
 pub fn texts(column: &dyn Array) -> StringArray {
     let (precision, scale) = precision_and_scale(column);
-    let own = prints_own_digits(precision, scale);
-    values(column).into_iter().map(|v| v.map(|v| text(v, scale, own))).collect()
+    let digits = digits_of(precision, scale);
+    values(column).into_iter().map(|v| v.map(|v| text(v, scale, digits))).collect()
 }
 
 /// A decimal column's values as floats, each the float nearest its exact value (as Postgres
@@ -293,12 +333,12 @@ pub fn to_f64(v: i256, scale: i8) -> f64 {
 /// 10000^`weight`.
 pub fn binaries(column: &dyn Array) -> BinaryArray {
     let (precision, scale) = precision_and_scale(column);
-    let own = prints_own_digits(precision, scale);
-    values(column).into_iter().map(|v| v.map(|v| binary(v, scale, own))).collect()
+    let digits = digits_of(precision, scale);
+    values(column).into_iter().map(|v| v.map(|v| binary(v, scale, digits))).collect()
 }
 
 /// One value in Postgres's binary form (see [`binaries`]).
-pub fn binary(v: i256, scale: i8, own_digits: bool) -> Vec<u8> {
+pub fn binary(v: i256, scale: i8, digits: Digits) -> Vec<u8> {
     let header = |ndigits: u16, weight: i16, sign: u16, dscale: u16| {
         let mut out = Vec::with_capacity(8 + 2 * ndigits as usize);
         for word in [ndigits, weight as u16, sign, dscale] {
@@ -312,7 +352,7 @@ pub fn binary(v: i256, scale: i8, own_digits: bool) -> Vec<u8> {
         Some(Special::NegInfinity) => return header(0, 0, 0xF000, 0),
         None => {}
     }
-    let printed = text(v, scale, own_digits);
+    let printed = text(v, scale, digits);
     let (sign, unsigned) = match printed.strip_prefix('-') {
         Some(rest) => (0x4000, rest),
         None => (0, printed.as_str()),
@@ -436,8 +476,8 @@ mod tests {
         ] {
             assert_eq!(Special::parse(text), special, "{text}");
         }
-        assert_eq!(text(Special::NaN.as_i256(), 2, false), "NaN");
-        assert_eq!(text(Special::NegInfinity.as_i256(), 20, true), "-Infinity");
+        assert_eq!(text(Special::NaN.as_i256(), 2, Digits::Scale), "NaN");
+        assert_eq!(text(Special::NegInfinity.as_i256(), 20, Digits::Own), "-Infinity");
     }
 
     #[test]
@@ -450,7 +490,7 @@ mod tests {
             i(-5),
         ];
         values.sort();
-        let printed: Vec<String> = values.iter().map(|v| text(*v, 0, false)).collect();
+        let printed: Vec<String> = values.iter().map(|v| text(*v, 0, Digits::Scale)).collect();
         assert_eq!(printed, ["-Infinity", "-5", "5", "Infinity", "NaN"]);
         let mut narrow = [Special::NaN.as_i128(), 7, Special::Infinity.as_i128()];
         narrow.sort();
@@ -462,14 +502,14 @@ mod tests {
 
     #[test]
     fn numbers_print_with_the_scale_or_their_own_digits() {
-        assert_eq!(text(i(-5), 2, false), "-0.05");
-        assert_eq!(text(i(150), 2, false), "1.50");
-        assert_eq!(text(i(150), 2, true), "1.5");
-        assert_eq!(text(i(100), 2, true), "1");
-        assert_eq!(text(i(0), 3, true), "0");
-        assert_eq!(text(i(42), 0, true), "42");
+        assert_eq!(text(i(-5), 2, Digits::Scale), "-0.05");
+        assert_eq!(text(i(150), 2, Digits::Scale), "1.50");
+        assert_eq!(text(i(150), 2, Digits::Own), "1.5");
+        assert_eq!(text(i(100), 2, Digits::Own), "1");
+        assert_eq!(text(i(0), 3, Digits::Own), "0");
+        assert_eq!(text(i(42), 0, Digits::Own), "42");
         let big = i256::from_string(&"9".repeat(76)).unwrap();
-        assert_eq!(text(big, 20, false).len(), 77);
+        assert_eq!(text(big, 20, Digits::Scale).len(), 77);
     }
 
     /// Postgres's binary numeric (ndigits, weight, sign, dscale, digits).
@@ -484,16 +524,19 @@ mod tests {
     #[test]
     fn binary_form_is_postgres_s() {
         // Cases checked against Postgres's `numeric_send`.
-        assert_eq!(binary(i(1250), 2, false), pg(2, 0, 0, 2, &[12, 5000]));
-        assert_eq!(binary(i(-1), 8, false), pg(1, -2, 0x4000, 8, &[1]));
-        assert_eq!(binary(i(1), 4, false), pg(1, -1, 0, 4, &[1]));
-        assert_eq!(binary(i(30000), 0, false), pg(1, 1, 0, 0, &[3]));
-        assert_eq!(binary(i(0), 2, false), pg(0, 0, 0, 2, &[]));
-        assert_eq!(binary(i(150), 2, true), pg(2, 0, 0, 1, &[1, 5000]));
-        assert_eq!(binary(i(123456789), 0, false), pg(3, 2, 0, 0, &[1, 2345, 6789]));
-        assert_eq!(binary(Special::NaN.as_i256(), 2, false), pg(0, 0, 0xC000, 0, &[]));
-        assert_eq!(binary(Special::Infinity.as_i256(), 2, false), pg(0, 0, 0xD000, 0, &[]));
-        assert_eq!(binary(Special::NegInfinity.as_i256(), 2, false), pg(0, 0, 0xF000, 0, &[]));
+        assert_eq!(binary(i(1250), 2, Digits::Scale), pg(2, 0, 0, 2, &[12, 5000]));
+        assert_eq!(binary(i(-1), 8, Digits::Scale), pg(1, -2, 0x4000, 8, &[1]));
+        assert_eq!(binary(i(1), 4, Digits::Scale), pg(1, -1, 0, 4, &[1]));
+        assert_eq!(binary(i(30000), 0, Digits::Scale), pg(1, 1, 0, 0, &[3]));
+        assert_eq!(binary(i(0), 2, Digits::Scale), pg(0, 0, 0, 2, &[]));
+        assert_eq!(binary(i(150), 2, Digits::Own), pg(2, 0, 0, 1, &[1, 5000]));
+        assert_eq!(binary(i(123456789), 0, Digits::Scale), pg(3, 2, 0, 0, &[1, 2345, 6789]));
+        assert_eq!(binary(Special::NaN.as_i256(), 2, Digits::Scale), pg(0, 0, 0xC000, 0, &[]));
+        assert_eq!(binary(Special::Infinity.as_i256(), 2, Digits::Scale), pg(0, 0, 0xD000, 0, &[]));
+        assert_eq!(
+            binary(Special::NegInfinity.as_i256(), 2, Digits::Scale),
+            pg(0, 0, 0xF000, 0, &[])
+        );
     }
 
     #[test]

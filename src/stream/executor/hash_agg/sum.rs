@@ -29,6 +29,7 @@ use super::AggKind;
 use crate::catalog::TableCatalog;
 use crate::error::{Error, Result};
 use crate::types::numeric;
+use crate::types::quotient::{self, DivError, Operand};
 
 /// What a `sum` or `avg` keeps per group in its result table: `sum_{i}` (of this type) and
 /// `nonnull_{i}`, then with `specials` the counts `nan_{i}`, `posinf_{i}`, `neginf_{i}`.
@@ -98,14 +99,27 @@ fn has_specials(ty: &ArrowType) -> bool {
     ty.is_floating() || matches!(ty, ArrowType::Decimal128(..) | ArrowType::Decimal256(..))
 }
 
-/// The average of `count` inputs adding up to the numeric `sum`, at the scale of
-/// `output_type` (truncated, as the batch engine's average is).
+/// The average of `count` inputs adding up to the numeric `sum`, of type `output_type`: a
+/// quotient with Postgres's digits ([`crate::types::quotient`]); views created before averages
+/// were quotients keep their type, the sum divided at its scale, truncated.
 pub fn numeric_avg(sum: &ScalarValue, count: i64, output_type: &ArrowType) -> Result<ScalarValue> {
-    let (value, scale) = match *sum {
-        ScalarValue::Decimal128(Some(v), _, s) => (i256::from_i128(v), s),
-        ScalarValue::Decimal256(Some(v), _, s) => (v, s),
+    let (value, precision, scale) = match *sum {
+        ScalarValue::Decimal128(Some(v), p, s) => (i256::from_i128(v), p, s),
+        ScalarValue::Decimal256(Some(v), p, s) => (v, p, s),
         ref other => return Err(Error::Stream(format!("a numeric average of the sum {other}"))),
     };
+    if *output_type == quotient::TYPE {
+        let digits = numeric::digits_of(precision, scale);
+        let sum = Operand { value, scale, dscale: numeric::display_scale(value, scale, digits) };
+        let count = Operand { value: i256::from_i128(i128::from(count)), scale: 0, dscale: 0 };
+        return match quotient::divide(&sum, &count, quotient::SCALE) {
+            Ok(q) => Ok(ScalarValue::Decimal256(Some(q), quotient::PRECISION, quotient::SCALE)),
+            Err(DivError::ByZero) => Ok(ScalarValue::try_from(output_type)?),
+            Err(DivError::Overflow) => Err(Error::OutOfRange(
+                "numeric field overflow: the average has more than 55 integer digits".into(),
+            )),
+        };
+    }
     let (precision, out_scale) = match *output_type {
         ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s) => (p, s),
         ref other => return Err(Error::Stream(format!("a numeric average typed {other}"))),
@@ -132,6 +146,22 @@ pub fn numeric_avg(sum: &ScalarValue, count: i64, output_type: &ArrowType) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_average_is_a_quotient_with_postgres_digits() {
+        let quotient = |sum: ScalarValue, count| {
+            let avg = numeric_avg(&sum, count, &quotient::TYPE).unwrap();
+            avg.to_string()
+        };
+        // Postgres: avg of 1.50, 2.25, 3.125 (sum 6.875 at scale 3) is 2.2916666666666667.
+        let sum = ScalarValue::Decimal128(Some(6875), 38, 3);
+        assert_eq!(quotient(sum, 3), "2.29166666666666670000");
+        // Integers: 7 / 3 is 2.3333333333333333.
+        let sum = ScalarValue::Decimal128(Some(7), 30, 0);
+        assert_eq!(quotient(sum, 3), "2.33333333333333330000");
+        let sum = ScalarValue::Decimal128(Some(-2), 30, 0);
+        assert_eq!(quotient(sum, 3), "-0.66666666666666666667");
+    }
 
     #[test]
     fn a_numeric_average_divides_the_exact_sum_at_the_output_scale() {
