@@ -1168,3 +1168,111 @@ async fn cdc_progress(upstream: &mut Upstream, server: &Sluice) -> anyhow::Resul
     ensure!(rows >= 20_000, "the snapshot read {rows} rows of 20000");
     assert_converges(&client, &up, "SELECT id, v FROM items", "SELECT id, v FROM items").await
 }
+
+#[tokio::test]
+async fn unconstrained_numerics_keep_the_upstream_display_scale() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = display_scales(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// A value's bytes as the server sent them, whatever its type (a binary numeric: digits,
+/// weight, sign and display scale).
+#[derive(Debug, PartialEq)]
+struct Raw(Option<Vec<u8>>);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for Raw {
+    fn from_sql(
+        _: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(Some(raw.to_vec())))
+    }
+
+    fn from_sql_null(
+        _: &tokio_postgres::types::Type,
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(None))
+    }
+
+    fn accepts(_: &tokio_postgres::types::Type) -> bool {
+        true
+    }
+}
+
+/// Rows of `sql` in the binary format, each value's bytes.
+async fn binary_rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Raw>>> {
+    let rows = client.query(sql, &[]).await?;
+    Ok(rows.iter().map(|r| (0..r.len()).map(|i| r.get::<_, Raw>(i)).collect()).collect())
+}
+
+/// An unconstrained numeric prints as the upstream prints it (`1.50`, `2.000`), in text and in
+/// binary, from the snapshot and from the change stream, in the CDC table, in views reading it
+/// as it is (a view of a view too) and across a SIGKILL; arithmetic on it has its own digits.
+async fn display_scales(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE p (id int PRIMARY KEY, n numeric, c numeric(10, 3), note text);
+         INSERT INTO p VALUES (1, 1.50, 1.5, 'a'), (2, 2.000, 2, 'b'), (3, 10, 3.25, 'c'),
+           (4, -0.0100, NULL, 'd'), (5, 'NaN', 1, 'e'), (6, NULL, 0, 'f'),
+           (7, 123456789012345678901234567890.123456789, 7, 'g'), (8, 0.000, 0, 'h');",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE p (*) FROM pg TABLE 'public.p';
+             CREATE MATERIALIZED VIEW pv AS SELECT id, n, n AS m, note FROM p WHERE id > 1;
+             CREATE MATERIALIZED VIEW pvv AS SELECT * FROM pv WHERE n > 1;",
+        )
+        .await?;
+    wait_jobs(&client, Duration::from_secs(60)).await?;
+    let queries = [
+        ("SELECT * FROM p ORDER BY id", "SELECT * FROM p ORDER BY id"),
+        ("SELECT * FROM pv", "SELECT id, n, n AS m, note FROM p WHERE id > 1"),
+        ("SELECT * FROM pvv", "SELECT id, n, n AS m, note FROM p WHERE id > 1 AND n > 1"),
+        (
+            "SELECT n, id FROM p WHERE note < 'f' ORDER BY n DESC LIMIT 3",
+            "SELECT n, id FROM p WHERE note < 'f' ORDER BY n DESC LIMIT 3",
+        ),
+    ];
+    // Text (any order), then binary (rows sorted by their bytes).
+    let up = &up;
+    let same = |client: Client| async move {
+        for (ours, theirs) in queries {
+            assert_converges(&client, up, ours, theirs).await?;
+            let sorted_binary = |rows: Vec<Vec<Raw>>| {
+                let mut rows: Vec<String> = rows.iter().map(|r| format!("{r:?}")).collect();
+                rows.sort();
+                rows
+            };
+            let ours_binary = sorted_binary(binary_rows(&client, ours).await?);
+            let theirs_binary = sorted_binary(binary_rows(up, theirs).await?);
+            ensure!(
+                ours_binary == theirs_binary,
+                "{ours} in binary: {ours_binary:?}, upstream {theirs_binary:?}"
+            );
+        }
+        anyhow::Ok(client)
+    };
+    let client = same(client).await?;
+    up.batch_execute(
+        "INSERT INTO p VALUES (9, 3.14000, 1, 'i');
+         UPDATE p SET n = 5.5000 WHERE id = 3;
+         UPDATE p SET n = 7.250, note = 'z' WHERE id = 1;",
+    )
+    .await?;
+    same(client).await?;
+    server.kill9().await?;
+    server.restart().await?;
+    up.batch_execute("INSERT INTO p VALUES (10, 19.9000, 1, 'j'); DELETE FROM p WHERE id = 2;")
+        .await?;
+    let client = same(server.connect().await?).await?;
+    // Arithmetic prints its own digits (Postgres: the scale of its operands).
+    let sum = text_rows(&client, "SELECT n + 0 FROM p WHERE id = 1").await?;
+    ensure!(sum == [[Some("7.25".to_owned())]], "n + 0 is {sum:?}");
+    Ok(())
+}

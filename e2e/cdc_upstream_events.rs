@@ -374,7 +374,8 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
     let error = stopped(&client, "tiny").await?;
     ensure!(
         error.contains(
-            "the upstream value 0.000000000000000000001 cannot be held exactly by numeric"
+            "the upstream value 0.000000000000000000001 of column n (key 2) cannot be held \
+             exactly by numeric"
         ),
         "{error}"
     );
@@ -392,7 +393,7 @@ async fn exact_values(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()
     let db = error.as_db_error().context("not a server error")?;
     ensure!(db.code().code() == "22003", "{db:?}");
     ensure!(
-        db.message().contains("value 0.000000000000000000001 cannot be held exactly"),
+        db.message().contains("value 0.000000000000000000001 of column n (key 2) cannot be held"),
         "{}",
         db.message()
     );

@@ -346,13 +346,11 @@ pub enum Expect {
 }
 
 impl Case {
-    /// The original columns, key first, as a select list. Upstream, an unconstrained numeric
-    /// is read without its trailing fraction zeros: Sluice keeps its value, not its display
-    /// scale (`1.50` reads `1.5`).
+    /// The original columns, key first, as a select list. An unconstrained numeric prints
+    /// with each value's own display scale on both sides (`1.50`).
     pub fn select_list(&self, upstream: bool) -> String {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
         names.extend(self.columns.iter().enumerate().map(|(i, ty)| match (ty, upstream) {
-            (ColType::FreeNumeric, true) => format!("trim_scale(c{i}) AS c{i}"),
             // Sluice holds `char(n)` without its blank padding, as Postgres compares it.
             (ColType::Char(_), true) => format!("c{i}::text AS c{i}"),
             _ => format!("c{i}"),

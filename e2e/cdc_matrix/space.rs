@@ -241,6 +241,8 @@ impl ColType {
             // beyond (one in 50) stops the table, naming it.
             ColType::FreeNumeric => match rng.below(7) {
                 0 => pick(rng, &["'NaN'", "'Infinity'", "'-Infinity'", "0.00000000001", "-0.0"]),
+                // Trailing fraction zeros: the display scale Postgres keeps per value.
+                3 if rng.chance(50) => pick(rng, &["1.50", "2.000", "-10.0100", "0.000", "7.10"]),
                 1 => format!("{}.{}", digits(rng, 30), digits(rng, 18)),
                 2 if rng.chance(7) => pick(rng, &["1e-21", "1e56", "-0.000000000000000000001"]),
                 2 => format!("{}.{}", digits(rng, 56), digits(rng, 20)),

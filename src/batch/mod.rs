@@ -30,6 +30,7 @@ use crate::storage::store::{ReadSnapshot, Store};
 use crate::stream::graph::StreamGraph;
 use crate::types::DataType;
 
+pub mod display_scale;
 pub mod pg_catalog;
 pub mod system;
 
@@ -173,6 +174,8 @@ pub struct RelationProvider {
     /// Storage indices of the columns this provider exposes.
     columns: Vec<usize>,
     schema: SchemaRef,
+    /// Exposed column -> the exposed display scale column of it ([`Self::with_display_scales`]).
+    scales: HashMap<usize, usize>,
 }
 
 impl RelationProvider {
@@ -195,7 +198,40 @@ impl RelationProvider {
             fields,
             schema.metadata().clone(),
         ));
-        Self { table, store, columns, schema }
+        Self { table, store, columns, schema, scales: HashMap::new() }
+    }
+
+    /// This provider with, after its columns, the hidden display scale column of each
+    /// unconstrained numeric it exposes ([`display_scale`]); `None` when it has none.
+    pub fn with_display_scales(&self) -> Option<RelationProvider> {
+        let mut columns = self.columns.clone();
+        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
+        let mut scales = HashMap::new();
+        for (at, &c) in self.columns.iter().enumerate() {
+            let Some(scale) = self.table.columns.iter().position(|x| x.scale_of == Some(c)) else {
+                continue;
+            };
+            scales.insert(at, columns.len());
+            columns.push(scale);
+            let column = &self.table.columns[scale];
+            let field =
+                arrow::datatypes::Field::new(&column.name, column.data_type.to_arrow(), true);
+            fields.push(Arc::new(field));
+        }
+        if scales.is_empty() {
+            return None;
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ));
+        Some(Self { table: self.table.clone(), store: self.store.clone(), columns, schema, scales })
+    }
+
+    /// The position of the display scale column of column `at`, in a provider made by
+    /// [`Self::with_display_scales`].
+    pub fn scale_column(&self, at: usize) -> Option<usize> {
+        self.scales.get(&at).copied()
     }
 }
 

@@ -44,12 +44,24 @@ pub struct ColumnCatalog {
     /// The column's `DEFAULT` expression, as SQL; `None` for NULL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// For a hidden column of a CDC table holding the display scale of each value of an
+    /// unconstrained numeric column (`1.50`: 2): that column's index
+    /// ([`crate::batch::display_scale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_of: Option<usize>,
 }
 
 impl ColumnCatalog {
     /// A visible column of `data_type`, without a `varchar` declaration or a default.
     pub fn new(name: impl Into<String>, data_type: DataType) -> Self {
-        Self { name: name.into(), data_type, hidden: false, varchar: None, default: None }
+        Self {
+            name: name.into(),
+            data_type,
+            hidden: false,
+            varchar: None,
+            default: None,
+            scale_of: None,
+        }
     }
 
     /// `field`, this column's, marked with what its Arrow type does not say: jsonb, or a

@@ -46,6 +46,7 @@ impl Engine {
         let upstream = reader.describe_table(&schema, &table).await?;
         let upstream_identity = reader.table_identity(&schema, &table).await?;
         let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
+        let (columns, upstream_columns) = with_scale_columns(columns, upstream_columns);
         let parallelism = match (options.parallelism, options.rows_per_split) {
             (Some(n), _) => n,
             (None, Some(_)) => default_readers(),
@@ -363,6 +364,34 @@ fn bind_cdc_columns(
         .map(|n| columns.iter().position(|c| &c.name == n).expect("declared"))
         .collect();
     Ok((columns, pk, mapping))
+}
+
+/// `columns` and the upstream column each reads, with a hidden display scale column after
+/// them for each unconstrained numeric (see [`crate::batch::display_scale`]): it reads the same
+/// upstream column.
+fn with_scale_columns(
+    mut columns: Vec<ColumnCatalog>,
+    mut upstream_columns: Vec<usize>,
+) -> (Vec<ColumnCatalog>, Vec<usize>) {
+    let (precision, scale) = crate::types::DEFAULT_NUMERIC;
+    let unconstrained = DataType::Decimal { precision, scale };
+    for c in 0..columns.len() {
+        if columns[c].data_type != unconstrained {
+            continue;
+        }
+        // A name no other column has (users never see it).
+        let mut name = format!("_scale_of_{}", columns[c].name);
+        while columns.iter().any(|other| other.name == name) {
+            name.insert(0, '_');
+        }
+        columns.push(ColumnCatalog {
+            hidden: true,
+            scale_of: Some(c),
+            ..ColumnCatalog::new(name, DataType::Int16)
+        });
+        upstream_columns.push(upstream_columns[c]);
+    }
+    (columns, upstream_columns)
 }
 
 #[cfg(test)]

@@ -304,6 +304,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             hidden: false,
             varchar: Varchar::from_sql(&def.data_type)?,
             default,
+            scale_of: None,
         });
     }
     for constraint in &create.constraints {

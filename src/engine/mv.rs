@@ -5,7 +5,7 @@
 //! its upstreams at the next checkpoint, and returns once every backfill has finished and that
 //! is committed. If any step fails, the catalog entries and stored state are removed again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::execution::SessionState;
@@ -45,8 +45,11 @@ impl Engine {
             };
             plan = eager_aggregation(plan, &self.catalog, &rows_per_group)?;
         }
+        // Unconstrained numerics read as they are from a CDC table keep their display scales.
+        let (plan, display_scales) = crate::batch::display_scale::trace(&plan)?;
         let mut plan = plan_stream(&state, &self.catalog, &plan)?;
         plan.eager_aggregation = eager;
+        plan.display_scales = display_scales;
         Ok(plan)
     }
 
@@ -157,7 +160,7 @@ impl Engine {
                 references.push(id);
             }
         }
-        let columns = view_columns(&plan.root)?;
+        let columns = view_columns(plan)?;
         // The internal tables take ids below the view's: the view's rows, which a backfill
         // writes in vnode order straight to the bottom level, then lie above every table
         // written before or beside them, so no memtable flush of other tables' rows (the
@@ -298,13 +301,22 @@ fn view_options(options: &ast::CreateTableOptions) -> Result<ViewOptions> {
     Ok(parsed)
 }
 
-/// The view's columns: the query's output columns, then hidden key columns.
-fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
+/// The view's columns: the query's output columns, then hidden key columns. The display scale
+/// columns of its numerics ([`StreamPlan::display_scales`]) are hidden too.
+fn view_columns(plan: &StreamPlan) -> Result<Vec<ColumnCatalog>> {
+    let root = &plan.root;
+    let scale_of: HashMap<usize, usize> =
+        plan.display_scales.iter().map(|(&c, &s)| (s, c)).collect();
     let mut seen = HashSet::new();
     let mut columns = Vec::with_capacity(root.schema.fields().len());
     for (i, field) in root.schema.fields().iter().enumerate() {
-        let hidden = i >= root.visible;
-        let name = if hidden { format!("_key_{}", i - root.visible) } else { field.name().clone() };
+        let scale_of = scale_of.get(&i).copied();
+        let hidden = i >= root.visible || scale_of.is_some();
+        let name = match scale_of {
+            Some(c) => format!("_scale_of_{}", root.schema.field(c).name()),
+            None if hidden => format!("_key_{}", i - root.visible),
+            None => field.name().clone(),
+        };
         if !seen.insert(name.clone()) {
             return Err(invalid!(
                 "column \"{name}\" specified more than once; give the columns distinct aliases"
@@ -319,6 +331,7 @@ fn view_columns(root: &StreamNode) -> Result<Vec<ColumnCatalog>> {
             hidden,
             varchar: crate::types::varchar_mark(field),
             default: None,
+            scale_of,
         });
     }
     Ok(columns)

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionState;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{LogicalPlan, ScalarUDF};
@@ -132,7 +131,13 @@ impl Engine {
 
     /// Executes a planned query, streaming its rows.
     pub(crate) async fn run_plan(&self, state: SessionState, plan: LogicalPlan) -> Result<Output> {
-        let stream = DataFrame::new(state, plan).execute_stream().await?;
+        // Unconstrained numerics of CDC tables print with the upstream's digits: the rewrite
+        // changes the result's types (numeric text), so it follows the optimizer.
+        let optimized = state.optimize(&plan)?;
+        let plan =
+            crate::batch::display_scale::with_display_scales(&optimized)?.unwrap_or(optimized);
+        let physical = state.query_planner().create_physical_plan(&plan, &state).await?;
+        let stream = datafusion::physical_plan::execute_stream(physical, state.task_ctx())?;
         Ok(Output::Rows { schema: stream.schema(), stream })
     }
 }

@@ -30,13 +30,19 @@ use crate::frontend::sqlstate::pg_error;
 pub fn fields(schema: &SchemaRef, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
     let mut fields = arrow_schema_to_pg_fields(&announced(&shown_names(schema)), format, None)?;
     for (field, info) in schema.fields().iter().zip(fields.iter_mut()) {
-        if crate::sql::jsonb::is_marked(field) {
-            // Text is the jsonb text format; the binary format is written by `jsonb_binary`.
+        // Text is the type's text format; the binary format is written by `jsonb_binary` and
+        // `numeric_binary`.
+        let marked = match () {
+            _ if crate::sql::jsonb::is_marked(field) => Some(Type::JSONB),
+            _ if crate::batch::display_scale::is_marked(field) => Some(Type::NUMERIC),
+            _ => None,
+        };
+        if let Some(ty) = marked {
             *info = FieldInfo::new(
                 info.name().to_owned(),
                 info.table_id(),
                 info.column_id(),
-                Type::JSONB,
+                ty,
                 info.format(),
             );
         }
@@ -69,23 +75,29 @@ fn announced(schema: &SchemaRef) -> SchemaRef {
 }
 
 /// The numeric columns of `batch` that go out in binary format, as Postgres's binary numeric
-/// (see [`crate::types::numeric::binaries`]): every digit, and the special values.
+/// (see [`crate::types::numeric::binaries`]): every digit, and the special values; numeric text
+/// ([`crate::batch::display_scale`]) with its display scale.
 fn numeric_binary(batch: RecordBatch, format: &Format) -> RecordBatch {
+    let schema = batch.schema();
+    let text = |i: usize| crate::batch::display_scale::is_marked(schema.field(i));
     let decimal = |i: usize| {
         !format.is_text(i)
-            && matches!(
-                batch.column(i).data_type(),
-                ArrowType::Decimal128(..) | ArrowType::Decimal256(..)
-            )
+            && (text(i)
+                || matches!(
+                    batch.column(i).data_type(),
+                    ArrowType::Decimal128(..) | ArrowType::Decimal256(..)
+                ))
     };
     if !(0..batch.num_columns()).any(decimal) {
         return batch;
     }
-    let schema = batch.schema();
     let mut columns = batch.columns().to_vec();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for i in (0..columns.len()).filter(|&i| decimal(i)) {
-        columns[i] = Arc::new(crate::types::numeric::binaries(columns[i].as_ref()));
+        columns[i] = match text(i) {
+            true => Arc::new(crate::batch::display_scale::binaries(columns[i].as_ref())),
+            false => Arc::new(crate::types::numeric::binaries(columns[i].as_ref())),
+        };
         fields[i] = Field::new(fields[i].name(), ArrowType::Binary, true);
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same rows, bytes")

@@ -162,6 +162,10 @@ pub struct StreamPlan {
     pub slots: Vec<StateSlot>,
     /// Planned with eager aggregation allowed (whether or not it applied).
     pub eager_aggregation: bool,
+    /// Output column -> the output column holding its values' display scales, for the
+    /// unconstrained numerics the view reads from a CDC table as they are
+    /// ([`crate::batch::display_scale`]); the view keeps those columns hidden.
+    pub display_scales: std::collections::HashMap<usize, usize>,
 }
 
 impl StreamNode {

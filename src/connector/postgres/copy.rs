@@ -78,7 +78,11 @@ impl Wire {
             ("bigint", DataType::Int64) => Wire::Int8,
             ("real", DataType::Float32) => Wire::Float4,
             ("double precision", DataType::Float64) => Wire::Float8,
-            ("numeric", DataType::Decimal { precision, scale }) => {
+            // An unconstrained numeric's text keeps each value's display scale (`1.50`), which
+            // its table keeps beside it (`crate::batch::display_scale`).
+            ("numeric", DataType::Decimal { precision, scale })
+                if !crate::types::numeric::is_unconstrained(precision, scale) =>
+            {
                 Wire::Numeric { precision, scale }
             }
             ("date", DataType::Date) => Wire::Date,

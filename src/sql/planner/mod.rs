@@ -56,7 +56,12 @@ pub fn plan_stream(
         let keys = root.stream_key.iter().map(|&i| column_expr(&root, i)).collect();
         root = exchange(root, keys);
     }
-    Ok(StreamPlan { root, slots: planner.slots, eager_aggregation: false })
+    Ok(StreamPlan {
+        root,
+        slots: planner.slots,
+        eager_aggregation: false,
+        display_scales: Default::default(),
+    })
 }
 
 /// True if every row of `input` with the same values of `group_exprs` is handled by the same
@@ -301,10 +306,18 @@ impl Planner<'_> {
                 "\"{name}\" is an internal table: it can be queried but not used in a view"
             )));
         }
-        let visible = table.visible_indices();
+        // The columns a scan's projection counts: the visible ones, then (a plan reading
+        // display scales, see `crate::batch::display_scale`) those of their numerics.
+        let mut visible = table.visible_indices();
+        let scales: Vec<usize> = visible
+            .iter()
+            .filter_map(|&c| table.columns.iter().position(|x| x.scale_of == Some(c)))
+            .collect();
+        let n_exposed = visible.len();
+        visible.extend(scales);
         let mut output: Vec<usize> = match projection {
             Some(p) => p.iter().map(|&i| visible[i]).collect(),
-            None => visible,
+            None => visible[..n_exposed].to_vec(),
         };
         let n_visible = output.len();
         output.extend(table.pk.iter().copied());

@@ -346,13 +346,19 @@ pub(super) fn typed_batch(
     let columns = inputs
         .iter()
         .zip(&table.columns)
-        .map(|(input, column)| cast_to(input, column.data_type, CastMode::Upstream))
+        .map(|(input, column)| match column.scale_of {
+            Some(_) => Ok(display_scales(input)),
+            None => cast_to(input, column.data_type, CastMode::Upstream),
+        })
         .collect::<Result<Vec<_>>>()?;
     if let Some((row, c)) = lost_value(table, &inputs, &columns) {
         let key: Vec<String> = table
             .pk
             .iter()
-            .map(|&k| inputs[k].as_string_opt::<i32>().map_or("?", |t| t.value(row)).to_owned())
+            .map(|&k| {
+                arrow::util::display::array_value_to_string(&inputs[k], row)
+                    .unwrap_or_else(|_| "?".to_owned())
+            })
             .collect();
         let value = inputs[c].as_string::<i32>().value(row);
         let column = &table.columns[c];
@@ -366,6 +372,20 @@ pub(super) fn typed_batch(
         )));
     }
     Ok(RecordBatch::try_new(nullable(&schema), columns)?)
+}
+
+/// The display scale of each upstream numeric of `input` (text as the upstream prints it; a
+/// typed numeric has its own digits), for a table's hidden display scale column.
+fn display_scales(input: &ArrayRef) -> ArrayRef {
+    use crate::batch::display_scale::scale_of_text;
+    let scales: arrow::array::Int16Array = match input.as_string_opt::<i32>() {
+        Some(text) => text.iter().map(|t| t.map(scale_of_text)).collect(),
+        None => {
+            let texts = crate::types::numeric::texts(input.as_ref());
+            texts.iter().map(|t| t.map(scale_of_text)).collect()
+        }
+    };
+    Arc::new(scales)
 }
 
 /// The first value (row, column) of `inputs` (upstream text) that its cast in `columns` did not
