@@ -1209,7 +1209,8 @@ async fn binary_rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<Raw>>
 
 /// An unconstrained numeric prints as the upstream prints it (`1.50`, `2.000`), in text and in
 /// binary, from the snapshot and from the change stream, in the CDC table, in views reading it
-/// as it is (a view of a view too) and across a SIGKILL; arithmetic on it has its own digits.
+/// as it is (a view of a view too) and its sums, and across a SIGKILL; arithmetic on it has its
+/// own digits.
 async fn display_scales(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
     upstream.create_database("shop").await?;
     let up = upstream.connect("shop").await?;
@@ -1226,7 +1227,9 @@ async fn display_scales(upstream: &Upstream, server: &mut Sluice) -> anyhow::Res
         .batch_execute(
             "CREATE TABLE p (*) FROM pg TABLE 'public.p';
              CREATE MATERIALIZED VIEW pv AS SELECT id, n, n AS m, note FROM p WHERE id > 1;
-             CREATE MATERIALIZED VIEW pvv AS SELECT * FROM pv WHERE n > 1;",
+             CREATE MATERIALIZED VIEW pvv AS SELECT * FROM pv WHERE n > 1;
+             CREATE MATERIALIZED VIEW psum AS SELECT note < 'e' AS early, sum(n) AS s, count(*) AS c
+               FROM p GROUP BY note < 'e';",
         )
         .await?;
     wait_jobs(&client, Duration::from_secs(60)).await?;
@@ -1234,6 +1237,11 @@ async fn display_scales(upstream: &Upstream, server: &mut Sluice) -> anyhow::Res
         ("SELECT * FROM p ORDER BY id", "SELECT * FROM p ORDER BY id"),
         ("SELECT * FROM pv", "SELECT id, n, n AS m, note FROM p WHERE id > 1"),
         ("SELECT * FROM pvv", "SELECT id, n, n AS m, note FROM p WHERE id > 1 AND n > 1"),
+        (
+            "SELECT * FROM psum",
+            "SELECT note < 'e' AS early, sum(n) AS s, count(*) AS c FROM p GROUP BY note < 'e'",
+        ),
+        ("SELECT sum(n) AS s FROM p WHERE id <> 5", "SELECT sum(n) AS s FROM p WHERE id <> 5"),
         (
             "SELECT n, id FROM p WHERE note < 'f' ORDER BY n DESC LIMIT 3",
             "SELECT n, id FROM p WHERE note < 'f' ORDER BY n DESC LIMIT 3",

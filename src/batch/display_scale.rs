@@ -8,10 +8,11 @@
 //!
 //! A query whose result columns are such columns, read through filters, sorts, limits,
 //! aliases and projections of columns (what `SELECT * FROM t WHERE .. ORDER BY ..` plans to),
-//! reads the hidden columns along ([`with_display_scales`]) and prints each value with its
-//! scale through [`NumericText`], whose result the wire protocol sends as a numeric
-//! ([`is_marked`]). Any other query (a join, an aggregate, arithmetic on the column) prints the
-//! column's values with their own digits, as before.
+//! or their `sum`s (whose display scale is the greatest of their inputs'), reads the hidden
+//! columns along ([`with_display_scales`]) and prints each value with its scale through
+//! [`NumericText`], whose result the wire protocol sends as a numeric ([`is_marked`]). Any
+//! other query (a join, arithmetic on the column, another aggregate) prints the column's values
+//! with their own digits, as before.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,9 +23,10 @@ use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
 use datafusion::datasource::source_as_provider;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::functions_aggregate::min_max::max_udaf;
+use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, Filter, Limit, LogicalPlan, Projection, ReturnFieldArgs,
+    Aggregate, ColumnarValue, Expr, Filter, Limit, LogicalPlan, Projection, ReturnFieldArgs,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Sort, SubqueryAlias, TableScan,
     TableScanBuilder, Volatility,
 };
@@ -125,8 +127,52 @@ pub fn trace(plan: &LogicalPlan) -> Result<(LogicalPlan, HashMap<usize, usize>)>
             let projection = Projection::try_new(exprs, Arc::new(input))?;
             Ok((LogicalPlan::Projection(projection), scales))
         }
+        LogicalPlan::Aggregate(aggregate) => trace_aggregate(aggregate),
         _ => untouched(),
     }
+}
+
+/// An aggregate whose `sum`s of columns with display scales also take the greatest of their
+/// scales: Postgres's sum has the largest display scale of its inputs (`1.50 + 2.5` is `4.00`).
+fn trace_aggregate(aggregate: &Aggregate) -> Result<(LogicalPlan, HashMap<usize, usize>)> {
+    let plain = |e: &Expr| !matches!(e, Expr::GroupingSet(_));
+    let (input, input_scales) = trace(&aggregate.input)?;
+    if input_scales.is_empty() || !aggregate.group_expr.iter().all(plain) {
+        return Ok((LogicalPlan::Aggregate(aggregate.clone()), HashMap::new()));
+    }
+    let original = aggregate.input.schema();
+    let groups = aggregate.group_expr.len();
+    let mut aggr_expr = aggregate.aggr_expr.clone();
+    let mut scales = HashMap::new();
+    for (k, expr) in aggregate.aggr_expr.iter().enumerate() {
+        let call = match expr {
+            Expr::Alias(alias) => alias.expr.as_ref(),
+            other => other,
+        };
+        let Expr::AggregateFunction(f) = call else { continue };
+        let p = &f.params;
+        let plain_call = !p.distinct && p.filter.is_none() && p.order_by.is_empty();
+        let (true, "sum", [Expr::Column(column)]) = (plain_call, f.func.name(), p.args.as_slice())
+        else {
+            continue;
+        };
+        let Ok(at) = original.index_of_column(column) else { continue };
+        let Some(&scale) = input_scales.get(&at) else { continue };
+        let read = Expr::Column(Column::from(input.schema().qualified_field(scale)));
+        let greatest = Expr::AggregateFunction(AggregateFunction::new_udf(
+            max_udaf(),
+            vec![read],
+            false,
+            None,
+            vec![],
+            None,
+        ));
+        scales.insert(groups + k, groups + aggr_expr.len());
+        aggr_expr.push(greatest.alias(format!("_sluice_scale_{}", groups + k)));
+    }
+    let group_expr = aggregate.group_expr.clone();
+    let traced = Aggregate::try_new(Arc::new(input), group_expr, aggr_expr)?;
+    Ok((LogicalPlan::Aggregate(traced), scales))
 }
 
 /// A scan of a relation whose projected columns have display scale columns, reading them too.
