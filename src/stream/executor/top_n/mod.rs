@@ -13,9 +13,13 @@
 //! Output rows are the input's visible columns, the rank (with one), the input's hidden
 //! columns, then the group values, which join the stream key.
 //!
-//! Memory per chunk is bounded by `m + n` rows per touched group; the rows themselves stay in
-//! the state table. Ties at the boundary are broken by the stream key, so the output is
-//! deterministic (Postgres leaves that choice open).
+//! Each touched group's first `m + n` stored rows are cached ([`Window`]), so a change that
+//! lands past them (most rows of a large group) is only stored: no read. A group's window is
+//! read from the state table when first touched, and again only when one of its rows leaves
+//! and more rows may follow. The cache holds at most [`MAX_CACHED_ROWS`] rows (it is emptied
+//! when it grows past them); the rows themselves stay in the state table. Ties at the boundary
+//! are broken by the stream key, so the output is deterministic (Postgres leaves that choice
+//! open).
 
 #[cfg(test)]
 mod tests;
@@ -94,7 +98,15 @@ impl Executor for TopNExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
         let Self { input, spec, table, store, visible, output_schema } = *self;
         async_stream::try_stream! {
-            let mut state = TopN { table: table.state_table(store), def: table, spec, visible, output_schema };
+            let mut state = TopN {
+                table: table.state_table(store),
+                def: table,
+                spec,
+                visible,
+                output_schema,
+                windows: hashbrown::HashMap::new(),
+                cached_rows: 0,
+            };
             let mut input = input.execute();
             while let Some(msg) = input.next().await {
                 match msg? {
@@ -125,12 +137,72 @@ impl Executor for TopNExecutor {
 /// A stored row: its key and value.
 type Stored = (Vec<u8>, Vec<u8>);
 
+/// Cached rows past which the window cache is emptied (few in tests, so they empty it often).
+const MAX_CACHED_ROWS: usize = if cfg!(test) { 8 } else { 200_000 };
+
+/// The first `m + n` stored rows of one group, in key order.
+#[derive(Debug, Clone, Default)]
+struct Window {
+    rows: Vec<Stored>,
+    /// The group has no rows past `rows` (then it holds fewer than `m + n`, or exactly that
+    /// many after deletes).
+    complete: bool,
+}
+
+impl Window {
+    /// Whether storing (`insert`) or removing the row `key` changes the window, `wanted` rows
+    /// long.
+    fn touched_by(&self, insert: bool, key: &[u8], wanted: usize) -> bool {
+        match insert {
+            true => {
+                let at = self.rows.partition_point(|(k, _)| k.as_slice() < key);
+                at < self.rows.len() || self.rows.len() < wanted
+            }
+            false => self.rows.binary_search_by(|(k, _)| k.as_slice().cmp(key)).is_ok(),
+        }
+    }
+
+    /// Stores the row `key` (`value`) in the window, `wanted` rows long.
+    fn insert(&mut self, key: &[u8], value: &[u8], wanted: usize) {
+        let at = self.rows.partition_point(|(k, _)| k.as_slice() < key);
+        if self.rows.get(at).is_some_and(|(k, _)| k == key) {
+            self.rows[at].1 = value.to_vec();
+            return;
+        }
+        if at == self.rows.len() && self.rows.len() >= wanted {
+            self.complete = false;
+            return;
+        }
+        self.rows.insert(at, (key.to_vec(), value.to_vec()));
+        if self.rows.len() > wanted {
+            self.rows.pop();
+            self.complete = false;
+        }
+    }
+
+    /// Removes the row `key` from the window; whether it must be read again (a row left it and
+    /// more may follow).
+    fn delete(&mut self, key: &[u8]) -> bool {
+        match self.rows.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+            Ok(at) => {
+                self.rows.remove(at);
+                !self.complete
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 struct TopN {
     def: Arc<TableCatalog>,
     table: StateTable,
     spec: TopNSpec,
     visible: usize,
     output_schema: SchemaRef,
+    /// Group key prefix -> its window.
+    windows: hashbrown::HashMap<Vec<u8>, Window>,
+    /// Rows in `windows`.
+    cached_rows: usize,
 }
 
 impl TopN {
@@ -149,27 +221,61 @@ impl TopN {
         // Typed as stored: an unsigned count (a window's `row_number()`) is a numeric.
         let columns = crate::stream::cast_columns(columns, &types)?;
         let rows = StreamChunk::new(chunk.ops().to_vec(), RecordBatch::try_new(types, columns)?);
-        let mut groups: Vec<&Vec<u8>> = Vec::new();
-        let mut seen = hashbrown::HashSet::new();
+        let wanted = self.spec.offset + self.spec.limit;
+        // Every touched group's window, read where not cached (before the chunk is stored).
         for prefix in &prefixes {
-            if seen.insert(prefix.as_slice()) {
-                groups.push(prefix);
+            if !self.windows.contains_key(prefix) {
+                let rows = self.table.iter_range(prefix, &prefix_end(prefix), wanted)?;
+                self.cached_rows += rows.len();
+                let complete = rows.len() < wanted;
+                self.windows.insert(prefix.clone(), Window { rows, complete });
             }
         }
-        let wanted = self.spec.offset + self.spec.limit;
-        let before: Vec<Vec<Stored>> = groups
-            .iter()
-            .map(|p| self.table.iter_range(p, &prefix_end(p), wanted))
-            .collect::<Result<_>>()?;
         self.table.write_chunk(&rows)?;
+        // Each change applied to its group's window; the windows as they were before the
+        // chunk, of the groups whose window changed; the groups to read again.
+        let mut before: hashbrown::HashMap<&[u8], Vec<Stored>> = hashbrown::HashMap::new();
+        let mut reread: hashbrown::HashSet<&[u8]> = hashbrown::HashSet::new();
+        let written = self.table.last_written();
+        for ((op, (key, value)), prefix) in chunk.ops().iter().zip(written).zip(&prefixes) {
+            let prefix = prefix.as_slice();
+            if reread.contains(prefix) {
+                continue;
+            }
+            let window = self.windows.get_mut(prefix).expect("read above");
+            if window.touched_by(op.is_insert(), key, wanted) && !before.contains_key(prefix) {
+                before.insert(prefix, window.rows.clone());
+            }
+            let len = window.rows.len();
+            let again = match op.is_insert() {
+                true => {
+                    window.insert(key, value, wanted);
+                    false
+                }
+                false => window.delete(key),
+            };
+            self.cached_rows = self.cached_rows + window.rows.len() - len;
+            if again {
+                reread.insert(prefix);
+            }
+        }
+        for &prefix in &reread {
+            let rows = self.table.iter_range(prefix, &prefix_end(prefix), wanted)?;
+            let complete = rows.len() < wanted;
+            self.cached_rows += rows.len();
+            let old = self.windows.insert(prefix.to_vec(), Window { rows, complete });
+            self.cached_rows -= old.map_or(0, |w| w.rows.len());
+        }
         let mut deletes: Vec<(Stored, usize)> = Vec::new();
         let mut inserts: Vec<(Stored, usize)> = Vec::new();
-        for (prefix, before) in groups.iter().zip(before) {
-            let after = self.table.iter_range(prefix, &prefix_end(prefix), wanted)?;
+        let mut groups: Vec<&[u8]> = before.keys().copied().collect();
+        groups.sort_unstable();
+        for prefix in groups {
+            let after = self.windows[prefix].rows.clone();
             let window = |rows: Vec<Stored>| -> Vec<(Stored, usize)> {
                 rows.into_iter().enumerate().skip(self.spec.offset).map(|(i, r)| (r, i)).collect()
             };
-            let (before, after) = (window(before), window(after));
+            let (before, after) = (window(before[prefix].clone()), window(after));
             // With ranks a row is the same output row only at the same position.
             let same = |a: &(Stored, usize), b: &(Stored, usize)| {
                 a.0.0 == b.0.0 && a.0.1 == b.0.1 && (!self.spec.rank || a.1 == b.1)
@@ -184,6 +290,10 @@ impl TopN {
                     inserts.push(row);
                 }
             }
+        }
+        if self.cached_rows > MAX_CACHED_ROWS {
+            self.windows.clear();
+            self.cached_rows = 0;
         }
         if deletes.is_empty() && inserts.is_empty() {
             return Ok(None);
