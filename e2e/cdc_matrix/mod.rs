@@ -415,6 +415,10 @@ async fn compare(
                    source_error, table_error FROM rw_catalog.rw_cdc_progress ORDER BY table_name";
         let rows = text_rows(client, sql).await.map(|r| format!("{r:?}"));
         findings.push(format!("  cdc progress: {}", rows.unwrap_or_else(|e| e.to_string())));
+        // Which job each actor runs, for a checkpoint the log says waits for some.
+        let actors = text_rows(client, "SELECT * FROM rw_catalog.rw_actors").await;
+        let actors = actors.map(|r| format!("{r:?}")).unwrap_or_else(|e| e.to_string());
+        findings.push(format!("  actors: {actors}"));
     }
     for (i, why) in pending {
         let case = &cases[i];

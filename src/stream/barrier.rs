@@ -223,6 +223,10 @@ struct Committing {
 /// The least time between timed checkpoints while a backfill runs, unless configured.
 pub const DEFAULT_BACKFILL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a checkpoint waits for its actors before it logs which it still waits for (and
+/// again each time as long).
+const STALL_REPORT: Duration = Duration::from_secs(20);
+
 /// Injects barriers and commits checkpoints.
 pub struct BarrierManager {
     store: Arc<Store>,
@@ -523,8 +527,21 @@ impl BarrierManager {
         }
         drop(barrier.mutation.take());
         let mut pending = self.actors.clone();
+        let mut waited = Duration::ZERO;
         while !pending.is_empty() {
-            match self.collect.recv().await.ok_or(Failure::Fatal(Error::Shutdown))? {
+            // A checkpoint that waits long for some actors says which: a stuck actor stalls
+            // every job it shares a source or an input with, and nothing else would tell.
+            let report = match tokio::time::timeout(STALL_REPORT, self.collect.recv()).await {
+                Ok(report) => report,
+                Err(_) => {
+                    waited += STALL_REPORT;
+                    let mut actors: Vec<ActorId> = pending.iter().copied().collect();
+                    actors.sort_unstable();
+                    tracing::error!(epoch = %prev, waited_secs = waited.as_secs(), ?actors, "a checkpoint is still waiting for actors to collect its barrier");
+                    continue;
+                }
+            };
+            match report.ok_or(Failure::Fatal(Error::Shutdown))? {
                 // Reports of actors of before a recovery, which are being stopped.
                 Collect::Done { actor, .. } | Collect::Failed { actor, .. }
                     if !self.actors.contains(&actor) => {}

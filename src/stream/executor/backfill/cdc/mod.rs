@@ -128,6 +128,9 @@ pub struct CdcBackfillConfig {
     pub metrics: Arc<Metrics>,
 }
 
+/// How long a check of the upstream table may take before the actor goes back to its changes.
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The CDC backfill of one table.
 pub struct CdcBackfillExecutor {
     upstream: BoxedExecutor,
@@ -172,7 +175,15 @@ impl Executor for CdcBackfillExecutor {
                     _ = checks.tick() => Event::Check,
                 };
                 match event {
-                    Event::Check => backfill.check_identity().await,
+                    Event::Check => {
+                        // The actor takes no change while it waits: every table of the source
+                        // would wait with it. A check that does not answer is asked again at
+                        // the next tick, over a new session.
+                        let check = tokio::time::timeout(CHECK_TIMEOUT, backfill.check_identity());
+                        if check.await.is_err() {
+                            tracing::warn!(table = %backfill.upstream_name, "the upstream did not answer the table's check in time; asking again later");
+                        }
+                    }
                     Event::Page(done) => {
                         let chunks = backfill.on_page(done)?;
                         // The next page is read while this one is materialized.
