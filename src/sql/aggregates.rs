@@ -38,7 +38,7 @@ use datafusion::logical_expr::{
 use datafusion::scalar::ScalarValue;
 
 use crate::types::numeric::{self, Special};
-use crate::types::quotient::{self, DivError, Operand};
+use crate::types::quotient;
 use crate::types::specials::{
     Specials, special_index, special_of_counts, special_output, split_specials,
 };
@@ -448,21 +448,14 @@ impl GroupsAccumulator for GroupsCountingSpecials {
 
 /// `sum / count` as Postgres divides them: the sum of `digits`-printing numerics, at `scale`.
 fn average(sum: i256, scale: i8, digits: numeric::Digits, count: u64) -> Result<Option<i256>> {
-    if count == 0 {
-        return Ok(None);
-    }
-    let sum = Operand { value: sum, scale, dscale: numeric::display_scale(sum, scale, digits) };
-    let count = Operand { value: i256::from_i128(i128::from(count)), scale: 0, dscale: 0 };
-    match quotient::divide(&sum, &count, quotient::SCALE) {
-        Ok(q) => Ok(Some(q)),
-        Err(DivError::ByZero) => Ok(None),
-        Err(DivError::Overflow) => Err(datafusion::error::DataFusionError::ArrowError(
+    quotient::average(sum, scale, digits, count).map_err(|_| {
+        datafusion::error::DataFusionError::ArrowError(
             Box::new(arrow::error::ArrowError::ArithmeticOverflow(
                 "numeric field overflow: the average has more than 55 integer digits".into(),
             )),
             None,
-        )),
-    }
+        )
+    })
 }
 
 /// The scale of a decimal state column.

@@ -125,11 +125,6 @@ fn column_values(column: &ArrayRef) -> Vec<Option<i256>> {
 pub fn divide_columns(a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
     let ((pa, sa), (pb, sb)) = (decimal_type(a)?, decimal_type(b)?);
     let (da, db) = (numeric::digits_of(pa, sa), numeric::digits_of(pb, sb));
-    let operand = |value: i256, scale: i8, digits| Operand {
-        value,
-        scale,
-        dscale: numeric::display_scale(value, scale, digits),
-    };
     let quotients: Vec<Option<i256>> = column_values(a)
         .into_iter()
         .zip(column_values(b))
@@ -138,7 +133,11 @@ pub fn divide_columns(a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
             if let Some(special) = special_quotient(x, y)? {
                 return Ok(Some(special));
             }
-            match quotient::divide(&operand(x, sa, da), &operand(y, sb, db), quotient::SCALE) {
+            match quotient::divide(
+                &Operand::of(x, sa, da),
+                &Operand::of(y, sb, db),
+                quotient::SCALE,
+            ) {
                 Ok(q) => Ok(Some(q)),
                 Err(DivError::ByZero) => Err(by_zero()),
                 Err(DivError::Overflow) => Err(DataFusionError::ArrowError(

@@ -57,6 +57,29 @@ pub struct Operand {
     pub dscale: i32,
 }
 
+impl Operand {
+    /// The stored `value` of a decimal of `scale` whose values print as `digits`.
+    pub fn of(value: i256, scale: i8, digits: crate::types::numeric::Digits) -> Self {
+        let dscale = crate::types::numeric::display_scale(value, scale, digits);
+        Self { value, scale, dscale }
+    }
+}
+
+/// `sum / count` as Postgres's `avg` computes it (a division of numerics), at [`SCALE`]: the
+/// sum of values stored at `scale` that print as `digits`; `None` for no values.
+pub fn average(
+    sum: i256,
+    scale: i8,
+    digits: crate::types::numeric::Digits,
+    count: u64,
+) -> Result<Option<i256>, DivError> {
+    if count == 0 {
+        return Ok(None);
+    }
+    let count = Operand { value: i256::from_i128(i128::from(count)), scale: 0, dscale: 0 };
+    divide(&Operand::of(sum, scale, digits), &count, SCALE).map(Some)
+}
+
 /// `10^n`.
 fn pow10(n: u32) -> i256 {
     i256::from_i128(10).wrapping_pow(n)

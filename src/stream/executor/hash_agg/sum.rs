@@ -29,7 +29,7 @@ use super::AggKind;
 use crate::catalog::TableCatalog;
 use crate::error::{Error, Result};
 use crate::types::numeric;
-use crate::types::quotient::{self, DivError, Operand};
+use crate::types::quotient;
 
 /// What a `sum` or `avg` keeps per group in its result table: `sum_{i}` (of this type) and
 /// `nonnull_{i}`, then with `specials` the counts `nan_{i}`, `posinf_{i}`, `neginf_{i}`.
@@ -110,15 +110,12 @@ pub fn numeric_avg(sum: &ScalarValue, count: i64, output_type: &ArrowType) -> Re
     };
     if *output_type == quotient::TYPE {
         let digits = numeric::digits_of(precision, scale);
-        let sum = Operand { value, scale, dscale: numeric::display_scale(value, scale, digits) };
-        let count = Operand { value: i256::from_i128(i128::from(count)), scale: 0, dscale: 0 };
-        return match quotient::divide(&sum, &count, quotient::SCALE) {
-            Ok(q) => Ok(ScalarValue::Decimal256(Some(q), quotient::PRECISION, quotient::SCALE)),
-            Err(DivError::ByZero) => Ok(ScalarValue::try_from(output_type)?),
-            Err(DivError::Overflow) => Err(Error::OutOfRange(
+        let avg = quotient::average(value, scale, digits, count.max(0) as u64).map_err(|_| {
+            Error::OutOfRange(
                 "numeric field overflow: the average has more than 55 integer digits".into(),
-            )),
-        };
+            )
+        })?;
+        return Ok(ScalarValue::Decimal256(avg, quotient::PRECISION, quotient::SCALE));
     }
     let (precision, out_scale) = match *output_type {
         ArrowType::Decimal128(p, s) | ArrowType::Decimal256(p, s) => (p, s),
