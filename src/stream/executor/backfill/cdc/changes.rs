@@ -380,10 +380,16 @@ fn display_scales(input: &ArrayRef) -> ArrayRef {
     use crate::batch::display_scale::scale_of_text;
     let scales: arrow::array::Int16Array = match input.as_string_opt::<i32>() {
         Some(text) => text.iter().map(|t| t.map(scale_of_text)).collect(),
-        None => {
+        None if matches!(
+            input.data_type(),
+            arrow::datatypes::DataType::Decimal128(..) | arrow::datatypes::DataType::Decimal256(..)
+        ) =>
+        {
             let texts = crate::types::numeric::texts(input.as_ref());
             texts.iter().map(|t| t.map(scale_of_text)).collect()
         }
+        // Not a number: the value prints with its own digits.
+        None => arrow::array::Int16Array::new_null(input.len()),
     };
     Arc::new(scales)
 }
