@@ -7,7 +7,9 @@
 //! - a partitioned upstream table: its partitions' changes arrive as the table's;
 //! - a key-changing update of a row with TOASTed values keeps them;
 //! - an upstream `TRUNCATE`, mid-snapshot, after it and across a kill, empties the table and
-//!   its views.
+//!   its views;
+//! - a change stream of large rows read by a busy reader, in clear and over TLS, delivers every
+//!   row (over TLS it once stopped reading with bytes left in the socket).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -365,4 +367,68 @@ async fn truncates(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     converges(&client, &up, "SELECT id, v FROM small", "SELECT id, v FROM small").await?;
     assert_view_matches(&client, "big_sum", view).await?;
     server.ensure_running()
+}
+
+/// A change stream whose reader falls behind a run of large rows, in clear and over TLS: the
+/// upstream fills the socket while the reader is busy, and every row must still arrive.
+#[tokio::test(flavor = "current_thread")]
+async fn a_busy_reader_of_large_rows_reads_them_all() -> anyhow::Result<()> {
+    let mut upstream = Upstream::start().await?;
+    upstream.create_database("shop").await?;
+    busy_reader(&upstream, None).await.context("in clear")?;
+    let ca = upstream.enable_tls().await?;
+    busy_reader(&upstream, Some(ca)).await.context("over TLS")
+}
+
+async fn busy_reader(upstream: &Upstream, ca: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    use sluice::connector::postgres::PgSourceConfig;
+    use sluice::connector::postgres::replication::ChangeStream;
+    let up = upstream.connect("shop").await?;
+    let name = if ca.is_some() { "tls" } else { "clear" };
+    let mut options: std::collections::BTreeMap<String, String> = [
+        ("connector", "postgres-cdc".to_owned()),
+        ("hostname", "127.0.0.1".to_owned()),
+        ("port", upstream.port().to_string()),
+        ("username", "postgres".to_owned()),
+        ("database.name", "shop".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    if let Some(ca) = &ca {
+        options.insert("ssl.mode".into(), "verify-full".into());
+        options.insert("ssl.root.cert".into(), ca.display().to_string());
+    }
+    let config = PgSourceConfig::from_options(name, &options)?;
+    config.prepare(&config.connect().await?).await?;
+    up.batch_execute(&format!(
+        "CREATE TABLE big_{name} (id int PRIMARY KEY, v text);
+         ALTER TABLE big_{name} ALTER COLUMN v SET STORAGE EXTERNAL;
+         ALTER PUBLICATION sluice_{name} ADD TABLE big_{name};"
+    ))
+    .await?;
+    // 60 rows of 960 kB (incompressible text: md5 digests), 3 to a transaction.
+    const ROWS: usize = 60;
+    for first in (0..ROWS).step_by(3) {
+        up.batch_execute(&format!(
+            "INSERT INTO big_{name} SELECT i, (SELECT string_agg(md5(i::text || '.' || j::text), '') \
+             FROM generate_series(1, 30000) AS j) FROM generate_series({first}, {}) AS i",
+            first + 2
+        ))
+        .await?;
+    }
+    let mut stream = ChangeStream::spawn(config, 0, 0);
+    let mut seen = 0;
+    while seen < ROWS {
+        let batch = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .with_context(|| format!("the stream stalled after {seen} of {ROWS} rows"))?
+            .context("the stream ended")??;
+        seen += batch.changes.iter().filter(|c| !c.relation).count();
+        // Busy elsewhere, as an executor is under load: the stream's task does not run, and
+        // the upstream fills the socket meanwhile.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ensure!(seen == ROWS, "{seen} changes for {ROWS} rows");
+    Ok(())
 }

@@ -407,7 +407,7 @@ async fn compare(
         Ok(())
     })
     .await;
-    let (_, pending) = state.into_inner();
+    let (up, pending) = state.into_inner();
     let mut findings = Vec::new();
     if !pending.is_empty() {
         // Where the source and each table stood, once, for a stall.
@@ -419,6 +419,20 @@ async fn compare(
         let actors = text_rows(client, "SELECT * FROM rw_catalog.rw_actors").await;
         let actors = actors.map(|r| format!("{r:?}")).unwrap_or_else(|e| e.to_string());
         findings.push(format!("  actors: {actors}"));
+        // Sluice's sessions upstream: one waiting on a lock, or idle in a transaction.
+        let sessions = match up {
+            Up::Pg(_) => {
+                "SELECT pid, application_name, state, wait_event_type, wait_event, \
+                 left(query, 100), (SELECT string_agg(mode || ' on ' || relation::regclass::text \
+                 || CASE WHEN granted THEN '' ELSE ' (waiting)' END, ', ') FROM pg_locks l \
+                 WHERE l.pid = a.pid AND relation IS NOT NULL) FROM pg_stat_activity a \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            }
+            Up::My(_) => "SHOW FULL PROCESSLIST",
+        };
+        let sessions = up.rows(sessions).await.map(|r| format!("{r:?}"));
+        findings
+            .push(format!("  upstream sessions: {}", sessions.unwrap_or_else(|e| e.to_string())));
     }
     for (i, why) in pending {
         let case = &cases[i];
