@@ -219,7 +219,10 @@ impl Sluice {
         let mut log = OpenOptions::new().create(true).append(true).open(self.log_path())?;
         writeln!(log, "=== start #{} on port {} ===", self.spawns, self.port)?;
         let stdout = log.try_clone()?;
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
+        // `SLUICE_BIN` runs another build (a copy kept for a long soak while this one changes).
+        let binary = std::env::var_os("SLUICE_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
+        Command::new(binary)
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--data-dir")
