@@ -8,6 +8,8 @@
 //! - a key-changing update of a row with TOASTed values keeps them;
 //! - an upstream `TRUNCATE`, mid-snapshot, after it and across a kill, empties the table and
 //!   its views;
+//! - a change stream that stops reading without an error is said to have stalled and is
+//!   started again;
 //! - a change stream of large rows read by a busy reader, in clear and over TLS, delivers every
 //!   row (over TLS it once stopped reading with bytes left in the socket).
 
@@ -367,6 +369,48 @@ async fn truncates(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     converges(&client, &up, "SELECT id, v FROM small", "SELECT id, v FROM small").await?;
     assert_view_matches(&client, "big_sum", view).await?;
     server.ensure_running()
+}
+
+/// A change stream that stops reading its connection without an error (armed by a failpoint)
+/// is taken for stuck once the upstream's WAL has been ahead of it for a minute: the stall is
+/// logged as the source's error and the stream started again, and the changes made meanwhile
+/// arrive.
+#[tokio::test]
+async fn a_stalled_change_stream_is_said_and_started_again() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let server =
+        Sluice::start_with_env(&[("SLUICE_FAILPOINTS", "replication:stall:sluice_pg")]).await?;
+    let outcome = stalled_stream(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn stalled_stream(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE s (id int PRIMARY KEY, v text);
+         INSERT INTO s SELECT i, 'before' FROM generate_series(1, 100) i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client.batch_execute("CREATE TABLE s (*) FROM pg TABLE 'public.s'").await?;
+    up.batch_execute(
+        "INSERT INTO s SELECT i, 'during' FROM generate_series(101, 200) i;
+         UPDATE s SET v = 'changed' WHERE id <= 10;
+         DELETE FROM s WHERE id > 190;",
+    )
+    .await?;
+    let query = "SELECT id, v FROM s";
+    retry_until(Duration::from_secs(120), || async {
+        converges(&client, &up, query, query).await?;
+        ensure!(
+            server.current_run_log().contains("the replication stream read nothing"),
+            "the stall was not said"
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// A change stream whose reader falls behind a run of large rows, in clear and over TLS: the

@@ -220,8 +220,8 @@ impl Sluice {
         writeln!(log, "=== start #{} on port {} ===", self.spawns, self.port)?;
         let stdout = log.try_clone()?;
         // `SLUICE_BIN` runs another build (a copy kept for a long soak while this one changes).
-        let binary = std::env::var_os("SLUICE_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
+        let binary =
+            std::env::var_os("SLUICE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into());
         Command::new(binary)
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.port))

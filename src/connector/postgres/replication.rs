@@ -123,6 +123,10 @@ async fn stream(
         .await
         .map_err(replication_error)?;
     tracing::info!(slot = %config.slot, start = %pg_walstream::format_lsn(start), "streaming changes");
+    if crate::failpoint::fires(|| format!("replication:stall:{}", config.slot)) {
+        // A stream that stops reading its connection (see the source's stall check).
+        std::future::pending::<()>().await;
+    }
     let mut decoder = Decoder::default();
     // What the upstream was last told: (received, flushed).
     let mut told = (0, 0);

@@ -48,6 +48,10 @@ const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// WAL positions kept waiting for the stream to pass them, at most.
 const MAX_SAMPLES: usize = 64;
+/// How long the stream may read nothing while the upstream's WAL is ahead of it before it is
+/// taken for stuck, shown as the source's error and started again. A healthy stream reads at
+/// least a keepalive (which carries the upstream's progress) well within it.
+const STALL_AFTER: Duration = Duration::from_secs(60);
 
 /// The wait after a first failure; it doubles with each failure after it, up to the most.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
@@ -161,6 +165,8 @@ struct Reader {
     /// Upstream WAL positions, oldest first, each with when it was read: once the stream has
     /// passed one, everything the upstream committed before that moment has been read.
     samples: VecDeque<(Instant, u64)>,
+    /// When the stream last handed over anything (or was started).
+    last_read: Instant,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
 }
@@ -188,6 +194,7 @@ impl Reader {
             advance_to: None,
             durable: emitted,
             samples: VecDeque::new(),
+            last_read: Instant::now(),
             barrier,
             metrics: Default::default(),
         })
@@ -205,6 +212,7 @@ impl Reader {
             // the epoch under way, and after a crash the stream starts from the committed one.
             self.stream =
                 Some(ChangeStream::spawn(self.config.clone(), self.emitted, self.durable));
+            self.last_read = Instant::now();
         }
         self.stream.as_mut().expect("started above").next().await
     }
@@ -227,6 +235,7 @@ impl Reader {
                 return Ok(vec![]);
             }
         };
+        self.last_read = Instant::now();
         if std::mem::take(&mut self.failing) {
             self.metrics.1.cdc_error(&self.metrics.0, None);
         }
@@ -292,6 +301,32 @@ impl Reader {
         }
         self.samples.push_back(sample);
         self.caught_up();
+        self.check_stall(Instant::now());
+    }
+
+    /// Takes the stream for stuck when it has read nothing for [`STALL_AFTER`] while the
+    /// upstream's WAL has been ahead of it all that time: the stall is shown as the source's
+    /// error and the stream started again from the emitted offset (nothing is lost or read
+    /// twice), never left silent.
+    fn check_stall(&mut self, now: Instant) {
+        let Some(&(since, position)) = self.samples.front() else { return };
+        let quiet = now.saturating_duration_since(self.last_read);
+        if self.stream.is_none()
+            || quiet < STALL_AFTER
+            || now.saturating_duration_since(since) < STALL_AFTER
+        {
+            return;
+        }
+        self.samples.clear();
+        self.fail(Error::Upstream {
+            code: "08006",
+            message: format!(
+                "the replication stream read nothing for {} s while the upstream's WAL was {} \
+                 bytes ahead of it; reading it again",
+                quiet.as_secs(),
+                position.saturating_sub(self.emitted)
+            ),
+        });
     }
 
     /// Marks the source caught up as of the latest sample the stream has passed.
@@ -515,6 +550,40 @@ mod tests {
         reader.commit(Epoch(2)).unwrap();
         store.discard_uncommitted(Epoch(2));
         assert_eq!(load(&store).emitted, 250);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_reads_nothing_while_the_upstream_is_ahead_is_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut reader = load(&store);
+        reader.emitted = 100;
+        let start = |reader: &mut Reader, read_at: Instant, ahead_since: Instant| {
+            let (emitted, durable) = (reader.emitted, reader.durable);
+            reader.stream = Some(ChangeStream::spawn(reader.config.clone(), emitted, durable));
+            reader.last_read = read_at;
+            reader.samples = VecDeque::from([(ahead_since, 500)]);
+        };
+        let t0 = Instant::now();
+        // Quiet for less than the limit: left alone.
+        start(&mut reader, t0, t0);
+        reader.check_stall(t0 + STALL_AFTER - Duration::from_secs(1));
+        assert!(reader.stream.is_some() && !reader.failing);
+        // Read something a while ago, but the upstream has been ahead for long: left alone.
+        start(&mut reader, t0 + Duration::from_secs(30), t0);
+        reader.check_stall(t0 + STALL_AFTER + Duration::from_secs(1));
+        assert!(reader.stream.is_some() && !reader.failing);
+        // Quiet past the limit with the upstream ahead all along: stuck.
+        start(&mut reader, t0, t0);
+        reader.check_stall(t0 + STALL_AFTER + Duration::from_secs(1));
+        assert!(reader.stream.is_none() && reader.failing);
+        assert!(reader.samples.is_empty());
+        // Nothing ahead (the stream passed every sample): never stuck, however quiet.
+        reader.failing = false;
+        start(&mut reader, t0, t0);
+        reader.samples.clear();
+        reader.check_stall(t0 + STALL_AFTER * 10);
+        assert!(reader.stream.is_some() && !reader.failing);
     }
 
     #[test]
