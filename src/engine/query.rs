@@ -50,6 +50,7 @@ pub fn session_context(
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::OpaqueDayDurations))
         .with_analyzer_rule(Arc::new(crate::sql::analyzer::PostgresCasts::default()))
         .with_physical_optimizer_rule(Arc::new(CheckedArithmetic))
+        .with_physical_optimizer_rule(Arc::new(crate::sql::topk::BoundedTopK))
         .build();
     let ctx = SessionContext::new_with_state(state);
     for udaf in crate::sql::aggregates::udafs() {

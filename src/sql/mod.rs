@@ -42,3 +42,5 @@ pub mod parser;
 pub mod planner;
 /// Arithmetic over numeric `NaN` and infinities, as Postgres computes it.
 pub mod special_arith;
+/// A bound on DataFusion's grouped top-k aggregation (no panic on a huge `LIMIT`).
+pub mod topk;
