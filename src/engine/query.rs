@@ -56,6 +56,9 @@ pub fn session_context(
     for udaf in crate::sql::aggregates::udafs() {
         ctx.register_udaf(udaf);
     }
+    for udwf in crate::sql::ranks::udwfs() {
+        ctx.register_udwf(udwf);
+    }
     ctx.register_udf(crate::sql::functions::version_udf());
     // The defaults; a query of a session answers with its own values (see `query`).
     let defaults = Session::default();

@@ -40,6 +40,8 @@ pub mod not_in;
 pub mod parser;
 /// A view's DataFusion plan lowered to a stream plan.
 pub mod planner;
+/// `row_number()`, `rank()`, `dense_rank()` and `ntile()` typed as Postgres types them.
+pub mod ranks;
 /// Arithmetic over numeric `NaN` and infinities, as Postgres computes it.
 pub mod special_arith;
 /// A bound on DataFusion's grouped top-k aggregation (no panic on a huge `LIMIT`).
