@@ -126,7 +126,7 @@ impl PartitionEvaluator for TypedEvaluator {
     }
 
     fn evaluate(&mut self, values: &[ArrayRef], range: &Range<usize>) -> Result<ScalarValue> {
-        Ok(self.inner.evaluate(values, range)?.cast_to(&self.output)?)
+        self.inner.evaluate(values, range)?.cast_to(&self.output)
     }
 
     fn evaluate_all_with_rank(
