@@ -50,8 +50,12 @@ const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_SAMPLES: usize = 64;
 /// How long the stream may read nothing while the upstream's WAL is ahead of it before it is
 /// taken for stuck, shown as the source's error and started again. A healthy stream reads at
-/// least a keepalive (which carries the upstream's progress) well within it.
+/// least a keepalive (which carries the upstream's progress) well within it. Each stall in a
+/// row doubles it (up to [`MAX_STALL_AFTER`]): an upstream that sends no keepalives
+/// (`wal_sender_timeout = 0`) while it decodes a transaction longer than that is not started
+/// over and over.
 const STALL_AFTER: Duration = Duration::from_secs(60);
+const MAX_STALL_AFTER: Duration = Duration::from_secs(3600);
 
 /// The wait after a first failure; it doubles with each failure after it, up to the most.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
@@ -167,6 +171,8 @@ struct Reader {
     samples: VecDeque<(Instant, u64)>,
     /// When the stream last handed over anything (or was started).
     last_read: Instant,
+    /// How long it may read nothing (see [`STALL_AFTER`]).
+    stall_after: Duration,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
 }
@@ -195,6 +201,7 @@ impl Reader {
             durable: emitted,
             samples: VecDeque::new(),
             last_read: Instant::now(),
+            stall_after: STALL_AFTER,
             barrier,
             metrics: Default::default(),
         })
@@ -236,6 +243,7 @@ impl Reader {
             }
         };
         self.last_read = Instant::now();
+        self.stall_after = STALL_AFTER;
         if std::mem::take(&mut self.failing) {
             self.metrics.1.cdc_error(&self.metrics.0, None);
         }
@@ -312,12 +320,13 @@ impl Reader {
         let Some(&(since, position)) = self.samples.front() else { return };
         let quiet = now.saturating_duration_since(self.last_read);
         if self.stream.is_none()
-            || quiet < STALL_AFTER
-            || now.saturating_duration_since(since) < STALL_AFTER
+            || quiet < self.stall_after
+            || now.saturating_duration_since(since) < self.stall_after
         {
             return;
         }
         self.samples.clear();
+        self.stall_after = (self.stall_after * 2).min(MAX_STALL_AFTER);
         self.fail(Error::Upstream {
             code: "08006",
             message: format!(
@@ -578,6 +587,14 @@ mod tests {
         reader.check_stall(t0 + STALL_AFTER + Duration::from_secs(1));
         assert!(reader.stream.is_none() && reader.failing);
         assert!(reader.samples.is_empty());
+        // A second stall in a row waits twice as long before the stream is started again.
+        reader.failing = false;
+        start(&mut reader, t0, t0);
+        reader.check_stall(t0 + STALL_AFTER + Duration::from_secs(1));
+        assert!(reader.stream.is_some() && !reader.failing);
+        reader.check_stall(t0 + STALL_AFTER * 2 + Duration::from_secs(1));
+        assert!(reader.stream.is_none() && reader.failing);
+        reader.stall_after = STALL_AFTER;
         // Nothing ahead (the stream passed every sample): never stuck, however quiet.
         reader.failing = false;
         start(&mut reader, t0, t0);
