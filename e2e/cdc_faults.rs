@@ -9,7 +9,7 @@
 //! - an upstream `TRUNCATE`, mid-snapshot, after it and across a kill, empties the table and
 //!   its views;
 //! - a change stream that stops reading without an error is said to have stalled and is
-//!   started again;
+//!   started again, on Postgres and on MariaDB (whose quiet stream is not taken for stalled);
 //! - a change stream of large rows read by a busy reader, in clear and over TLS, delivers every
 //!   row (over TLS it once stopped reading with bytes left in the socket).
 
@@ -21,6 +21,7 @@ use anyhow::{Context, ensure};
 use tokio_postgres::Client;
 
 use crate::harness::{Sluice, assert_view_matches, retry_until, sorted, text_rows, wait_jobs};
+use crate::mysql_upstream::MySqlUpstream;
 use crate::upstream::Upstream;
 
 /// Waits until `ours` (in Sluice) and `theirs` (upstream) return the same rows.
@@ -382,6 +383,60 @@ async fn a_stalled_change_stream_is_said_and_started_again() -> anyhow::Result<(
         Sluice::start_with_env(&[("SLUICE_FAILPOINTS", "replication:stall:sluice_pg")]).await?;
     let outcome = stalled_stream(&upstream, &server).await;
     outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// The same on MariaDB: the binlog stream stalls once; the stall is said, the changes made
+/// meanwhile arrive, and the stream, quiet afterwards, is not taken for stalled again (the
+/// upstream's heartbeats keep it alive).
+#[tokio::test]
+async fn a_stalled_binlog_stream_is_said_and_started_again() -> anyhow::Result<()> {
+    if !MySqlUpstream::available() {
+        eprintln!("\n!!!!!!!! SKIPPED: mariadbd is missing (install mariadb-server) !!!!!!!!\n");
+        return Ok(());
+    }
+    let upstream = MySqlUpstream::start().await?;
+    let server = Sluice::start_with_env(&[("SLUICE_FAILPOINTS", "binlog:stall:shop")]).await?;
+    let outcome = stalled_binlog(&upstream, &server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn stalled_binlog(upstream: &MySqlUpstream, server: &Sluice) -> anyhow::Result<()> {
+    upstream
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.s (id int PRIMARY KEY, v varchar(10));
+             INSERT INTO shop.s SELECT seq, 'before' FROM shop.seq_1_to_100;",
+        )
+        .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("my", ", server.id = '5421'")).await?;
+    client.batch_execute("CREATE TABLE s (*) FROM my TABLE 's'").await?;
+    upstream
+        .execute(
+            "INSERT INTO shop.s SELECT seq, 'during' FROM shop.seq_101_to_200;
+             UPDATE shop.s SET v = 'changed' WHERE id <= 10;
+             DELETE FROM shop.s WHERE id > 190;",
+        )
+        .await?;
+    const STALL: &str = "the binlog stream read nothing";
+    retry_until(Duration::from_secs(120), || async {
+        let (ours, theirs) = (
+            sorted(&client, "SELECT id, v FROM s").await?,
+            upstream.rows("SELECT id, v FROM shop.s").await?,
+        );
+        ensure!(ours == theirs, "Sluice has {} rows, the upstream {}", ours.len(), theirs.len());
+        ensure!(server.current_run_log().contains(STALL), "the stall was not said");
+        Ok(())
+    })
+    .await?;
+    // Quiet for longer than a stall takes to be said: heartbeats keep the stream alive.
+    let quiet_until = tokio::time::Instant::now() + Duration::from_secs(45);
+    while tokio::time::Instant::now() < quiet_until {
+        let stalls = server.current_run_log().matches(STALL).count();
+        ensure!(stalls == 1, "a quiet binlog stream was taken for stalled: {stalls} stalls");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
 }
 
 async fn stalled_stream(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> {

@@ -5,6 +5,8 @@
 //! load. The points:
 //! - `actor:<job>`: an actor of the job (table, view or source) fails on its first chunk.
 //! - `flush:panic`: the first `FLUSH` statement panics (a bug while running a statement).
+//! - `binlog:stall:<database>`: the mysql-cdc change stream of the database stops reading its
+//!   connection once started, without an error (a stalled stream).
 //! - `replication:stall:<slot>`: the Postgres change stream of the slot stops reading its
 //!   connection once started, without an error (a stalled stream).
 //! - `released:<view>`: the process aborts once the release of the view's held partial

@@ -19,6 +19,7 @@
 //! carries checksum bytes in its name and is ignored.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use mysql_async::binlog::BinlogVersion;
@@ -94,7 +95,22 @@ pub struct BinlogReader {
     mariadb: bool,
     /// Part of the transaction being read has been returned already.
     parted: bool,
+    /// When the stream last handed over an event (or was started).
+    last_event: Instant,
+    /// How long it may hand over nothing (see [`STALL_AFTER`]).
+    stall_after: Duration,
+    /// The stream reads nothing (the failpoint `binlog:stall:<database>`).
+    stalled: bool,
 }
+
+/// How often an upstream with nothing new sends a heartbeat event on the binlog stream.
+const HEARTBEAT_PERIOD: Duration = Duration::from_secs(5);
+/// How long the stream may hand over nothing, not even a heartbeat, before it is taken for
+/// stuck: the stall is an error (shown as the source's) and the stream is started again from
+/// the last transaction's end, so nothing is lost or read twice. Each stall in a row doubles
+/// it (up to [`MAX_STALL_AFTER`]), so a link that is only slow is not started over and over.
+const STALL_AFTER: Duration = Duration::from_secs(30);
+const MAX_STALL_AFTER: Duration = Duration::from_secs(3600);
 
 /// Changes of one transaction held before they go on without waiting for its commit, which
 /// bounds the memory a large transaction takes. Parts are safe to emit early: a transaction's
@@ -130,6 +146,9 @@ impl BinlogReader {
             by_gtid: false,
             mariadb: false,
             parted: false,
+            last_event: Instant::now(),
+            stall_after: STALL_AFTER,
+            stalled: false,
         }
     }
 
@@ -152,6 +171,7 @@ impl BinlogReader {
         self.parted = false;
         self.tables.clear();
         self.seen_format = false;
+        self.stalled = false;
     }
 
     async fn connect(&mut self) -> Result<&mut BinlogStream> {
@@ -183,6 +203,14 @@ impl BinlogReader {
                 )));
             };
             let file = format!("{base}.{file_seq:06}");
+            // Heartbeats while there is nothing new (in nanoseconds), so a quiet stream is
+            // told from a stuck one (see `STALL_AFTER`).
+            conn.query_drop(format!(
+                "SET @master_heartbeat_period = {}",
+                HEARTBEAT_PERIOD.as_nanos()
+            ))
+            .await
+            .map_err(upstream_error)?;
             let mut request = BinlogStreamRequest::new(self.config.server_id);
             self.by_gtid = mariadb && !self.gtids.is_empty();
             if mariadb {
@@ -205,6 +233,9 @@ impl BinlogReader {
             self.base = Some(base);
             self.seen_format = false;
             self.stream = Some(stream);
+            self.last_event = Instant::now();
+            self.stalled =
+                crate::failpoint::fires(|| format!("binlog:stall:{}", self.config.database));
         }
         Ok(self.stream.as_mut().expect("connected above"))
     }
@@ -215,8 +246,34 @@ impl BinlogReader {
     pub async fn next_transaction(&mut self) -> Result<Transaction> {
         loop {
             let at = self.at;
-            let stream = self.connect().await?;
-            let event = match stream.next().await {
+            self.connect().await?;
+            let deadline = self.last_event + self.stall_after;
+            let stalled = self.stalled;
+            let stream = self.stream.as_mut().expect("connected above");
+            let next = async {
+                match stalled {
+                    true => std::future::pending().await,
+                    false => stream.next().await,
+                }
+            };
+            // The event if one is there (even past the deadline, after a pause of the reader).
+            let read = tokio::time::timeout_at(deadline.into(), next).await;
+            let Ok(read) = read else {
+                let quiet = self.last_event.elapsed();
+                self.stall_after = (self.stall_after * 2).min(MAX_STALL_AFTER);
+                return Err(Error::Upstream {
+                    code: "08006",
+                    message: format!(
+                        "the binlog stream read nothing for {} s, not even the heartbeat the \
+                         upstream sends every {} s; reading it again",
+                        quiet.as_secs(),
+                        HEARTBEAT_PERIOD.as_secs()
+                    ),
+                });
+            };
+            self.last_event = Instant::now();
+            self.stall_after = STALL_AFTER;
+            let event = match read {
                 Some(event) => event.map_err(|e| binlog_error(e, at))?,
                 None => {
                     return Err(Error::Upstream {
