@@ -185,11 +185,15 @@ pub enum StatePurpose {
     TemporalFilter,
     /// An over-window's rows, by partition and order, with the window values emitted.
     OverWindow,
+    /// A dynamic filter's rows, by compared value.
+    DynamicFilterLeft,
+    /// A dynamic filter's threshold.
+    DynamicFilterRight,
 }
 
 impl StatePurpose {
     /// Every purpose.
-    pub const ALL: [StatePurpose; 10] = [
+    pub const ALL: [StatePurpose; 12] = [
         StatePurpose::Source,
         StatePurpose::StreamCdcScan,
         StatePurpose::StreamScan,
@@ -200,6 +204,8 @@ impl StatePurpose {
         StatePurpose::TopN,
         StatePurpose::TemporalFilter,
         StatePurpose::OverWindow,
+        StatePurpose::DynamicFilterLeft,
+        StatePurpose::DynamicFilterRight,
     ];
 
     /// The name used in the table's name and in `rw_catalog.rw_internal_tables`.
@@ -215,6 +221,8 @@ impl StatePurpose {
             StatePurpose::TopN => "topn",
             StatePurpose::TemporalFilter => "temporalfilter",
             StatePurpose::OverWindow => "overwindow",
+            StatePurpose::DynamicFilterLeft => "dynamicfilterleft",
+            StatePurpose::DynamicFilterRight => "dynamicfilterright",
         }
     }
 

@@ -15,7 +15,7 @@ use crate::chunk::StreamChunk;
 use crate::error::Result;
 use crate::ids::{Epoch, TableId, VirtualNode};
 use crate::storage::keycodec::{
-    encode_keys, encode_keys_into, prefix_end, table_prefix, vnode_prefix,
+    KEY_PREFIX_LEN, encode_keys, encode_keys_into, prefix_end, table_prefix, vnode_prefix,
 };
 use crate::storage::row_codec::encode_rows;
 use crate::storage::store::{Store, WriteBuffer};
@@ -91,6 +91,30 @@ impl StateTable {
         let pk: Vec<ArrayRef> =
             self.pk_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
         encode_keys_into(self.table_id, &pk, chunk.len(), self.dist_key_len, keys)?;
+        values.truncate(chunk.len());
+        values.iter_mut().for_each(Vec::clear);
+        values.resize_with(chunk.len(), Vec::new);
+        encode_rows(chunk.columns(), &self.pk_indices, values);
+        let before = self.buffer.bytes();
+        for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
+            self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
+        }
+        self.note_growth(before);
+        Ok(())
+    }
+
+    /// [`StateTable::write_chunk`] with each row put in the vnode `vnodes` gives it rather than
+    /// the one its key's first columns hash to: for a table ordered by a column other than the
+    /// one that distributes its rows (a dynamic filter's rows, ordered by the compared value,
+    /// live in the vnode their distribution key routed them to).
+    pub fn write_chunk_at(&mut self, chunk: &StreamChunk, vnodes: &[VirtualNode]) -> Result<()> {
+        let (keys, values) = &mut self.scratch;
+        let pk: Vec<ArrayRef> =
+            self.pk_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
+        encode_keys_into(self.table_id, &pk, chunk.len(), 0, keys)?;
+        for (key, vnode) in keys.iter_mut().zip(vnodes) {
+            key[..KEY_PREFIX_LEN].copy_from_slice(&vnode_prefix(self.table_id, *vnode));
+        }
         values.truncate(chunk.len());
         values.iter_mut().for_each(Vec::clear);
         values.resize_with(chunk.len(), Vec::new);

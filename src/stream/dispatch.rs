@@ -63,6 +63,14 @@ impl Output {
         if n == 1 {
             return Ok(self.senders[0].send(Message::Chunk(chunk)).await.is_ok());
         }
+        if self.broadcast {
+            for sender in &self.senders {
+                if sender.send(Message::Chunk(chunk.clone())).await.is_err() {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
         for (actor, part) in self.split(&chunk)?.into_iter().enumerate() {
             if let Some(part) = part
                 && self.senders[actor].send(Message::Chunk(part)).await.is_err()

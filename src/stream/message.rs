@@ -40,6 +40,8 @@ pub struct Output {
     pub keys: Vec<Arc<dyn PhysicalExpr>>,
     /// One channel per downstream actor; actor `i` of `n` owns [`owned_vnodes`](crate::stream::dispatch::owned_vnodes)`(i, n)`.
     pub senders: Vec<OutputSender>,
+    /// Every row goes to every downstream actor (`keys` are not used).
+    pub broadcast: bool,
 }
 
 impl std::fmt::Debug for Output {

@@ -95,8 +95,21 @@ pub enum NodeKind {
         /// Expressions over the input rows whose values choose the receiving actor.
         keys: Vec<Arc<dyn PhysicalExpr>>,
     },
+    /// Send every row to every actor of the next fragment (a one-row subquery's changes, to
+    /// a dynamic filter).
+    Broadcast,
     /// `UNION ALL` of the inputs, each already projected to the same row layout.
     Union,
+    /// The left input's rows whose value compares as the condition says with the right
+    /// input's one row (see [`crate::stream::executor::dynamic_filter`]).
+    DynamicFilter {
+        /// `value op threshold`.
+        condition: crate::stream::executor::dynamic_filter::DynamicCondition,
+        /// The left rows' distribution key (the keys of the exchange under the left input).
+        dist: Vec<Arc<dyn PhysicalExpr>>,
+        /// The rows and the threshold tables (slot indices).
+        tables: [usize; 2],
+    },
     /// Equi-join of the two inputs.
     HashJoin {
         /// Which rows it outputs.
@@ -200,6 +213,11 @@ impl StreamNode {
                 format!("StreamLocalAgg {{ {} }}", agg_text(group_exprs, calls))
             }
             NodeKind::Union => "StreamUnion { all: true }".to_owned(),
+            NodeKind::Broadcast => "StreamExchange { dist: Broadcast }".to_owned(),
+            NodeKind::DynamicFilter { condition, .. } => format!(
+                "StreamDynamicFilter {{ predicate: {} {} {} }}",
+                condition.value, condition.op, condition.threshold
+            ),
             NodeKind::Exchange { keys } => {
                 let keys: Vec<String> = keys.iter().map(|e| e.to_string()).collect();
                 format!("StreamExchange {{ dist: HashShard([{}]) }}", keys.join(", "))

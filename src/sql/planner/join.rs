@@ -4,6 +4,9 @@ use super::*;
 
 impl Planner<'_> {
     pub(super) fn join(&mut self, join: &datafusion::logical_expr::Join) -> Result<StreamNode> {
+        if let Some(node) = self.dynamic_filter(join)? {
+            return Ok(node);
+        }
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
             JoinType::Left => JoinKind::LeftOuter,

@@ -5,6 +5,8 @@
 //! columns each operator needs and describing the state tables it will own. Constructs with no
 //! streaming operator yet fail here with an error naming them.
 
+/// Lowering comparisons with a one-row subquery.
+mod dynamic_filter;
 /// Lowering grouping sets.
 mod grouping_sets;
 /// Lowering joins.
@@ -47,7 +49,8 @@ pub fn plan_stream(
     catalog: &Catalog,
     plan: &LogicalPlan,
 ) -> Result<StreamPlan> {
-    let mut planner = Planner { state, catalog, slots: Vec::new() };
+    let right_unread = dynamic_filter::right_unread(plan);
+    let mut planner = Planner { state, catalog, slots: Vec::new(), right_unread };
     let mut root = planner.lower(plan)?;
     // Each row of the view must always be written by the same actor.
     let written_by_one_actor =
@@ -194,6 +197,9 @@ struct Planner<'a> {
     state: &'a SessionState,
     catalog: &'a Catalog,
     slots: Vec<StateSlot>,
+    /// The joins whose right side's columns nothing above reads (by address; see
+    /// [`dynamic_filter::right_unread`]).
+    right_unread: std::collections::HashSet<usize>,
 }
 
 impl Planner<'_> {

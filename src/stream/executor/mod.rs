@@ -15,6 +15,8 @@
 pub mod backfill;
 /// A table's input: DML statements' chunks, each in the epoch it is sent in.
 pub mod dml;
+/// Comparisons with a one-row subquery whose value changes: `WHERE a > (SELECT ..)`.
+pub mod dynamic_filter;
 /// Keeps the rows a predicate holds for.
 pub mod filter;
 /// Holds an actor's input after its first barrier until that barrier's epoch is committed.

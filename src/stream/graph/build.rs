@@ -24,6 +24,7 @@ use crate::stream::executor::backfill::arrangement::{
     ArrangementBackfillExecutor, BackfillConfig, PAGE_ROWS,
 };
 use crate::stream::executor::backfill::status::{BackfillStatus, BackfillWatch};
+use crate::stream::executor::dynamic_filter::DynamicFilterExecutor;
 use crate::stream::executor::filter::FilterExecutor;
 use crate::stream::executor::gate::GateExecutor;
 use crate::stream::executor::hash_agg::{AggCall, HOLD_LIMIT, HashAggExecutor, Hold};
@@ -106,7 +107,7 @@ pub fn build_plan(plan: &StreamPlan, ctx: &BuildContext<'_>) -> Result<BuiltPlan
 fn fragment_label(node: &StreamNode) -> String {
     let name = match &node.kind {
         NodeKind::Scan { table, .. } => return format!("StreamScan {{ table: {} }}", table.name),
-        NodeKind::Exchange { .. } => return "Exchange".to_owned(),
+        NodeKind::Exchange { .. } | NodeKind::Broadcast => return "Exchange".to_owned(),
         NodeKind::Filter { .. } => "Filter",
         NodeKind::Project { .. } => "Project",
         NodeKind::HashAgg { .. } => "HashAgg",
@@ -116,6 +117,7 @@ fn fragment_label(node: &StreamNode) -> String {
         NodeKind::TemporalFilter { .. } => "TemporalFilter",
         NodeKind::OverWindow { .. } => "OverWindow",
         NodeKind::Union => "Union",
+        NodeKind::DynamicFilter { .. } => "DynamicFilter",
     };
     let inputs: Vec<String> = node.inputs.iter().map(fragment_label).collect();
     format!("{name}({})", inputs.join(", "))
@@ -178,11 +180,11 @@ fn build_fragment(
                 (0..n).map(|_| Vec::new()).collect();
             for upstream in upstreams {
                 let (senders, receivers) = channels(n);
-                built
-                    .outputs
-                    .entry(upstream)
-                    .or_default()
-                    .push(Output { keys: keys.clone(), senders });
+                built.outputs.entry(upstream).or_default().push(Output {
+                    keys: keys.clone(),
+                    senders,
+                    broadcast: false,
+                });
                 for (i, rx) in receivers.into_iter().enumerate() {
                     inputs[i].push(rx);
                 }
@@ -216,14 +218,18 @@ fn build_fragment(
             }
             Ok(executors)
         }
-        NodeKind::Exchange { keys } => {
+        NodeKind::Exchange { .. } | NodeKind::Broadcast => {
+            let (keys, broadcast) = match &node.kind {
+                NodeKind::Exchange { keys } => (keys.clone(), false),
+                _ => (Vec::new(), true),
+            };
             let below = build_fragment(&node.inputs[0], ctx, built)?;
             let mut inputs: Vec<Vec<mpsc::Receiver<Message>>> =
                 (0..n).map(|_| Vec::new()).collect();
             let mut ids = Vec::with_capacity(below.len());
             for executor in below {
                 let (senders, receivers) = channels(n);
-                let output = Output { keys: keys.clone(), senders };
+                let output = Output { keys: keys.clone(), senders, broadcast };
                 let id = (ctx.new_actor)();
                 ids.push(id);
                 built.inner_actors.push((id, executor, vec![output]));
@@ -352,6 +358,29 @@ fn build_fragment(
                         ctx.store.clone(),
                         visible,
                         node.schema.clone(),
+                    )) as BoxedExecutor
+                })
+                .collect();
+            Ok(executors)
+        }
+        NodeKind::DynamicFilter { condition, dist, tables } => {
+            let lefts = build_fragment(&node.inputs[0], ctx, built)?;
+            let rights = build_fragment(&node.inputs[1], ctx, built)?;
+            let executors = lefts
+                .into_iter()
+                .zip(rights)
+                .enumerate()
+                .map(|(i, (left, right))| {
+                    Box::new(DynamicFilterExecutor::new(
+                        left,
+                        right,
+                        ctx.store.clone(),
+                        condition.clone(),
+                        dist.clone(),
+                        owned_vnodes(i, n),
+                        ctx.tables[tables[0]].clone(),
+                        ctx.tables[tables[1]].clone(),
+                        node.inputs[0].schema.clone(),
                     )) as BoxedExecutor
                 })
                 .collect();

@@ -87,7 +87,10 @@ impl StreamGraph {
         );
         let actor = self.new_actor_id();
         let mut job = PreparedJob::single(table.id, actor, Box::new(backfill), None);
-        job.outputs.insert(source_actor, vec![Output { keys: Vec::new(), senders: vec![tx] }]);
+        job.outputs.insert(
+            source_actor,
+            vec![Output { keys: Vec::new(), senders: vec![tx], broadcast: false }],
+        );
         job.backfills.push(watch);
         job.absorb(self.prepare_materialize_fragment(table, actor, true));
         job.feeder = Some(actor);

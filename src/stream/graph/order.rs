@@ -169,6 +169,13 @@ fn auto(
     }
     let mut below: Vec<Vec<(usize, u64)>> =
         node.inputs.iter().map(|input| auto(input, rows, waits)).collect();
+    if let NodeKind::DynamicFilter { .. } = &node.kind {
+        // The threshold first: the rows then come judged by it, not all turned at once.
+        let before: Vec<usize> = below[1].iter().map(|(slot, _)| *slot).collect();
+        for (slot, _) in &below[0] {
+            waits.entry(*slot).or_default().extend(before.iter().copied());
+        }
+    }
     if let NodeKind::HashJoin { kind, .. } = &node.kind {
         let total = |side: &[(usize, u64)]| side.iter().map(|(_, r)| r).sum::<u64>();
         use JoinKind::*;

@@ -64,7 +64,7 @@ impl StreamGraph {
             ids.push(self.new_actor_id());
             executors.push(root);
         }
-        let output = Output { keys: key_exprs(table), senders };
+        let output = Output { keys: key_exprs(table), senders, broadcast: false };
         PreparedJob {
             relation: table.id,
             ids: ids.clone(),
