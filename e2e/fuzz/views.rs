@@ -454,9 +454,35 @@ impl Fuzzer {
                     }
                     _ => format!("l.{lk} IN (SELECT r.{rk} FROM {} r)", r.name),
                 };
+                let mut predicate = predicate;
+                let mut reads = vec![l.name.clone(), r.name.clone()];
+                if rng.chance(40) {
+                    // A comparison with a one-row subquery (a dynamic filter, pushed below the
+                    // semi or anti join when it reads only the kept side).
+                    let s = rng.pick(&rels).clone();
+                    let ints = typed(&s.cols, Ty::Int);
+                    let value = match ints.is_empty() {
+                        true => "count(*)".to_owned(),
+                        false => {
+                            let c = rng.pick(&ints).clone();
+                            let agg = *rng.pick(&["max", "min", "sum", "avg", "count"]);
+                            format!("{agg}(s.{c})")
+                        }
+                    };
+                    let op = *rng.pick(&["<", "<=", ">", ">="]);
+                    let shift = rng.below(7) as i64 - 3;
+                    write!(
+                        predicate,
+                        " AND l.{lk} {op} (SELECT {value} + {shift} FROM {} s)",
+                        s.name
+                    )
+                    .unwrap();
+                    reads.push(s.name);
+                }
                 let sql =
                     format!("SELECT {} FROM {} l WHERE {predicate}", items.join(", "), l.name);
-                (sql, cols, vec![l.name, r.name])
+                reads.dedup();
+                (sql, cols, reads)
             }
             // Top-N over an oracle table (its `id` makes every order total, so the view and
             // its batch query agree on the rows): overall, or per group with row_number.

@@ -14,6 +14,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::{BinaryExpr, ExprSchemable, Operator};
 
 use super::*;
+use crate::catalog::TableCatalog;
 use crate::stream::executor::dynamic_filter::DynamicCondition;
 
 /// The joins of `plan` whose right side's columns nothing above reads (their addresses): the
@@ -55,6 +56,20 @@ fn one_row(plan: &LogicalPlan) -> bool {
     }
 }
 
+/// The table a scan reads, when `node` is the scan or filters over it: its rows come to each
+/// actor by the vnodes of the table's distribution key (its leading primary-key columns, which
+/// the scan outputs first among its stream key).
+fn scanned_table(node: &StreamNode) -> Option<&TableCatalog> {
+    match &node.kind {
+        NodeKind::Scan { table, .. } => {
+            let key_first = table.pk.len() == node.stream_key.len();
+            key_first.then_some(table.as_ref())
+        }
+        NodeKind::Filter { .. } => scanned_table(&node.inputs[0]),
+        _ => None,
+    }
+}
+
 /// `op` with its sides swapped: `a op b` is `b (flipped op) a`.
 fn flipped(op: Operator) -> Option<Operator> {
     Some(match op {
@@ -64,6 +79,53 @@ fn flipped(op: Operator) -> Option<Operator> {
         Operator::GtEq => Operator::LtEq,
         _ => return None,
     })
+}
+
+/// The plan of the join's left side with the dynamic filter moved below the join under it,
+/// when that join keeps the rows of its own left side unchanged (a semi, anti, inner or left
+/// outer join, maybe under a projection) and the compared value reads only that side: there
+/// the filter commutes with the join and the join then stores only the rows that pass (in
+/// `WHERE NOT EXISTS (..) AND a > (SELECT ..)` the anti join stored every row).
+fn pushed_below(
+    join: &datafusion::logical_expr::Join,
+    value: &Expr,
+) -> Result<Option<LogicalPlan>> {
+    use datafusion::logical_expr::{LogicalPlanBuilder, Projection};
+    let (projection, below) = match join.left.as_ref() {
+        LogicalPlan::Projection(p) => match p.input.as_ref() {
+            LogicalPlan::Join(below) => (Some(p), below),
+            _ => return Ok(None),
+        },
+        LogicalPlan::Join(below) => (None, below),
+        _ => return Ok(None),
+    };
+    let keeps_left_rows = matches!(
+        below.join_type,
+        JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti
+    );
+    let side = below.left.schema();
+    if !keeps_left_rows || !value.column_refs().iter().all(|c| side.index_of_column(c).is_ok()) {
+        return Ok(None);
+    }
+    let filtered = LogicalPlanBuilder::from(below.left.as_ref().clone())
+        .join_on(join.right.as_ref().clone(), JoinType::Inner, join.filter.clone())?
+        .project(side.columns().into_iter().map(Expr::Column))?
+        .build()?;
+    if filtered.schema().as_arrow() != side.as_arrow() {
+        return Ok(None);
+    }
+    let mut below = below.clone();
+    below.left = Arc::new(filtered);
+    let mut plan = LogicalPlan::Join(below);
+    if let Some(p) = projection {
+        let input = Arc::new(plan);
+        plan = LogicalPlan::Projection(Projection::try_new_with_schema(
+            p.expr.clone(),
+            input,
+            p.schema.clone(),
+        )?);
+    }
+    Ok(Some(plan))
 }
 
 impl Planner<'_> {
@@ -102,6 +164,17 @@ impl Planner<'_> {
         {
             return Ok(None);
         }
+        if let Some(plan) = pushed_below(join, value)? {
+            // The new joins' addresses are known while the plan lives: forgotten after.
+            let added: Vec<usize> =
+                right_unread(&plan).difference(&self.right_unread).copied().collect();
+            self.right_unread.extend(&added);
+            let node = self.lower(&plan);
+            for address in added {
+                self.right_unread.remove(&address);
+            }
+            return node.map(Some);
+        }
         let condition = DynamicCondition {
             value: self.physical(value, left_schema)?,
             op,
@@ -109,10 +182,17 @@ impl Planner<'_> {
         };
         let left = self.lower(&join.left)?;
         // Rows are placed by the keys they were routed by: those of an exchange right below,
-        // else one by the stream key.
-        let (left, dist) = match &left.kind {
-            NodeKind::Exchange { keys } => {
+        // those of the table a scan (maybe filtered) reads, else an exchange's by the stream key.
+        let (left, dist) = match (&left.kind, scanned_table(&left)) {
+            (NodeKind::Exchange { keys }, _) => {
                 let keys = keys.clone();
+                (left, keys)
+            }
+            (_, Some(table)) => {
+                let keys = left.stream_key[..table.dist_key_len]
+                    .iter()
+                    .map(|&i| column_expr(&left, i))
+                    .collect();
                 (left, keys)
             }
             _ => {
