@@ -361,6 +361,29 @@ pub fn pg_type(ty: DataType) -> (i32, i32) {
         DataType::Bytea => (17, -1),
         DataType::Interval => (1186, -1),
         DataType::Time => (1083, -1),
+        DataType::Array(element) => (array_oid(element.get()), -1),
+    }
+}
+
+/// The type OID of Postgres's array of `element`s (`_int4` of `integer`).
+pub fn array_oid(element: DataType) -> i32 {
+    match element {
+        DataType::Boolean => 1000,
+        DataType::Bytea => 1001,
+        DataType::Int16 => 1005,
+        DataType::Int32 => 1007,
+        DataType::Varchar => 1009,
+        DataType::Int64 => 1016,
+        DataType::Float32 => 1021,
+        DataType::Float64 => 1022,
+        DataType::Timestamp => 1115,
+        DataType::Date => 1182,
+        DataType::Time => 1183,
+        DataType::Timestamptz => 1185,
+        DataType::Interval => 1187,
+        DataType::Decimal { .. } => 1231,
+        DataType::Jsonb => 3807,
+        DataType::Array(_) => 2277,
     }
 }
 

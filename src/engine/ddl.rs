@@ -339,6 +339,12 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
                 .ok_or_else(|| invalid!("column \"{n}\" named in key does not exist"))
         })
         .collect::<Result<Vec<_>>>()?;
+    if let Some(&i) = pk.iter().find(|&&i| matches!(columns[i].data_type, DataType::Array(_))) {
+        return Err(unsupported!(
+            "the array column \"{}\" in a primary key; key the table by other columns",
+            columns[i].name
+        ));
+    }
     if pk.is_empty() {
         let row_id = columns.len();
         columns.push(ColumnCatalog {

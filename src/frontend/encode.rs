@@ -222,7 +222,7 @@ pub fn rows(
     format: &Format,
 ) -> PgWireResult<Response> {
     let fields = Arc::new(fields(&schema, format)?);
-    let encoder_fields = fields.clone();
+    let encoder_fields = text_written_arrays(&fields, &schema, format);
     let format = format.clone();
     let rows = stream
         .map(move |batch| {
@@ -261,7 +261,10 @@ pub fn copy_out(
     let rows = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = rows.clone();
     let (binary, csv) = (format.binary, format.clone());
-    let row_fields = fields.clone();
+    let row_fields = match binary {
+        true => fields.clone(),
+        false => text_written_arrays(&fields, &schema, &wire_format),
+    };
     let data = stream
         .map(move |batch| {
             let fields = &row_fields;
@@ -409,67 +412,7 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         if !format.is_text(i) {
             continue;
         }
-        let text = match column.data_type() {
-            ArrowType::Timestamp(_, tz) => {
-                let suffix = if tz.is_some() { "+00" } else { "" };
-                let Ok(micros) = arrow::compute::cast(
-                    column,
-                    &ArrowType::Timestamp(TimeUnit::Microsecond, None),
-                ) else {
-                    continue;
-                };
-                let micros = micros.as_primitive::<TimestampMicrosecondType>();
-                // `infinity` in another unit (a literal's nanoseconds) is still the extreme.
-                let extreme = |i: usize| match column.data_type() {
-                    ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
-                        let nanos =
-                            column.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
-                        Some(nanos.value(i)).filter(|v| *v == i64::MAX || *v == i64::MIN)
-                    }
-                    _ => None,
-                };
-                micros
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| v.map(|v| format_timestamp(extreme(i).unwrap_or(v), suffix)))
-                    .collect::<StringArray>()
-            }
-            ArrowType::Date32 => {
-                let values = column.as_primitive::<arrow::datatypes::Date32Type>();
-                values.iter().map(|v| v.map(format_date)).collect()
-            }
-            ArrowType::Float64 => {
-                let values = column.as_primitive::<Float64Type>();
-                values.iter().map(|v| v.map(|v| format_float(v, 15))).collect()
-            }
-            ArrowType::Float32 => {
-                let values = column.as_primitive::<Float32Type>();
-                values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
-            }
-            // Written here: the encoder wrote NULL intervals as `00:00:00` or as another row's.
-            ArrowType::Time64(TimeUnit::Microsecond) => {
-                let values = column.as_primitive::<arrow::datatypes::Time64MicrosecondType>();
-                values.iter().map(|v| v.map(crate::types::interval_text::time)).collect()
-            }
-            // A difference of timestamps: days and time, as Postgres prints it.
-            ArrowType::Duration(_) => {
-                let Ok(spans) = crate::types::interval_text::justified_column(column) else {
-                    continue;
-                };
-                let values = spans.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
-                values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
-            }
-            ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => {
-                let values = column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
-                values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
-            }
-            // Every digit (the encoder's own path goes through a 28-digit decimal), special
-            // values as words, an unconstrained numeric's values with their own digits.
-            ArrowType::Decimal128(..) | ArrowType::Decimal256(..) => {
-                crate::types::numeric::texts(column.as_ref())
-            }
-            _ => continue,
-        };
+        let Some(text) = postgres_text_of(column) else { continue };
         *column = Arc::new(text);
         changed = true;
     }
@@ -484,6 +427,136 @@ fn postgres_text(batch: RecordBatch, format: &Format) -> RecordBatch {
         .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()).with_nullable(true))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("same columns, text values")
+}
+
+/// `fields` with the text-format array columns whose text [`postgres_text`] writes itself
+/// encoded as text: their values are already Postgres's array text, which the encoder would
+/// otherwise take for one element and quote.
+fn text_written_arrays(
+    fields: &Arc<Vec<FieldInfo>>,
+    schema: &Schema,
+    format: &Format,
+) -> Arc<Vec<FieldInfo>> {
+    let rewritten = |i: usize| {
+        format.is_text(i)
+            && matches!(schema.field(i).data_type(), ArrowType::List(item)
+                if postgres_text_of(&arrow::array::new_empty_array(item.data_type())).is_some())
+    };
+    if !(0..fields.len().min(schema.fields().len())).any(rewritten) {
+        return fields.clone();
+    }
+    let fields = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match i < schema.fields().len() && rewritten(i) {
+            true => FieldInfo::new(
+                f.name().to_owned(),
+                f.table_id(),
+                f.column_id(),
+                Type::TEXT,
+                f.format(),
+            ),
+            false => f.clone(),
+        })
+        .collect();
+    Arc::new(fields)
+}
+
+/// The text Postgres prints for each value of `column`, for the types whose text Sluice writes
+/// itself (see [`postgres_text`]); `None` for the others. An array is written with its elements
+/// so, in Postgres's array syntax (`{1.5,NULL,"a b"}`).
+fn postgres_text_of(column: &arrow::array::ArrayRef) -> Option<StringArray> {
+    Some(match column.data_type() {
+        ArrowType::Timestamp(_, tz) => {
+            let suffix = if tz.is_some() { "+00" } else { "" };
+            let Ok(micros) =
+                arrow::compute::cast(column, &ArrowType::Timestamp(TimeUnit::Microsecond, None))
+            else {
+                return None;
+            };
+            let micros = micros.as_primitive::<TimestampMicrosecondType>();
+            // `infinity` in another unit (a literal's nanoseconds) is still the extreme.
+            let extreme = |i: usize| match column.data_type() {
+                ArrowType::Timestamp(TimeUnit::Nanosecond, _) => {
+                    let nanos = column.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+                    Some(nanos.value(i)).filter(|v| *v == i64::MAX || *v == i64::MIN)
+                }
+                _ => None,
+            };
+            micros
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v.map(|v| format_timestamp(extreme(i).unwrap_or(v), suffix)))
+                .collect::<StringArray>()
+        }
+        ArrowType::Date32 => {
+            let values = column.as_primitive::<arrow::datatypes::Date32Type>();
+            values.iter().map(|v| v.map(format_date)).collect()
+        }
+        ArrowType::Float64 => {
+            let values = column.as_primitive::<Float64Type>();
+            values.iter().map(|v| v.map(|v| format_float(v, 15))).collect()
+        }
+        ArrowType::Float32 => {
+            let values = column.as_primitive::<Float32Type>();
+            values.iter().map(|v| v.map(|v| format_float(v, 6))).collect()
+        }
+        // Written here: the encoder wrote NULL intervals as `00:00:00` or as another row's.
+        ArrowType::Time64(TimeUnit::Microsecond) => {
+            let values = column.as_primitive::<arrow::datatypes::Time64MicrosecondType>();
+            values.iter().map(|v| v.map(crate::types::interval_text::time)).collect()
+        }
+        // A difference of timestamps: days and time, as Postgres prints it.
+        ArrowType::Duration(_) => {
+            let Ok(spans) = crate::types::interval_text::justified_column(column) else {
+                return None;
+            };
+            let values = spans.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
+            values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
+        }
+        ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => {
+            let values = column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
+            values.iter().map(|v| v.map(crate::types::interval_text::format)).collect()
+        }
+        // Every digit (the encoder's own path goes through a 28-digit decimal), special
+        // values as words, an unconstrained numeric's values with their own digits.
+        ArrowType::Decimal128(..) | ArrowType::Decimal256(..) => {
+            crate::types::numeric::texts(column.as_ref())
+        }
+        ArrowType::List(_) => {
+            let lists = column.as_list::<i32>();
+            let elements = lists.values();
+            let texts = postgres_text_of(elements)?;
+            let mut out = arrow::array::StringBuilder::new();
+            for (i, offsets) in lists.offsets().windows(2).enumerate() {
+                if arrow::array::Array::is_null(lists, i) {
+                    out.append_null();
+                    continue;
+                }
+                let items: Vec<String> = (offsets[0] as usize..offsets[1] as usize)
+                    .map(|j| match arrow::array::Array::is_null(&texts, j) {
+                        true => "NULL".to_owned(),
+                        false => array_element(texts.value(j)),
+                    })
+                    .collect();
+                out.append_value(format!("{{{}}}", items.join(",")));
+            }
+            out.finish()
+        }
+        _ => return None,
+    })
+}
+
+/// An array element's text as Postgres writes it inside braces: quoted (with `"` and `\`
+/// escaped) when empty, `NULL`, or holding a delimiter, a brace, a quote or white space.
+fn array_element(text: &str) -> String {
+    let quote = text.is_empty()
+        || text.eq_ignore_ascii_case("NULL")
+        || text.chars().any(|c| matches!(c, ',' | '{' | '}' | '"' | '\\') || c.is_whitespace());
+    match quote {
+        true => format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\"")),
+        false => text.to_owned(),
+    }
 }
 
 /// A float as Postgres prints it: the shortest digits that read back as the same `f32` or

@@ -156,7 +156,7 @@ pub fn encode_column(column: &ArrayRef, out: &mut [Vec<u8>]) -> Result<()> {
 /// encoding keeps every bit of the value. Floats do not (the encoding makes `-0` and `0`, and
 /// every NaN, one key), so a float key column stays in the value too.
 pub fn key_holds_value(ty: DataType) -> bool {
-    !matches!(ty, DataType::Float32 | DataType::Float64)
+    !matches!(ty, DataType::Float32 | DataType::Float64 | DataType::Array(_))
 }
 
 /// Reads the primary-key values of a stored key back, in key order: the inverse of
@@ -226,7 +226,7 @@ impl<'a> KeyValues<'a> {
                 out.extend_from_slice(&u.to_le_bytes());
             }
             DataType::Varchar | DataType::Jsonb | DataType::Bytea => self.bytes_into(out)?,
-            DataType::Float32 | DataType::Float64 => {
+            DataType::Float32 | DataType::Float64 | DataType::Array(_) => {
                 return Err(Error::Storage(format!("a {ty:?} key value is read from the row")));
             }
         }

@@ -164,8 +164,34 @@ fn encode_column(column: &ArrayRef, out: Column<'_>) {
             let b = c.as_binary::<i32>();
             put_var(c, out, |i| b.value(i))
         }
+        A::List(_) => {
+            let lists = c.as_list::<i32>();
+            let encoded: Vec<Vec<u8>> = (0..lists.len())
+                .map(|i| if lists.is_null(i) { Vec::new() } else { list_payload(&lists.value(i)) })
+                .collect();
+            put_var(c, out, |i| &encoded[i])
+        }
         other => unreachable!("tables only hold catalog types, found {other}"),
     }
+}
+
+/// An array value's payload: its elements as the payload of a row of as many columns of the
+/// element type (a count, a NULL bitmap, the present elements' payloads).
+fn list_payload(elements: &ArrayRef) -> Vec<u8> {
+    let k = elements.len();
+    let mut each = vec![vec![0u8]; k];
+    encode_column(elements, Column { out: &mut each, bitmaps: &vec![0; k], index: 0 });
+    let mut payload = Vec::new();
+    put_varint(&mut payload, k);
+    let at = payload.len();
+    payload.resize(at + k.div_ceil(8), 0);
+    for (i, element) in each.iter().enumerate() {
+        if element[0] != 0 {
+            payload[at + i / 8] |= 1 << (i % 8);
+        }
+        payload.extend_from_slice(&element[1..]);
+    }
+    payload
 }
 
 /// An interval's stored bytes: months, days and nanoseconds, each little-endian.
@@ -340,7 +366,7 @@ fn fixed_len(ty: DataType) -> Option<usize> {
         DataType::Interval => 16,
         DataType::Decimal { precision, .. } if precision > 38 => 32,
         DataType::Decimal { .. } => 16,
-        DataType::Varchar | DataType::Jsonb | DataType::Bytea => return None,
+        DataType::Varchar | DataType::Jsonb | DataType::Bytea | DataType::Array(_) => return None,
     })
 }
 
@@ -361,6 +387,15 @@ enum Builder {
     Bytea(BinaryBuilder),
     Time(arrow::array::Time64MicrosecondBuilder),
     Interval(arrow::array::IntervalMonthDayNanoBuilder),
+    List(Box<ListBuilder>),
+}
+
+/// The builder of an array column: its elements' builder, each array's end and NULLs.
+struct ListBuilder {
+    element: DataType,
+    elements: Builder,
+    offsets: Vec<i32>,
+    nulls: arrow::array::NullBufferBuilder,
 }
 
 impl Builder {
@@ -401,6 +436,12 @@ impl Builder {
             DataType::Interval => Builder::Interval(
                 arrow::array::IntervalMonthDayNanoBuilder::with_capacity(capacity),
             ),
+            DataType::Array(element) => Builder::List(Box::new(ListBuilder {
+                element: element.get(),
+                elements: Builder::new(element.get(), capacity),
+                offsets: vec![0],
+                nulls: arrow::array::NullBufferBuilder::new(capacity),
+            })),
         }
     }
 
@@ -430,11 +471,32 @@ impl Builder {
                     i64::from_le_bytes(le(&p[8..])),
                 )
             })),
+            Builder::List(b) => {
+                let end = match payload {
+                    Some(p) => {
+                        let (k, _) = read_varint(p).expect("an array was stored whole");
+                        let columns = vec![(b.element, Some(0)); k];
+                        push_values(&columns, std::slice::from_mut(&mut b.elements), p)
+                            .expect("an array was stored whole");
+                        b.nulls.append_non_null();
+                        k
+                    }
+                    None => {
+                        b.nulls.append_null();
+                        0
+                    }
+                };
+                let last = *b.offsets.last().expect("starts with 0");
+                b.offsets.push(last + end as i32);
+            }
         }
     }
 
     fn len(&self) -> usize {
-        self.as_dyn().len()
+        match self {
+            Builder::List(b) => b.offsets.len() - 1,
+            other => other.as_dyn().len(),
+        }
     }
 
     fn finish(&mut self) -> ArrayRef {
@@ -453,6 +515,16 @@ impl Builder {
             Builder::Bytea(b) => Arc::new(b.finish()),
             Builder::Time(b) => Arc::new(b.finish()),
             Builder::Interval(b) => Arc::new(b.finish()),
+            Builder::List(b) => {
+                let values = b.elements.finish();
+                let field = Arc::new(arrow::datatypes::Field::new_list_field(
+                    values.data_type().clone(),
+                    true,
+                ));
+                let offsets = std::mem::replace(&mut b.offsets, vec![0]);
+                let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
+                Arc::new(arrow::array::ListArray::new(field, offsets, values, b.nulls.finish()))
+            }
         }
     }
 
@@ -472,6 +544,7 @@ impl Builder {
             Builder::Bytea(b) => b,
             Builder::Time(b) => b,
             Builder::Interval(b) => b,
+            Builder::List(_) => unreachable!("an array builder's length is its own"),
         }
     }
 }
@@ -679,6 +752,45 @@ mod tests {
         let rows = stored(&columns, &[0, 1]);
         let out = decode(&rows, &types, &[0, 1], &[0, 1, 2, 3]);
         assert_eq!(out, columns);
+    }
+
+    #[test]
+    fn arrays_round_trip_with_null_and_empty_ones() {
+        use crate::types::Element;
+        use arrow::array::ListArray;
+        use arrow::datatypes::Int32Type;
+        let ints = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+            Some(vec![Some(1), None, Some(-3)]),
+            None,
+            Some(vec![]),
+            Some(vec![Some(i32::MAX)]),
+        ]);
+        let texts: Vec<Option<Vec<Option<&str>>>> =
+            vec![Some(vec![Some("a b"), Some("")]), Some(vec![None]), None, Some(vec![])];
+        let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+        for list in &texts {
+            match list {
+                Some(items) => {
+                    for item in items {
+                        builder.values().append_option(*item);
+                    }
+                    builder.append(true);
+                }
+                None => builder.append(false),
+            }
+        }
+        let id: ArrayRef = Arc::new(Int32Array::from(vec![1, 2, 3, 4]));
+        let columns: Vec<ArrayRef> = vec![id, Arc::new(ints), Arc::new(builder.finish())];
+        let types = [
+            DataType::Int32,
+            DataType::Array(Element::new(DataType::Int32).unwrap()),
+            DataType::Array(Element::new(DataType::Varchar).unwrap()),
+        ];
+        let rows = stored(&columns, &[0]);
+        let out = decode(&rows, &types, &[0], &[0, 1, 2]);
+        assert_eq!(out, columns);
+        // A projection of the second array alone skips the first.
+        assert_eq!(decode(&rows, &types, &[0], &[2]), vec![columns[2].clone()]);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! [`cast_to`] is the one conversion of values (text above all) to a column type: strict for
 //! what users write (INSERT, UPDATE, COPY), lenient for what an upstream Postgres prints.
 
+/// One-dimensional arrays written as Postgres reads them (`{1,2,NULL}`).
+pub mod array_text;
 /// Dates and timestamps written as Postgres reads them.
 pub mod datetime_text;
 /// Intervals and times as Postgres prints and reads them.
@@ -75,6 +77,62 @@ pub enum DataType {
     Interval,
     /// `time` (without time zone), microseconds since midnight
     Time,
+    /// A one-dimensional array of values of its element type (`integer[]`, `text[]`).
+    Array(Element),
+}
+
+/// The element type of an array: any type but an array, interned so that [`DataType`] stays
+/// `Copy` (there are as many as the element types in use).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Element(&'static DataType);
+
+impl Element {
+    /// The element type `ty`; an array of arrays is refused.
+    pub fn new(ty: DataType) -> Result<Self> {
+        use std::collections::HashSet;
+        use std::sync::{LazyLock, Mutex};
+        static INTERNED: LazyLock<Mutex<HashSet<&'static DataType>>> =
+            LazyLock::new(Default::default);
+        if let DataType::Array(_) = ty {
+            return Err(unsupported!("arrays of arrays (multi-dimensional arrays)"));
+        }
+        let mut interned = INTERNED.lock().expect("not poisoned");
+        if let Some(found) = interned.get(&ty) {
+            return Ok(Element(found));
+        }
+        let leaked: &'static DataType = Box::leak(Box::new(ty));
+        interned.insert(leaked);
+        Ok(Element(leaked))
+    }
+
+    /// The element type.
+    pub fn get(self) -> DataType {
+        *self.0
+    }
+}
+
+impl fmt::Debug for Element {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl Serialize for Element {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Element {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let ty = DataType::deserialize(deserializer)?;
+        Element::new(ty).map_err(serde::de::Error::custom)
+    }
 }
 
 impl DataType {
@@ -100,6 +158,9 @@ impl DataType {
             DataType::Bytea => ArrowType::Binary,
             DataType::Interval => ArrowType::Interval(IntervalUnit::MonthDayNano),
             DataType::Time => ArrowType::Time64(TimeUnit::Microsecond),
+            DataType::Array(element) => {
+                ArrowType::List(Arc::new(Field::new_list_field(element.get().to_arrow(), true)))
+            }
         }
     }
 
@@ -126,6 +187,9 @@ impl DataType {
             // A difference of timestamps is an interval, as in Postgres.
             ArrowType::Interval(_) | ArrowType::Duration(_) => DataType::Interval,
             ArrowType::Time32(_) | ArrowType::Time64(_) => DataType::Time,
+            ArrowType::List(item) | ArrowType::LargeList(item) => {
+                DataType::Array(Element::new(DataType::from_arrow(item.data_type())?)?)
+            }
             other => return Err(unsupported!("values of type {other} in a materialized view")),
         })
     }
@@ -161,6 +225,11 @@ impl DataType {
                 DataType::Time
             }
             S::Custom(name, _) => return from_custom_name(&name.to_string()),
+            S::Array(
+                ast::ArrayElemTypeDef::SquareBracket(element, _)
+                | ast::ArrayElemTypeDef::AngleBracket(element)
+                | ast::ArrayElemTypeDef::Parenthesis(element),
+            ) => DataType::Array(Element::new(DataType::from_sql(element)?)?),
             other => return Err(unsupported!("column type {other}")),
         })
     }
@@ -223,6 +292,7 @@ impl fmt::Display for DataType {
             DataType::Bytea => f.write_str("bytea"),
             DataType::Interval => f.write_str("interval"),
             DataType::Time => f.write_str("time without time zone"),
+            DataType::Array(element) => write!(f, "{}[]", element.get()),
         }
     }
 }
@@ -342,6 +412,9 @@ pub fn cast_to(array: &ArrayRef, to: DataType, mode: CastMode) -> Result<ArrayRe
                 "cannot convert NaN or infinite numeric values to {to}"
             ))),
         };
+    }
+    if let (DataType::Array(element), Some(text)) = (to, array.as_string_opt::<i32>()) {
+        return array_text::arrays_from_text(text, element.get(), mode);
     }
     if let Some(text) = array.as_string_opt::<i32>() {
         match (to, mode) {
@@ -660,7 +733,12 @@ mod tests {
         assert_eq!(bind("numeric(50,2)").unwrap(), DataType::Decimal { precision: 50, scale: 2 });
         assert_eq!(bind("numeric(50,2)").unwrap().to_arrow(), ArrowType::Decimal256(50, 2));
         assert!(matches!(bind("numeric(77,2)"), Err(Error::InvalidStatement(_))));
-        assert!(matches!(bind("int[]"), Err(Error::Unsupported(_))));
+        let ints = bind("int[]").unwrap();
+        assert_eq!(ints, DataType::Array(Element::new(DataType::Int32).unwrap()));
+        assert_eq!(ints.to_string(), "integer[]");
+        assert_eq!(DataType::from_arrow(&ints.to_arrow()).unwrap(), ints);
+        assert_eq!(bind("text[]").unwrap().to_string(), "character varying[]");
+        assert!(matches!(bind("int[][]"), Err(Error::Unsupported(_))));
     }
 
     fn text(values: &[Option<&str>]) -> ArrayRef {

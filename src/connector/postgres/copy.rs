@@ -438,6 +438,9 @@ fn value_text(value: &[u8], ty: DataType) -> Result<String> {
         DataType::Float32 => float_text(pg::float4_from_sql(value).map_err(bad)?.into()),
         DataType::Float64 => float_text(pg::float8_from_sql(value).map_err(bad)?),
         DataType::Decimal { .. } => numeric_text(value)?,
+        DataType::Array(_) => {
+            return Err(crate::unsupported!("array columns in a table from an upstream"));
+        }
         DataType::Date => match pg::date_from_sql(value).map_err(bad)? {
             i32::MAX => "infinity".to_owned(),
             i32::MIN => "-infinity".to_owned(),

@@ -59,12 +59,46 @@ pub fn plan_stream(
         let keys = root.stream_key.iter().map(|&i| column_expr(&root, i)).collect();
         root = exchange(root, keys);
     }
+    refuse_array_keys(&root, &planner.slots)?;
     Ok(StreamPlan {
         root,
         slots: planner.slots,
         eager_aggregation: false,
         display_scales: Default::default(),
     })
+}
+
+/// Refuses a plan that would key state or route rows by an array value (`GROUP BY` an array,
+/// `DISTINCT` over one, a join on one): keys are stored in an order-preserving encoding that
+/// arrays do not have yet.
+fn refuse_array_keys(root: &StreamNode, slots: &[StateSlot]) -> Result<()> {
+    let refused = || {
+        unsupported!(
+            "an array value as a key in a materialized view (GROUP BY, DISTINCT, a join \
+             condition or the view's rows' identity); use the array's elements or its text \
+             (array_to_string) instead"
+        )
+    };
+    for slot in slots {
+        if slot.pk.iter().any(|&i| matches!(slot.columns[i].data_type, DataType::Array(_))) {
+            return Err(refused());
+        }
+    }
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        let is_array = |t: &ArrowType| matches!(t, ArrowType::List(_) | ArrowType::LargeList(_));
+        if node.stream_key.iter().any(|&i| is_array(node.schema.field(i).data_type())) {
+            return Err(refused());
+        }
+        if let NodeKind::Exchange { keys } = &node.kind {
+            let input = &node.inputs[0].schema;
+            if keys.iter().any(|k| k.data_type(input).is_ok_and(|t| is_array(&t))) {
+                return Err(refused());
+            }
+        }
+        stack.extend(node.inputs.iter());
+    }
+    Ok(())
 }
 
 /// True if every row of `input` with the same values of `group_exprs` is handled by the same
@@ -602,7 +636,7 @@ fn agg_call(expr: &Expr) -> Result<CallExpr> {
     };
     let p = &f.params;
     let name = f.func.name();
-    if !p.order_by.is_empty() && name != "string_agg" {
+    if !p.order_by.is_empty() && name != "string_agg" && name != "array_agg" {
         return Err(unsupported!("{expr} (ORDER BY in an aggregate) in a materialized view"));
     }
     let kind = match name {
@@ -615,6 +649,7 @@ fn agg_call(expr: &Expr) -> Result<CallExpr> {
         "bool_and" => AggKind::Min,
         "bool_or" => AggKind::Max,
         "string_agg" => AggKind::StringAgg,
+        "array_agg" => AggKind::ArrayAgg,
         "var" | "var_samp" | "var_sample" => AggKind::VarSamp,
         "var_pop" | "var_population" => AggKind::VarPop,
         "stddev" | "stddev_samp" => AggKind::StddevSamp,
@@ -630,6 +665,19 @@ fn agg_call(expr: &Expr) -> Result<CallExpr> {
                 _ => return Err(unsupported!("{expr} with a separator that is not text")),
             };
             (arg.clone(), Some((separator, p.order_by.clone())))
+        }
+        (AggKind::ArrayAgg, [arg]) if !p.distinct => {
+            // Without an order, by value with NULLs last, as Postgres's DISTINCT sorts them.
+            let order = match p.order_by.is_empty() {
+                true => vec![arg.clone().sort(true, false)],
+                false => p.order_by.clone(),
+            };
+            (arg.clone(), Some((String::new(), order)))
+        }
+        (AggKind::ArrayAgg, _) => {
+            return Err(unsupported!(
+                "{expr} in a materialized view (array_agg(x [ORDER BY ..]) without DISTINCT is)"
+            ));
         }
         (AggKind::StringAgg, _) => {
             return Err(unsupported!(

@@ -78,6 +78,8 @@ pub enum AggKind {
     Max,
     /// `string_agg(x, separator [ORDER BY ..])`.
     StringAgg,
+    /// `array_agg(x [ORDER BY ..])`: NULL values too.
+    ArrayAgg,
     /// `var_samp(x)` (`variance`, DataFusion's `var`).
     VarSamp,
     /// `var_pop(x)`.
@@ -105,6 +107,7 @@ impl AggKind {
             AggKind::Min
                 | AggKind::Max
                 | AggKind::StringAgg
+                | AggKind::ArrayAgg
                 | AggKind::VarSamp
                 | AggKind::VarPop
                 | AggKind::StddevSamp

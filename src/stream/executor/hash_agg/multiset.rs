@@ -34,8 +34,9 @@ impl Aggregation {
         let valid = validity(&arg);
         cols.push(arg.clone());
         let mkeys = encode_keys(def.id, &cols, arg.len(), n_groups)?;
+        let keeps_nulls = self.calls[i].kind == AggKind::ArrayAgg;
         for (row, mkey) in mkeys.into_iter().enumerate() {
-            if !valid(row) {
+            if !valid(row) && !keeps_nulls {
                 continue;
             }
             let slot = slots[row];
@@ -174,6 +175,10 @@ impl Aggregation {
                     decoder.push(key, row)?;
                 }
                 let columns = decoder.finish();
+                if call.kind == AggKind::ArrayAgg {
+                    group.states[i] = AggState::Extreme(array_of(&columns, &call.output_type)?);
+                    continue;
+                }
                 let values = cast(columns[0].clone(), &ArrowType::Utf8)?;
                 let (values, counts) =
                     (values.as_string::<i32>(), columns[1].as_primitive::<Int64Type>());
@@ -224,6 +229,26 @@ impl Aggregation {
         }
         Ok(())
     }
+}
+
+/// An `array_agg`'s array (of type `output_type`) from its group's multiset rows (values and
+/// their counts, in order): each value as often as it is there; NULL for no values.
+fn array_of(columns: &[ArrayRef], output_type: &ArrowType) -> Result<ScalarValue> {
+    let ArrowType::List(item) = output_type else {
+        return Err(Error::Stream(format!("array_agg typed {output_type}")));
+    };
+    let counts = columns[1].as_primitive::<Int64Type>();
+    let indices: arrow::array::UInt32Array = (0..counts.len())
+        .flat_map(|row| std::iter::repeat_n(row as u32, counts.value(row).max(0) as usize))
+        .collect();
+    if indices.is_empty() {
+        return Ok(ScalarValue::try_from(output_type)?);
+    }
+    let values = arrow::compute::take(&columns[0], &indices, None)?;
+    let values = cast(values, item.data_type())?;
+    let offsets = arrow::buffer::OffsetBuffer::from_lengths([values.len()]);
+    let list = arrow::array::ListArray::new(item.clone(), offsets, values, None);
+    Ok(ScalarValue::List(Arc::new(list)))
 }
 
 /// The variance or standard deviation (`kind`) of values each present `count` times, as
