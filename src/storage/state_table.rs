@@ -87,20 +87,7 @@ impl StateTable {
 
     /// Applies every change of `chunk`: inserts put the row under its key, deletes remove it.
     pub fn write_chunk(&mut self, chunk: &StreamChunk) -> Result<()> {
-        let (keys, values) = &mut self.scratch;
-        let pk: Vec<ArrayRef> =
-            self.pk_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
-        encode_keys_into(self.table_id, &pk, chunk.len(), self.dist_key_len, keys)?;
-        values.truncate(chunk.len());
-        values.iter_mut().for_each(Vec::clear);
-        values.resize_with(chunk.len(), Vec::new);
-        encode_rows(chunk.columns(), &self.pk_indices, values);
-        let before = self.buffer.bytes();
-        for ((op, key), value) in chunk.ops().iter().zip(keys.iter()).zip(values.iter()) {
-            self.buffer.insert(key, op.is_insert().then_some(value.as_slice()));
-        }
-        self.note_growth(before);
-        Ok(())
+        self.write_rows(chunk, None)
     }
 
     /// [`StateTable::write_chunk`] with each row put in the vnode `vnodes` gives it rather than
@@ -108,11 +95,16 @@ impl StateTable {
     /// one that distributes its rows (a dynamic filter's rows, ordered by the compared value,
     /// live in the vnode their distribution key routed them to).
     pub fn write_chunk_at(&mut self, chunk: &StreamChunk, vnodes: &[VirtualNode]) -> Result<()> {
+        self.write_rows(chunk, Some(vnodes))
+    }
+
+    fn write_rows(&mut self, chunk: &StreamChunk, vnodes: Option<&[VirtualNode]>) -> Result<()> {
         let (keys, values) = &mut self.scratch;
         let pk: Vec<ArrayRef> =
             self.pk_indices.iter().map(|&i| chunk.columns()[i].clone()).collect();
-        encode_keys_into(self.table_id, &pk, chunk.len(), 0, keys)?;
-        for (key, vnode) in keys.iter_mut().zip(vnodes) {
+        let dist_key_len = if vnodes.is_some() { 0 } else { self.dist_key_len };
+        encode_keys_into(self.table_id, &pk, chunk.len(), dist_key_len, keys)?;
+        for (key, vnode) in keys.iter_mut().zip(vnodes.unwrap_or_default()) {
             key[..KEY_PREFIX_LEN].copy_from_slice(&vnode_prefix(self.table_id, *vnode));
         }
         values.truncate(chunk.len());
