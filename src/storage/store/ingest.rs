@@ -244,17 +244,61 @@ pub(super) fn merged(mut runs: Vec<Vec<Write<'_>>>) -> Vec<Write<'_>> {
         }
         return rows;
     }
-    let mut rows: Vec<_> = runs.into_iter().flatten().collect();
-    // A stable sort merges the runs and keeps a key's writes in epoch order; the newest is kept.
-    rows.sort_by(|a, b| a.0.cmp(b.0));
-    rows.dedup_by(|next, prev| {
-        let same = next.0 == prev.0;
-        if same {
-            *prev = *next;
+    // Merged two at a time, each run with its neighbour, so that of two runs merged the later
+    // is still the newer: a linear merge per level where one sort of all the rows compared
+    // every row about log2(rows) times.
+    while runs.len() > 1 {
+        let mut level = Vec::with_capacity(runs.len().div_ceil(2));
+        let mut runs_left = runs.into_iter();
+        while let Some(older) = runs_left.next() {
+            level.push(match runs_left.next() {
+                Some(newer) => merge_two(&older, &newer),
+                None => older,
+            });
         }
-        same
-    });
+        runs = level;
+    }
+    runs.pop().unwrap_or_default()
+}
+
+/// The rows of `older` and `newer` (each in key order, no key twice) in key order, `newer`'s
+/// write of a key in both winning. A stretch of one run that sorts before the other's next row
+/// is found by galloping and copied whole: two actors' buffers of one table interleave by vnode
+/// in stretches of thousands of rows.
+fn merge_two<'a>(older: &[Write<'a>], newer: &[Write<'a>]) -> Vec<Write<'a>> {
+    let mut rows = Vec::with_capacity(older.len() + newer.len());
+    let (mut i, mut j) = (0, 0);
+    while let (Some(next_new), Some(_)) = (newer.get(j), older.get(i)) {
+        let n = prefix_len(&older[i..], |row| row.0 < next_new.0);
+        rows.extend_from_slice(&older[i..i + n]);
+        i += n;
+        let Some(next_old) = older.get(i) else { break };
+        let m = prefix_len(&newer[j..], |row| row.0 <= next_old.0);
+        rows.extend_from_slice(&newer[j..j + m]);
+        j += m;
+        if rows.last().is_some_and(|last| last.0 == next_old.0) {
+            i += 1;
+        }
+    }
+    rows.extend_from_slice(&older[i..]);
+    rows.extend_from_slice(&newer[j..]);
     rows
+}
+
+/// How many of `rows` from the first hold `holds`, which holds for a prefix of them: an
+/// exponential search from the front, then a binary one, so a short prefix costs a few
+/// comparisons and a long one its logarithm.
+fn prefix_len<T>(rows: &[T], holds: impl Fn(&T) -> bool) -> usize {
+    if !rows.first().is_some_and(&holds) {
+        return 0;
+    }
+    let mut bound = 1;
+    while bound < rows.len() && holds(&rows[bound]) {
+        bound *= 2;
+    }
+    // `holds` holds at `bound / 2` and not at `bound` (or `bound` is past the end).
+    let from = bound / 2 + 1;
+    from + rows[from..bound.min(rows.len())].partition_point(holds)
 }
 
 impl Store {

@@ -581,6 +581,51 @@ mod tests {
     }
 
     #[test]
+    fn merged_runs_equal_one_stable_sort_of_their_rows_whatever_their_overlap() {
+        type OwnedWrite = (Vec<u8>, Option<Vec<u8>>);
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for case in 0..300 {
+            // Keys from a small space (many shared between runs) or a large one (few), in
+            // stretches (interleaved vnodes) or scattered.
+            let space = if case % 2 == 0 { 64 } else { 1 << 20 };
+            let stretch = 1 + next(64);
+            let runs: Vec<Vec<OwnedWrite>> = (0..1 + next(9))
+                .map(|run| {
+                    let mut keys: Vec<u64> = (0..next(300))
+                        .map(|_| (next(space) / stretch) * stretch + next(stretch))
+                        .collect();
+                    keys.sort_unstable();
+                    keys.dedup();
+                    let value =
+                        |k: u64| (!k.is_multiple_of(3)).then(|| format!("{run}").into_bytes());
+                    keys.into_iter().map(|k| (k.to_be_bytes().to_vec(), value(k))).collect()
+                })
+                .collect();
+            let borrowed: Vec<Vec<Write>> = runs
+                .iter()
+                .map(|run| run.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect())
+                .collect();
+            let mut expected: Vec<(&[u8], Option<&[u8]>)> =
+                borrowed.iter().flatten().copied().collect();
+            expected.sort_by(|a, b| a.0.cmp(b.0));
+            expected.dedup_by(|next, prev| {
+                let same = next.0 == prev.0;
+                if same {
+                    *prev = *next;
+                }
+                same
+            });
+            assert_eq!(merged(borrowed), expected, "case {case}");
+        }
+    }
+
+    #[test]
     fn commit_is_atomic_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
         {
