@@ -366,8 +366,14 @@ impl Case {
         let value = error
             .split_once("the upstream value ")
             .filter(|_| error.contains("cannot be held exactly"))
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .map(|value| value.trim_start_matches('-'));
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        // Sluice's arrays have one dimension: an upstream value of two stops the table.
+        let arrays =
+            self.columns.iter().any(|t| matches!(t, ColType::IntArray | ColType::TextArray));
+        if arrays && value.is_some_and(|v| v.starts_with("{{")) {
+            return true;
+        }
+        let value = value.map(|value| value.trim_start_matches('-'));
         let Some(value) = value.filter(|_| free) else { return false };
         let (int, frac) = value.split_once('.').unwrap_or((value, ""));
         int.trim_start_matches('0').len() > 56 || frac.trim_end_matches('0').len() > 20

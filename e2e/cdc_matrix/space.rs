@@ -39,13 +39,23 @@ pub enum ColType {
     Interval,
     Time,
     IntArray,
+    /// `text[]`: elements quoted, with commas, braces, quotes, blanks, `NULL` and `"NULL"`.
+    TextArray,
+    /// `varchar(6)[]`
+    VarcharArray,
+    /// `numeric(8,2)[]`, `NaN` among the elements.
+    NumericArray,
+    /// `boolean[]`
+    BoolArray,
+    /// `date[]`, infinities among the elements.
+    DateArray,
     /// MariaDB `point`: Sluice holds a geometry as bytea, MySQL's stored form.
     Point,
 }
 
 impl ColType {
     /// Every type the matrix draws.
-    pub const ALL: [ColType; 25] = [
+    pub const ALL: [ColType; 30] = [
         ColType::Int2,
         ColType::Int4,
         ColType::Int8,
@@ -71,6 +81,11 @@ impl ColType {
         ColType::Interval,
         ColType::Time,
         ColType::IntArray,
+        ColType::TextArray,
+        ColType::VarcharArray,
+        ColType::NumericArray,
+        ColType::BoolArray,
+        ColType::DateArray,
     ];
 
     /// The upstream type as written in `CREATE TABLE`.
@@ -99,6 +114,11 @@ impl ColType {
             ColType::Interval => "interval".into(),
             ColType::Time => "time".into(),
             ColType::IntArray => "int[]".into(),
+            ColType::TextArray => "text[]".into(),
+            ColType::VarcharArray => "varchar(6)[]".into(),
+            ColType::NumericArray => "numeric(8,2)[]".into(),
+            ColType::BoolArray => "boolean[]".into(),
+            ColType::DateArray => "date[]".into(),
             ColType::Point => "point".into(),
         }
     }
@@ -338,6 +358,26 @@ impl ColType {
                 format!("time '00:00' + {} * interval '1 microsecond'", rng.below(86_400_000_000))
             }
             ColType::IntArray => pick(rng, &["'{1,2,NULL}'", "'{}'", "'{{1,2},{3,4}}'", "'{-1}'"]),
+            ColType::TextArray => pick(
+                rng,
+                &[
+                    r#"'{"a,b",c,NULL,"NULL",""}'"#,
+                    r#"'{"q\"z","{x}","back\\slash"}'"#,
+                    "'{}'",
+                    "ARRAY['  lead', 'tab\there', 'é']",
+                    "'{{a},{b}}'",
+                ],
+            ),
+            ColType::VarcharArray => {
+                pick(rng, &["'{ab,\"c d\",NULL}'", "'{}'", "'{\"\"}'", "'{xyzxyz}'"])
+            }
+            ColType::NumericArray => {
+                pick(rng, &["'{1.5,NaN,-0.01}'", "'{}'", "'{NULL,123456.78}'", "'{0}'"])
+            }
+            ColType::BoolArray => pick(rng, &["'{t,f,NULL}'", "'{}'", "'{true}'"]),
+            ColType::DateArray => {
+                pick(rng, &["'{2024-02-29,infinity,-infinity}'", "'{}'", "'{NULL,1999-12-31}'"])
+            }
             ColType::Point => panic!("a Postgres point is not in the matrix"),
         }
     }

@@ -57,18 +57,27 @@ fn numbers_in_range(batch: &RecordBatch) -> Result<(), Error> {
 }
 
 /// `schema` with the types the encoder announces columns by: a wide numeric (`Decimal256`,
-/// which the encoder does not know) as a numeric.
+/// which the encoder does not know) as a numeric, an array of them as a numeric array.
 fn announced(schema: &SchemaRef) -> SchemaRef {
-    let wide = |f: &Arc<Field>| matches!(f.data_type(), ArrowType::Decimal256(..));
-    if !schema.fields().iter().any(wide) {
+    let wide = |t: &ArrowType| matches!(t, ArrowType::Decimal256(..));
+    let wide_field = |f: &Arc<Field>| match f.data_type() {
+        ArrowType::List(element) => wide(element.data_type()),
+        t => wide(t),
+    };
+    if !schema.fields().iter().any(wide_field) {
         return schema.clone();
     }
+    let narrow = ArrowType::Decimal128(38, 0);
     let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .map(|f| match wide(f) {
-            true => f.as_ref().clone().with_data_type(ArrowType::Decimal128(38, 0)),
-            false => f.as_ref().clone(),
+        .map(|f| match f.data_type() {
+            ArrowType::List(element) if wide(element.data_type()) => {
+                let element = element.as_ref().clone().with_data_type(narrow.clone());
+                f.as_ref().clone().with_data_type(ArrowType::List(Arc::new(element)))
+            }
+            t if wide(t) => f.as_ref().clone().with_data_type(narrow.clone()),
+            _ => f.as_ref().clone(),
         })
         .collect();
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))

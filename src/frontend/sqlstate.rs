@@ -103,6 +103,12 @@ pub fn error_info(error: &Error) -> ErrorInfo {
         Error::DataFusion(e) => datafusion_message(e.find_root()),
         other => other.to_string(),
     };
+    // A message travels as a C string: a NUL in it (an upstream's bytes quoted in a message)
+    // would end it early and break the client's framing of the whole response.
+    let message = match message.contains('\0') {
+        true => message.replace('\0', "\\0"),
+        false => message,
+    };
     let mut info = ErrorInfo::new("ERROR".to_owned(), sqlstate(error).to_owned(), message);
     if let Error::DuplicateKey { key, .. } = error {
         info.detail = Some(format!("Key ({key}) already exists."));
@@ -159,5 +165,8 @@ mod tests {
         let df = Error::DataFusion(DataFusionError::Plan("table 'dev.public.x' not found".into()));
         assert_eq!(sqlstate(&df), "42P01");
         assert_eq!(error_info(&df).message, "relation \"x\" does not exist");
+        // A NUL would end the message's C string early on the wire.
+        let bytes = Error::OutOfRange("the upstream value \0\0ab".into());
+        assert!(!error_info(&bytes).message.contains('\0'));
     }
 }

@@ -559,8 +559,10 @@ static COMPAT_RULES: LazyLock<Vec<Box<dyn SqlStatementRewriteRule>>> = LazyLock:
     ]
 });
 
-/// Applies [`COMPAT_RULES`].
-fn compat_rewrite(statement: ast::Statement) -> ast::Statement {
+/// Applies [`COMPAT_RULES`], after Sluice's reading of array literals (whose element lists
+/// those rules would split at every comma).
+fn compat_rewrite(mut statement: ast::Statement) -> ast::Statement {
+    crate::sql::array_literals::rewrite(&mut statement);
     COMPAT_RULES.iter().fold(statement, |s, rule| rule.rewrite(s))
 }
 

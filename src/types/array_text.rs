@@ -82,20 +82,39 @@ pub fn parse(text: &str) -> Result<Vec<Option<String>>> {
 }
 
 /// Arrays of `element`s from their text forms, each element read as a value of its type is
-/// (`mode` as for [`cast_to`]).
+/// (`mode` as for [`cast_to`]). In [`CastMode::Upstream`] a value that does not convert (a
+/// multi-dimensional array, an element its type cannot hold) becomes a NULL array, as other
+/// upstream values that do not convert become NULL, for the caller to find and name.
 pub fn arrays_from_text(text: &StringArray, element: DataType, mode: CastMode) -> Result<ArrayRef> {
     let mut offsets = vec![0i32];
     let mut values: Vec<Option<String>> = Vec::new();
+    let mut valid = Vec::with_capacity(text.len());
     for value in text.iter() {
-        if let Some(value) = value {
-            values.extend(parse(value)?);
-        }
+        let parsed = match value {
+            None => None,
+            Some(value) => match (parse(value), mode) {
+                (Ok(elements), _) => Some(elements),
+                (Err(_), CastMode::Upstream) => None,
+                (Err(e), CastMode::Strict) => return Err(e),
+            },
+        };
+        valid.push(parsed.is_some());
+        values.extend(parsed.into_iter().flatten());
         offsets.push(values.len() as i32);
     }
     let strings: ArrayRef = Arc::new(StringArray::from(values));
     let elements = cast_to(&strings, element, mode)?;
+    if mode == CastMode::Upstream && elements.null_count() > strings.null_count() {
+        // An element that did not convert: its whole array did not.
+        for (row, range) in offsets.windows(2).enumerate() {
+            let range = range[0] as usize..range[1] as usize;
+            if range.clone().any(|i| elements.is_null(i) && !strings.is_null(i)) {
+                valid[row] = false;
+            }
+        }
+    }
     let field = Arc::new(Field::new_list_field(elements.data_type().clone(), true));
-    let nulls = text.nulls().cloned().map(|n| NullBuffer::new(n.inner().clone()));
+    let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
     Ok(Arc::new(ListArray::new(field, OffsetBuffer::new(offsets.into()), elements, nulls)))
 }
 

@@ -117,9 +117,11 @@ impl Wire {
     /// Whether the upstream sends the column as text only after a `::text` cast. A `char(n)`
     /// is cast too: its text drops the blank padding, as Postgres's comparisons of it do (a
     /// view's `WHERE c = 'BUILDING'` on a `char(10)` must match).
+    /// Arrays are cast whatever their element (`varchar(5)[]` too): their binary form is not
+    /// their text.
     pub fn needs_text_cast(self, upstream_type: &str) -> bool {
-        let base = upstream_type.split('(').next().unwrap_or(upstream_type).trim();
-        self == Wire::Text && !matches!(base, "text" | "character varying")
+        let base = crate::connector::postgres::base_type(upstream_type);
+        self == Wire::Text && !matches!(base.as_str(), "text" | "character varying")
     }
 }
 
@@ -939,5 +941,10 @@ mod tests {
                 .needs_text_cast("character varying(5)")
         );
         assert!(Wire::of("character(5)", DataType::Varchar).needs_text_cast("character(5)"));
+        let texts = DataType::Array(crate::types::Element::new(DataType::Varchar).unwrap());
+        assert!(
+            Wire::of("character varying(5)[]", texts).needs_text_cast("character varying(5)[]")
+        );
+        assert!(Wire::of("text[]", DataType::Varchar).needs_text_cast("text[]"));
     }
 }

@@ -94,6 +94,12 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
         out.type_ids.push((row.get(4), row.get(5)));
     }
     out.set_key(&pk_names)?;
+    // An array cannot be a key in Sluice: an array key column is held as its text.
+    for &k in &out.pk {
+        if let DataType::Array(_) = out.columns[k].data_type {
+            out.columns[k].data_type = DataType::Varchar;
+        }
+    }
     Ok(out)
 }
 
@@ -115,13 +121,53 @@ pub async fn table_identity(client: &Client, schema: &str, table: &str) -> Resul
     Ok(rows.first().map(|r| r.get(0)))
 }
 
-/// The Sluice type that holds values of an upstream type (arrays, enums and other types as text).
+/// The Sluice type that holds values of an upstream type: enums and types Sluice has not as
+/// text, arrays of the element types below as arrays (other arrays as text).
 fn map_type(ty: &str, typtype: &str, category: &str) -> DataType {
-    let base = super::base_type(ty);
-    let base = base.as_str();
-    if category == "A" || typtype == "e" {
+    if category == "A" {
+        return array_type(ty).unwrap_or(DataType::Varchar);
+    }
+    if typtype == "e" {
         return DataType::Varchar;
     }
+    scalar_type(ty)
+}
+
+/// Sluice's array type for an upstream array type (`integer[]`, `numeric(10,2)[]`) whose
+/// elements are numbers, text, booleans or dates: each value is read from its text. The
+/// upstream type does not fix a number of dimensions; a value of more than one stops the
+/// table naming it (see `typed_batch`). Arrays of other element types, whose text Sluice would
+/// print otherwise, are held as their text; so are arrays of unconstrained numerics, whose
+/// elements each have their own display scale (`{1.50,3}`), which only their text keeps.
+fn array_type(ty: &str) -> Option<DataType> {
+    let element = scalar_type(ty.strip_suffix("[]")?);
+    let held = match element {
+        DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Boolean
+        | DataType::Date => true,
+        DataType::Decimal { precision, scale } => {
+            !crate::types::numeric::is_unconstrained(precision, scale)
+        }
+        DataType::Varchar => is_text(ty.trim_end_matches("[]")),
+        _ => false,
+    };
+    held.then(|| crate::types::Element::new(element).ok().map(DataType::Array)).flatten()
+}
+
+/// Whether an upstream type is `text`, `varchar(n)` or `char(n)`.
+fn is_text(ty: &str) -> bool {
+    let base = super::base_type(ty);
+    matches!(base.as_str(), "text" | "character varying" | "character")
+}
+
+/// The Sluice type of an upstream type that is not an array nor an enum.
+fn scalar_type(ty: &str) -> DataType {
+    let base = super::base_type(ty);
+    let base = base.as_str();
     match base {
         "smallint" => DataType::Int16,
         "integer" => DataType::Int32,
@@ -440,7 +486,21 @@ mod tests {
             map_type("numeric(10,2)", "b", "N"),
             DataType::Decimal { precision: 10, scale: 2 }
         );
-        assert_eq!(map_type("integer[]", "b", "A"), DataType::Varchar);
+        let array = |element| DataType::Array(crate::types::Element::new(element).unwrap());
+        assert_eq!(map_type("integer[]", "b", "A"), array(DataType::Int32));
+        assert_eq!(
+            map_type("numeric(10,2)[]", "b", "A"),
+            array(DataType::Decimal { precision: 10, scale: 2 })
+        );
+        assert_eq!(map_type("character varying(5)[]", "b", "A"), array(DataType::Varchar));
+        assert_eq!(map_type("boolean[]", "b", "A"), array(DataType::Boolean));
+        // Arrays of types held as text (uuid, an enum) or printed otherwise (timestamps,
+        // jsonb) are held as their text.
+        assert_eq!(map_type("uuid[]", "b", "A"), DataType::Varchar);
+        assert_eq!(map_type("mood[]", "b", "A"), DataType::Varchar);
+        assert_eq!(map_type("timestamp with time zone[]", "b", "A"), DataType::Varchar);
+        assert_eq!(map_type("jsonb[]", "b", "A"), DataType::Varchar);
+        assert_eq!(map_type("numeric[]", "b", "A"), DataType::Varchar);
         assert_eq!(map_type("timestamp with time zone", "b", "D"), DataType::Timestamptz);
         assert_eq!(map_type("uuid", "b", "U"), DataType::Varchar);
     }

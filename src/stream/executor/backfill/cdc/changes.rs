@@ -362,10 +362,19 @@ pub(super) fn typed_batch(
             .collect();
         let value = inputs[c].as_string::<i32>().value(row);
         let column = &table.columns[c];
+        let holds = match column.data_type {
+            crate::types::DataType::Array(_) => {
+                "Sluice's arrays have one dimension and elements of their type; declare the \
+                 column varchar for its text"
+            }
+            _ => {
+                "declare the column with a type that holds it (numeric(p, s) up to 38 digits, \
+                 or varchar for its text)"
+            }
+        };
         return Err(Error::OutOfRange(format!(
             "the upstream value {value} of column {} (key {}) cannot be held exactly by {}; \
-             declare the column with a type that holds it (numeric(p, s) up to 38 digits, or \
-             varchar for its text) and create the table again",
+             {holds} and create the table again",
             column.name,
             key.join(", "),
             column.data_type
