@@ -3,6 +3,8 @@
 mod encode;
 pub mod handler;
 mod params;
+/// Values as Postgres prints them in text format.
+mod pg_text;
 pub mod sqlstate;
 
 use std::future::Future;
