@@ -482,7 +482,7 @@ async fn every_type(upstream: &Upstream, server: &Sluice) -> anyhow::Result<()> 
          (4, true, 32767, 2147483647, 9223372036854775807, 'Infinity', 1e308,
           123456789012345678.0123456789, 0.005, 'infinity', 'infinity', '-infinity', '\\x0a0d09',
           E'tab\\tand\\nnewline ''quoted'' \\\\', 'x', 'xyz', '{{\"k\": \"v\\\"w\"}}', '1.50',
-          'ffffffff-ffff-ffff-ffff-ffffffffffff', '{{{{1,2}},{{3,4}}}}', 'happy', '3 years'),
+          'ffffffff-ffff-ffff-ffff-ffffffffffff', '{{3,NULL,-4}}', 'happy', '3 years'),
          (5, false, 0, 0, 0, 1e-30, -0.0, 1.0000000005, -0.005, '2000-01-01', '2000-01-01 00:00:00',
           '2000-01-01 00:00:00+00', '\\x00', 'a', 'b', 'c', '{{}}', '{{}}',
           '12345678-1234-1234-1234-123456789012', '{{-1}}', 'sad', '0'),

@@ -67,6 +67,7 @@ pub fn session_context(
     for udf in crate::sql::jsonb::udfs() {
         ctx.register_udf(udf);
     }
+    ctx.register_udf(crate::sql::array_ops::udf());
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::OctetLength::default()));
     ctx.register_udf(ScalarUDF::from(crate::sql::functions::PgTypeof::default()));
     for udf in crate::sql::format::udfs() {

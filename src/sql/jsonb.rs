@@ -386,6 +386,12 @@ impl ScalarUDFImpl for JsonbFunction {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let rows = args.number_rows;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let list = |a: &ArrayRef| matches!(a.data_type(), DataType::List(_));
+        if self.op == Op::Contains && arrays.iter().any(list) {
+            // Arrays' `@>` and `<@` (the syntax tree could not tell them from jsonb's).
+            return crate::sql::array_ops::contains(&arrays[0], &arrays[1])
+                .map(ColumnarValue::Array);
+        }
         let left = as_text(&arrays[0])?;
         let right = &arrays[1];
         let key = |row: usize| -> DfResult<Option<Vec<Key>>> {
@@ -620,6 +626,7 @@ fn rewrite_expressions(statement: &mut ast::Statement) {
                 ast::BinaryOperator::AtArrow => (CONTAINS, false),
                 ast::BinaryOperator::ArrowAt => (CONTAINS, true),
                 ast::BinaryOperator::Question => (EXISTS, false),
+                ast::BinaryOperator::PGOverlap => (crate::sql::array_ops::OVERLAPS, false),
                 _ => return ControlFlow::<()>::Continue(()),
             };
             let (first, second) = match swap {

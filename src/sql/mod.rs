@@ -8,6 +8,8 @@ pub mod aggregates;
 pub mod analyzer;
 /// Postgres's array literals (`'{1,2}'::int[]`, `x = ANY('{a,b}')`) as Postgres reads them.
 pub mod array_literals;
+/// Arrays' `@>`, `<@` and `&&`.
+pub mod array_ops;
 /// Integer arithmetic that fails on overflow (22003), in batch and streaming plans.
 pub mod checked;
 /// Postgres compatibility: rewrites that make parsed statements plan as in Postgres.
