@@ -50,8 +50,10 @@ pub fn test(left: &ArrayRef, right: &ArrayRef, test: Test) -> DfResult<ArrayRef>
             continue;
         }
         let (mine, theirs) = (elements(&left.value(row))?, elements(&right.value(row))?);
-        let found =
-            |v: &Option<ScalarValue>| v.as_ref().is_some_and(|v| mine.contains(&Some(v.clone())));
+        // A NULL element matches nothing.
+        let found = |v: &Option<ScalarValue>| {
+            v.as_ref().is_some_and(|v| mine.iter().any(|m| m.as_ref() == Some(v)))
+        };
         out.append_value(match test {
             Test::Contains => theirs.iter().all(found),
             Test::Overlaps => theirs.iter().any(found),
