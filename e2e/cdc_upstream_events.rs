@@ -128,22 +128,54 @@ async fn upstream_schema_changes_are_followed_or_stop_the_table() -> anyhow::Res
 async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
     upstream.create_database("shop").await?;
     let up = upstream.connect("shop").await?;
-    let tables = ["added", "dropped", "retyped", "recast", "readded", "gone", "again"];
+    let tables = [
+        "added", "nulls", "volatile", "declared", "slow", "dropped", "retyped", "recast",
+        "readded", "gone", "again",
+    ];
     for t in tables {
+        let rows = if t == "slow" { 3000 } else { 50 };
         up.batch_execute(&format!(
             "CREATE TABLE {t} (id int PRIMARY KEY, a text, b int);
-             INSERT INTO {t} SELECT i, 'a' || i, i FROM generate_series(1, 50) i;"
+             INSERT INTO {t} SELECT i, 'a' || i, i FROM generate_series(1, {rows}) i;"
         ))
         .await?;
     }
     let client = server.connect().await?;
     client.batch_execute(&upstream.source_sql("pg", "")).await?;
     for t in tables {
-        client.batch_execute(&format!("CREATE TABLE {t} (*) FROM pg TABLE 'public.{t}'")).await?;
+        let columns = if t == "declared" { "(id int PRIMARY KEY, a text)" } else { "(*)" };
+        if t == "slow" {
+            continue;
+        }
+        client
+            .batch_execute(&format!("CREATE TABLE {t} {columns} FROM pg TABLE 'public.{t}'"))
+            .await?;
     }
+    wait_jobs(&client, Duration::from_secs(60)).await?;
+    // Views created before the columns are added keep the columns they were created with.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW added_v AS SELECT * FROM added;
+             CREATE MATERIALIZED VIEW added_n AS SELECT count(*) AS n, sum(b) AS s FROM added;",
+        )
+        .await?;
+    // `slow` is still reading its snapshot when its column is added.
+    client
+        .batch_execute(
+            "SET background_ddl = true; SET backfill_rate_limit = 1000;
+             CREATE TABLE slow (*) WITH (snapshot.batch_size = '100') FROM pg TABLE 'public.slow';
+             SET background_ddl = false; SET backfill_rate_limit = -1;",
+        )
+        .await?;
     up.batch_execute(
         "ALTER TABLE added ADD COLUMN c int DEFAULT 5; INSERT INTO added VALUES (51, 'x', 51, 9);
          UPDATE added SET b = -1 WHERE id <= 3;
+         ALTER TABLE nulls ADD COLUMN d text; INSERT INTO nulls VALUES (51, 'x', 51, 'dd');
+         UPDATE nulls SET d = 'u' WHERE id = 2;
+         ALTER TABLE volatile ADD COLUMN e float8 DEFAULT random();
+         INSERT INTO volatile VALUES (51, 'x', 51, 0.5);
+         ALTER TABLE declared ADD COLUMN c int DEFAULT 1; INSERT INTO declared VALUES (51, 'x', 51, 2);
+         ALTER TABLE slow ADD COLUMN c numeric DEFAULT 1.50; UPDATE slow SET c = 2.250 WHERE id % 100 = 0;
          ALTER TABLE dropped DROP COLUMN a; INSERT INTO dropped VALUES (51, 51);
          ALTER TABLE retyped ALTER COLUMN b TYPE text; INSERT INTO retyped VALUES (51, 'x', 'y');
          ALTER TABLE recast ALTER COLUMN b TYPE text; INSERT INTO recast VALUES (51, 'x', '7');
@@ -154,14 +186,23 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
          DROP TABLE again; CREATE TABLE again (id int PRIMARY KEY, a text, b int);",
     )
     .await?;
-    let ours = "SELECT id, a, b FROM added";
-    retry_until(Duration::from_secs(60), || async {
-        let (a, b) = (sorted(&client, ours).await?, sorted(&up, ours).await?);
-        ensure!(a == b, "added: {} rows vs {}", a.len(), b.len());
-        Ok(())
-    })
-    .await?;
-    not_stopped(&client, "added").await?;
+    // Tables declared `(*)` take the added columns, rows from before them holding what the
+    // upstream holds (the default, NULL, or a value per row); a view keeps its columns.
+    let followed = [
+        ("SELECT * FROM added", "SELECT * FROM added"),
+        ("SELECT * FROM nulls", "SELECT * FROM nulls"),
+        ("SELECT * FROM volatile", "SELECT * FROM volatile"),
+        ("SELECT * FROM slow", "SELECT * FROM slow"),
+        ("SELECT * FROM declared", "SELECT id, a FROM declared"),
+        ("SELECT * FROM added_v", "SELECT id, a, b FROM added"),
+        ("SELECT n, s FROM added_n", "SELECT count(*), sum(b) FROM added"),
+    ];
+    converges_all(&client, &up, &followed).await?;
+    let described = text_rows(&client, "SELECT * FROM added_v WHERE id = 1").await?;
+    ensure!(described[0].len() == 3, "the view took the added column: {described:?}");
+    for t in ["added", "nulls", "volatile", "slow", "declared"] {
+        not_stopped(&client, t).await?;
+    }
     for (t, why) in [
         ("dropped", "column a was dropped or renamed upstream"),
         ("retyped", "column b changed type upstream from integer to text"),
@@ -203,7 +244,38 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
         stopped(&client, t).await.with_context(|| format!("{t} after a restart"))?;
     }
     not_stopped(&client, "added").await?;
+    // A column added while Sluice is down is followed once it runs again.
+    server.kill9().await?;
+    up.batch_execute(
+        "ALTER TABLE added ADD COLUMN f text DEFAULT 'f'; INSERT INTO added VALUES (52, 'y', 52, 1, 'g');
+         UPDATE added SET c = 0 WHERE id = 4;",
+    )
+    .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_all(&client, &up, &followed).await?;
+    not_stopped(&client, "added").await?;
     server.ensure_running()
+}
+
+/// Waits until each query of Sluice's (first) returns the rows its upstream query does.
+async fn converges_all(client: &Client, up: &Client, pairs: &[(&str, &str)]) -> anyhow::Result<()> {
+    for (ours, theirs) in pairs {
+        retry_until(Duration::from_secs(60), || async {
+            let (a, b) = (sorted(client, ours).await?, sorted(up, theirs).await?);
+            ensure!(
+                a == b,
+                "{ours}: {} rows vs {}: {:?} vs {:?}",
+                a.len(),
+                b.len(),
+                a.first(),
+                b.first()
+            );
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 #[tokio::test]
@@ -246,23 +318,28 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
              INSERT INTO shop.again VALUES (1, 'new', 1);",
         )
         .await?;
-    converges_mysql(
-        &client,
-        upstream,
-        "SELECT id, a, b FROM added",
-        "SELECT id, a, b FROM shop.added",
-    )
-    .await?;
+    // The added column is followed: rows from before it hold the default.
+    converges_mysql(&client, upstream, "SELECT * FROM added", "SELECT * FROM shop.added").await?;
     not_stopped(&client, "added").await?;
-    // The binlog's DDL says why first (the next table map or the identity check would too).
-    for (t, why) in [
-        ("dropped", "the upstream ran ALTER TABLE shop.dropped DROP COLUMN a"),
-        ("moved", "the upstream ran ALTER TABLE shop.moved MODIFY COLUMN b int FIRST"),
-        ("gone", "the upstream ran DROP TABLE"),
-        ("again", "the upstream ran DROP TABLE"),
+    // The binlog's DDL says why, or (when the jobs were rebuilt meanwhile, as following the
+    // column added to `added` does) the fresh description of the table that a restarted
+    // backfill checks first.
+    for (t, why, or) in [
+        (
+            "dropped",
+            "the upstream ran ALTER TABLE shop.dropped DROP COLUMN a",
+            "column a was dropped or renamed upstream",
+        ),
+        (
+            "moved",
+            "the upstream ran ALTER TABLE shop.moved MODIFY COLUMN b int FIRST",
+            "moved upstream",
+        ),
+        ("gone", "the upstream ran DROP TABLE", "the upstream table was dropped"),
+        ("again", "the upstream ran DROP TABLE", "the upstream table was dropped"),
     ] {
         let error = stopped(&client, t).await?;
-        ensure!(error.contains(why), "{t}: {error}");
+        ensure!(error.contains(why) || error.contains(or), "{t}: {error}");
     }
     // A restart finds them stopped, though nothing upstream says so again (the table created
     // again has the old one's name and columns).
@@ -513,4 +590,116 @@ async fn a_replication_slot_has_one_source() -> anyhow::Result<()> {
     let sources = text_rows(&client, "SHOW SOURCES").await?;
     ensure!(sources.len() == 1, "{sources:?}");
     Ok(())
+}
+
+#[tokio::test]
+async fn resnapshot_reads_the_upstream_again_and_views_see_only_the_differences()
+-> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = resnapshot(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+/// Rows of `r` that Sluice deleted (an update deletes one) so far, by `/metrics`.
+async fn deletes_of(server: &Sluice, relation: &str) -> anyhow::Result<f64> {
+    let scrape = crate::observability::scrape(server).await?;
+    let labels = [("relation", relation), ("op", "delete")];
+    Ok(crate::observability::sample(&scrape, "sluice_relation_changes_total", &labels)
+        .unwrap_or(0.0))
+}
+
+async fn resnapshot(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE r (id int PRIMARY KEY, a text, b int);
+         INSERT INTO r SELECT i, 'a' || i, i FROM generate_series(1, 5000) i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE r (*) WITH (snapshot.batch_size = '300') FROM pg TABLE 'public.r';
+             CREATE MATERIALIZED VIEW r_v AS SELECT b % 10 AS k, count(*) AS n, sum(b) AS s FROM r GROUP BY 1;",
+        )
+        .await?;
+    let view = ("SELECT k, n, s FROM r_v", "SELECT b % 10, count(*), sum(b) FROM r GROUP BY 1");
+    converges_all(&client, &up, &[("SELECT * FROM r", "SELECT * FROM r"), view]).await?;
+    // Changes the upstream does not send: the table is out of its publication meanwhile.
+    let publication =
+        text_rows(&up, "SELECT pubname FROM pg_publication_tables WHERE tablename = 'r'").await?;
+    let publication = publication[0][0].clone().context("r is published")?;
+    up.batch_execute(&format!(
+        "ALTER PUBLICATION {publication} DROP TABLE r;
+         UPDATE r SET b = b + 1 WHERE id % 250 = 0;
+         DELETE FROM r WHERE id % 500 = 1;
+         INSERT INTO r SELECT i, 'n' || i, i FROM generate_series(5001, 5010) i;
+         ALTER PUBLICATION {publication} ADD TABLE r;"
+    ))
+    .await?;
+    // 20 updated, 10 deleted, 10 inserted: Sluice does not know.
+    let missing = text_rows(&client, "SELECT count(*) FROM r").await?;
+    ensure!(missing == [[Some("5000".to_owned())]], "{missing:?}");
+    let before = deletes_of(server, "r").await?;
+    // A writer goes on while the snapshot is read again: 50 updates.
+    let writer = {
+        let up = upstream.connect("shop").await?;
+        tokio::spawn(async move {
+            for i in 0..50 {
+                let id = 7 + i * 97;
+                up.execute("UPDATE r SET a = a || '+' WHERE id = $1", &[&id]).await?;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let tag = client.simple_query("ALTER TABLE r RESNAPSHOT").await?;
+    ensure!(matches!(tag.last(), Some(tokio_postgres::SimpleQueryMessage::CommandComplete(_))));
+    writer.await??;
+    converges_all(&client, &up, &[("SELECT * FROM r", "SELECT * FROM r"), view]).await?;
+    // Only what differed went downstream: 20 + 10 + the writer's 50 rows at most (a
+    // retraction of every row would be 5000).
+    let deleted = deletes_of(server, "r").await? - before;
+    ensure!((30.0..=80.0).contains(&deleted), "{deleted} rows retracted");
+    // The table's progress shows the snapshot read again, to its end.
+    let sql = "SELECT backfill_finished, rows_done FROM rw_catalog.rw_cdc_progress WHERE table_name = 'r'";
+    retry_until(Duration::from_secs(30), || async {
+        let progress = text_rows(&client, sql).await?;
+        ensure!(progress == [[Some("t".to_owned()), Some("5000".to_owned())]], "{progress:?}");
+        Ok(())
+    })
+    .await?;
+    // Refused aloud for a table that is not a CDC table; the server stays up.
+    client.batch_execute("CREATE TABLE plain (id int PRIMARY KEY)").await?;
+    let err = client.batch_execute("ALTER TABLE plain RESNAPSHOT").await.unwrap_err();
+    let state = err.as_db_error().map(|e| e.code().code().to_owned());
+    ensure!(state.as_deref() == Some("42809"), "{err:?}");
+    // A kill -9 after the statement: the table reads on from its progress, still exact.
+    up.batch_execute("UPDATE r SET b = 0 WHERE id = 2").await?;
+    client.batch_execute("ALTER TABLE r RESNAPSHOT").await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_all(&client, &up, &[("SELECT * FROM r", "SELECT * FROM r"), view]).await?;
+    // The upstream table dropped and created again with its columns: the table stops, and
+    // RESNAPSHOT reads the new one (its rows, then its changes).
+    up.batch_execute(
+        "DROP TABLE r; CREATE TABLE r (id int PRIMARY KEY, a text, b int);
+         INSERT INTO r SELECT i, 'again' || i, i FROM generate_series(1, 100) i;",
+    )
+    .await?;
+    stopped(&client, "r").await?;
+    client.batch_execute("ALTER TABLE r RESNAPSHOT").await?;
+    up.batch_execute("INSERT INTO r VALUES (101, 'after', 7); DELETE FROM r WHERE id = 5").await?;
+    converges_all(&client, &up, &[("SELECT * FROM r", "SELECT * FROM r"), view]).await?;
+    not_stopped(&client, "r").await?;
+    // One whose columns changed is refused, with what to do; the table keeps its rows.
+    up.batch_execute("ALTER TABLE r DROP COLUMN a").await?;
+    let err = client.batch_execute("ALTER TABLE r RESNAPSHOT").await.unwrap_err();
+    let db = err.as_db_error().context("a server error")?;
+    ensure!(db.code().code() == "55000", "{err:?}");
+    ensure!(db.message().contains("drop the table and create it again"), "{}", db.message());
+    let kept = text_rows(&client, "SELECT count(*) FROM r").await?;
+    ensure!(kept == [[Some("100".to_owned())]], "{kept:?}");
+    server.ensure_running()
 }

@@ -44,6 +44,13 @@ struct CdcTableLabels {
     table: String,
 }
 
+/// Labels of `sluice_relation_changes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelationChangeLabels {
+    relation: String,
+    op: &'static str,
+}
+
 /// One label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Job {
@@ -105,6 +112,7 @@ pub struct Metrics {
     checkpoints: Counter,
     checkpoints_ingested: Counter,
     cdc_changes: Family<CdcTableLabels, Counter>,
+    relation_changes: Family<RelationChangeLabels, Counter>,
     /// When each source's reader last had read everything its upstream had committed.
     cdc_caught_up: Mutex<HashMap<String, Instant>>,
     /// The last error of each source's reader, until it reads again.
@@ -132,6 +140,7 @@ impl Default for Metrics {
             checkpoints: Counter::default(),
             checkpoints_ingested: Counter::default(),
             cdc_changes: Family::default(),
+            relation_changes: Family::default(),
             cdc_caught_up: Mutex::new(HashMap::new()),
             cdc_errors: Mutex::new(HashMap::new()),
             cdc_table_errors: Mutex::new(HashMap::new()),
@@ -210,6 +219,16 @@ impl Metrics {
     pub fn cdc_changes(&self, source: &str, table: &str, changes: u64) {
         let labels = CdcTableLabels { source: source.to_owned(), table: table.to_owned() };
         self.cdc_changes.get_or_create(&labels).inc_by(changes);
+    }
+
+    /// The counters of rows that relation `relation`'s stored rows gained and lost (an
+    /// update counts one of each), as its materialize passes them downstream.
+    pub fn relation_changes(&self, relation: &str) -> (Counter, Counter) {
+        let counter = |op| {
+            let labels = RelationChangeLabels { relation: relation.to_owned(), op };
+            self.relation_changes.get_or_create(&labels).clone()
+        };
+        (counter("insert"), counter("delete"))
     }
 
     /// A CDC source has read everything its upstream committed before `at`.
@@ -291,6 +310,12 @@ impl Metrics {
             "sluice_cdc_source_changes",
             "Changes read from the upstream, by source and upstream table",
             self.cdc_changes.clone(),
+        );
+        registry.register(
+            "sluice_relation_changes",
+            "Rows inserted into and deleted from each table and view, as passed downstream (an \
+             update is one of each)",
+            self.relation_changes.clone(),
         );
         register_state(&mut registry, state, self);
         let mut out = String::new();
@@ -425,6 +450,7 @@ mod tests {
             Committed { bytes: 4096, ingested: true },
         );
         metrics.cdc_changes("pg", "public.t", 5);
+        metrics.relation_changes("orders").1.inc_by(3);
         metrics.cdc_caught_up("pg", Instant::now());
         let state = Scrape {
             backfills: vec![BackfillScrape {
@@ -454,6 +480,7 @@ mod tests {
         assert_eq!(value(&scrape, "sluice_actor_count", ("fragment", "3")), 4.0);
         assert_eq!(value(&scrape, "sluice_cdc_source_changes_total", ("table", "public.t")), 5.0);
         assert_eq!(value(&scrape, "sluice_cdc_lag_bytes", ("source", "pg")), 77.0);
+        assert_eq!(value(&scrape, "sluice_relation_changes_total", ("op", "delete")), 3.0);
         assert!(value(&scrape, "sluice_cdc_lag_seconds", ("source", "pg")) < 60.0);
         let latency = scrape.samples.iter().find(|s| s.metric == "sluice_barrier_latency_seconds");
         match latency.map(|s| &s.value) {

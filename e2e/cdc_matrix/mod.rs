@@ -480,10 +480,17 @@ async fn check(client: &Client, up: &mut Up, case: &Case, expect: Expect) -> any
     if let Up::My(_) = up {
         (ours, theirs) = (case.as_values(ours), case.as_values(theirs));
     }
-    match ours == theirs {
-        true => Ok(()),
-        false => bail!(differences(&ours, &theirs, case.key.columns().len())),
+    if ours != theirs {
+        bail!(differences(&ours, &theirs, case.key.columns().len()));
     }
+    if expect == Expect::Added {
+        // Tables are declared `(*)`: they take the column, old rows its default.
+        let sql = |t: &str| format!("SELECT count(*), count(extra), sum(extra) FROM {t}");
+        let ours = text_rows(client, &sql(&case.table())).await?;
+        let theirs = up.rows(&sql(&case.upstream())).await?;
+        ensure!(ours == theirs, "the added column: {ours:?} vs {theirs:?}");
+    }
+    Ok(())
 }
 
 /// What differs between Sluice's rows and the upstream's, by key: counts and a few examples.

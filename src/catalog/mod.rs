@@ -25,6 +25,21 @@ pub const DEFAULT_SCHEMA: &str = "public";
 /// The hidden key column of tables declared without a primary key.
 pub const ROW_ID_COLUMN: &str = "_row_id";
 
+tokio::task_local! {
+    /// While a view's query is planned again ([`with_seen_versions`]): the schema version of
+    /// each relation it was created over (0 for those not listed).
+    static SEEN_VERSIONS: Vec<(TableId, u32)>;
+}
+
+/// Runs `planning` with relations looked up by name as a view created over `seen` (see
+/// [`TableCatalog::seen_versions`]) saw them: columns added since are hidden.
+pub async fn with_seen_versions<F: std::future::Future>(
+    seen: Vec<(TableId, u32)>,
+    planning: F,
+) -> F::Output {
+    SEEN_VERSIONS.scope(seen, planning).await
+}
+
 const TABLE_PREFIX: &[u8] = b"catalog/table/";
 const SOURCE_PREFIX: &[u8] = b"catalog/source/";
 const NEXT_ID_KEY: &[u8] = b"catalog/next_id";
@@ -49,6 +64,15 @@ pub struct ColumnCatalog {
     /// ([`crate::batch::display_scale`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_of: Option<usize>,
+    /// The schema version of its relation that added the column: 0 for the columns the
+    /// relation was created with, then 1, 2, .. for columns a CDC table took from its upstream
+    /// later. A view reads the columns up to the version it was created over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub since: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ColumnCatalog {
@@ -61,6 +85,7 @@ impl ColumnCatalog {
             varchar: None,
             default: None,
             scale_of: None,
+            since: 0,
         }
     }
 
@@ -142,6 +167,11 @@ pub struct TableCatalog {
     /// For a view: the order its stream scans backfill in (`WITH (backfill_order = ..)`).
     #[serde(default)]
     pub backfill_order: BackfillOrder,
+    /// For a view: the schema version (see [`ColumnCatalog::since`]) of each relation it reads,
+    /// when it was created. Columns added later are not the view's: `SELECT *` in its query
+    /// keeps meaning the columns it meant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen_versions: Vec<(TableId, u32)>,
 }
 
 /// The order in which a view's stream scans read their snapshots
@@ -286,6 +316,21 @@ pub struct CdcTableInfo {
     /// identity (MySQL) or for tables created before it was recorded.
     #[serde(default)]
     pub upstream_identity: Option<String>,
+    /// Declared `(*)`: columns added upstream after the others are added to the table too
+    /// (else the table keeps the columns it was declared with).
+    #[serde(default)]
+    pub follow_columns: bool,
+    /// Where columns were added upstream and followed: `(position, n)` says that the source's
+    /// descriptions of the table before `position` name its first `n` upstream columns (the
+    /// later ones did not exist yet), so changes read again from before it are applied with
+    /// NULL for them, until the snapshot read since overwrites the rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns_since: Vec<(u64, usize)>,
+    /// The snapshot is read again over the rows the table holds (`ALTER TABLE .. RESNAPSHOT`,
+    /// or columns added): each page overwrites the stored rows of its key range, deleting those
+    /// it does not have, and the views downstream see only what differs.
+    #[serde(default)]
+    pub resnapshot: bool,
 }
 
 impl TableCatalog {
@@ -307,6 +352,21 @@ impl TableCatalog {
     /// Indices of the visible columns.
     pub fn visible_indices(&self) -> Vec<usize> {
         (0..self.columns.len()).filter(|&i| !self.columns[i].hidden).collect()
+    }
+
+    /// The schema version: the greatest [`ColumnCatalog::since`] of its columns.
+    pub fn schema_version(&self) -> u32 {
+        self.columns.iter().map(|c| c.since).max().unwrap_or(0)
+    }
+
+    /// The relation as a reader created at schema `version` sees it: columns added after it
+    /// are hidden (they keep their storage positions).
+    pub fn as_of(&self, version: u32) -> TableCatalog {
+        let mut table = self.clone();
+        for column in &mut table.columns {
+            column.hidden |= column.since > version;
+        }
+        table
     }
 
     /// The SQL types of all columns, in storage order.
@@ -362,6 +422,7 @@ impl TableCatalog {
             purpose: None,
             eager_aggregation: false,
             backfill_order: BackfillOrder::Auto,
+            seen_versions: Vec::new(),
         }
     }
 
@@ -485,7 +546,17 @@ impl Catalog {
 
     /// The relation called `name`, of any kind, if any.
     pub fn table_by_name(&self, name: &str) -> Option<Arc<TableCatalog>> {
-        self.inner.read().tables.values().find(|t| t.name == name).cloned()
+        let table = self.inner.read().tables.values().find(|t| t.name == name).cloned()?;
+        // Planning a view's query again: the relation as the view was created over it.
+        let pinned =
+            SEEN_VERSIONS.try_with(|seen| match seen.iter().find(|(id, _)| *id == table.id) {
+                Some(&(_, version)) => version,
+                None => 0,
+            });
+        match pinned {
+            Ok(version) if version < table.schema_version() => Some(Arc::new(table.as_of(version))),
+            _ => Some(table),
+        }
     }
 
     /// The relation with id `id`, if any.

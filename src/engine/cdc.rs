@@ -46,7 +46,7 @@ impl Engine {
         let upstream = reader.describe_table(&schema, &table).await?;
         let upstream_identity = reader.table_identity(&schema, &table).await?;
         let (columns, pk, upstream_columns) = bind_cdc_columns(&create, &upstream)?;
-        let (columns, upstream_columns) = with_scale_columns(columns, upstream_columns);
+        let (columns, upstream_columns) = with_scale_columns(columns, upstream_columns, 0);
         let parallelism = match (options.parallelism, options.rows_per_split) {
             (Some(n), _) => n,
             (None, Some(_)) => default_readers(),
@@ -87,6 +87,9 @@ impl Engine {
             rows_per_split: options.rows_per_split,
             private_source,
             upstream_identity,
+            follow_columns: create.columns.is_empty(),
+            columns_since: Vec::new(),
+            resnapshot: false,
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self
@@ -367,15 +370,16 @@ fn bind_cdc_columns(
 }
 
 /// `columns` and the upstream column each reads, with a hidden display scale column after
-/// them for each unconstrained numeric (see [`crate::batch::display_scale`]): it reads the same
-/// upstream column.
-fn with_scale_columns(
+/// them for each unconstrained numeric from column `from` on (see
+/// [`crate::batch::display_scale`]): it reads the same upstream column.
+pub(super) fn with_scale_columns(
     mut columns: Vec<ColumnCatalog>,
     mut upstream_columns: Vec<usize>,
+    from: usize,
 ) -> (Vec<ColumnCatalog>, Vec<usize>) {
     let (precision, scale) = crate::types::DEFAULT_NUMERIC;
     let unconstrained = DataType::Decimal { precision, scale };
-    for c in 0..columns.len() {
+    for c in from..columns.len() {
         if columns[c].data_type != unconstrained {
             continue;
         }
@@ -387,6 +391,7 @@ fn with_scale_columns(
         columns.push(ColumnCatalog {
             hidden: true,
             scale_of: Some(c),
+            since: columns[c].since,
             ..ColumnCatalog::new(name, DataType::Int16)
         });
         upstream_columns.push(upstream_columns[c]);

@@ -305,6 +305,7 @@ fn bind_columns(create: &ast::CreateTable) -> Result<(Vec<ColumnCatalog>, Vec<us
             varchar: Varchar::from_sql(&def.data_type)?,
             default,
             scale_of: None,
+            since: 0,
         });
     }
     for constraint in &create.constraints {

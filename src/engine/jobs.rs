@@ -22,9 +22,11 @@ impl Engine {
     /// internal tables and the view itself leaves them behind.
     fn drop_orphans(&self) -> Result<()> {
         for table in self.catalog.tables() {
-            let owner_exists = table.owner.is_some_and(|o| {
-                self.catalog.table_by_id(o).is_some()
-                    || self.catalog.sources().iter().any(|s| s.id == o)
+            // An owner that is a relation lists its internal tables (a CDC table reading its
+            // snapshot again replaced its state table); a source has one.
+            let owner_exists = table.owner.is_some_and(|o| match self.catalog.table_by_id(o) {
+                Some(owner) => owner.internal_tables.contains(&table.id),
+                None => self.catalog.sources().iter().any(|s| s.id == o),
             });
             if table.kind == RelationKind::Internal && !owner_exists {
                 tracing::info!(table = %table.name, "dropping the orphaned internal table");
@@ -57,8 +59,7 @@ impl Engine {
                 }
                 RelationKind::Table => self.graph.prepare_table_job(&relation),
                 RelationKind::MaterializedView => {
-                    let plan =
-                        self.plan_view(&relation.definition, relation.eager_aggregation).await?;
+                    let plan = self.replan_view(&relation).await?;
                     self.graph.prepare_view_job(&relation, &plan, &|id| {
                         actor_of.get(&id).cloned().unwrap_or_default()
                     })?

@@ -26,6 +26,7 @@ mod mv;
 pub mod query;
 pub mod recovery;
 mod rescale;
+mod resnapshot;
 pub mod session;
 mod set_ops;
 mod source;
@@ -212,6 +213,7 @@ impl Engine {
             Statement::ShowJobs => Ok(self.show_jobs()),
             Statement::Wait => self.wait_jobs().await,
             Statement::CancelJobs(ids) => self.cancel_jobs(&ids).await,
+            Statement::Resnapshot(name) => self.resnapshot(&name).await,
             Statement::AlterSet { materialized_view, name, setting, value } => {
                 self.alter_set(materialized_view, &name, setting, value).await
             }
@@ -314,7 +316,7 @@ fn statement_label(statement: &Statement) -> &'static str {
         Statement::Flush => "flush",
         Statement::CreateSource { .. } | Statement::CreateTableFrom { .. } => "create",
         Statement::DropSource { .. } => "drop",
-        Statement::AlterSet { .. } => "alter",
+        Statement::AlterSet { .. } | Statement::Resnapshot(_) => "alter",
         Statement::ShowInternalTables | Statement::ShowSources | Statement::ShowJobs => "show",
         Statement::ExplainCreateTableFrom(_) => "explain",
         Statement::Wait | Statement::CancelJobs(_) => "job_control",

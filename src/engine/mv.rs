@@ -33,6 +33,18 @@ use crate::{invalid, unsupported};
 impl Engine {
     /// Plans a view's query text into a stream plan, with eager aggregation if `eager`.
     pub(crate) async fn plan_view(&self, query: &str, eager: bool) -> Result<StreamPlan> {
+        self.plan_view_inner(query, eager).await
+    }
+
+    /// Plans an existing view's query again (a restart, a recovery, a rescale), over the
+    /// relations as it was created over them: columns added to a CDC table since are not its
+    /// (see [`TableCatalog::seen_versions`]).
+    pub(crate) async fn replan_view(&self, view: &TableCatalog) -> Result<StreamPlan> {
+        let planning = self.plan_view_inner(&view.definition, view.eager_aggregation);
+        crate::catalog::with_seen_versions(view.seen_versions.clone(), planning).await
+    }
+
+    async fn plan_view_inner(&self, query: &str, eager: bool) -> Result<StreamPlan> {
         let (mut state, plan) = self.logical_view_plan(query).await?;
         // An uncorrelated scalar subquery becomes a join with its one row, which streams, not
         // a value computed once before the query runs.
@@ -161,6 +173,12 @@ impl Engine {
             }
         }
         let columns = view_columns(plan)?;
+        let seen_versions = references
+            .iter()
+            .filter_map(|&id| self.catalog.table_by_id(id))
+            .map(|t| (t.id, t.schema_version()))
+            .filter(|&(_, version)| version > 0)
+            .collect();
         // The internal tables take ids below the view's: the view's rows, which a backfill
         // writes in vnode order straight to the bottom level, then lie above every table
         // written before or beside them, so no memtable flush of other tables' rows (the
@@ -202,6 +220,7 @@ impl Engine {
             purpose: None,
             eager_aggregation: plan.eager_aggregation,
             backfill_order: settings.order,
+            seen_versions,
         };
         self.catalog.create_table(view)
     }
@@ -332,6 +351,7 @@ fn view_columns(plan: &StreamPlan) -> Result<Vec<ColumnCatalog>> {
             varchar: crate::types::varchar_mark(field),
             default: None,
             scale_of,
+            since: 0,
         });
     }
     Ok(columns)

@@ -59,6 +59,11 @@ impl Engine {
     async fn recover(&self) -> Result<()> {
         let _ddl = self.ddl_lock.lock().await;
         self.graph.abort_all().await;
-        self.start_jobs().await
+        let waiting = self.apply_cdc_rebuilds().await;
+        self.start_jobs().await?;
+        for done in waiting {
+            let _ = done.send(());
+        }
+        Ok(())
     }
 }

@@ -35,7 +35,7 @@ impl Engine {
                     self.graph.prepare_materialize_fragment(rel, feeder, rel.cdc.is_some())
                 }
                 _ => {
-                    let plan = self.plan_view(&rel.definition, rel.eager_aggregation).await?;
+                    let plan = self.replan_view(rel).await?;
                     let upstream = |id: TableId| {
                         new_outputs
                             .get(&id)

@@ -56,6 +56,9 @@ pub enum Statement {
     ShowJobs,
     /// `WAIT`: block until no job is creating.
     Wait,
+    /// `ALTER TABLE name RESNAPSHOT`: a CDC table reads its upstream table again over the rows
+    /// it holds.
+    Resnapshot(ast::ObjectName),
     /// `CANCEL JOBS id, ..` (also `CANCEL JOB id`).
     CancelJobs(Vec<u32>),
     /// `ALTER {TABLE | MATERIALIZED VIEW} name SET setting {= | TO} {n | DEFAULT}`.
@@ -371,6 +374,9 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     if let Some(statement) = parse_alter_set(parser)? {
         return Ok(statement);
     }
+    if let Some(name) = parse_resnapshot(parser)? {
+        return Ok(Statement::Resnapshot(name));
+    }
     if parse_words(parser, &["CREATE", "SOURCE"]) {
         let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
         let name = parser.parse_object_name(false)?;
@@ -517,6 +523,29 @@ fn parse_create_table_star(parser: &mut Parser<'_>) -> Result<Option<Statement>>
 
 /// `ALTER {TABLE | MATERIALIZED VIEW} name SET {BACKFILL_RATE_LIMIT | PARALLELISM} {= | TO}
 /// {n | DEFAULT}`; other ALTER statements are left to sqlparser.
+/// `ALTER TABLE name RESNAPSHOT`: the name, if the statement is that.
+fn parse_resnapshot(parser: &mut Parser<'_>) -> Result<Option<ast::ObjectName>> {
+    let word = |n: usize| match &parser.peek_nth_token(n).token {
+        Token::Word(w) => w.value.to_uppercase(),
+        _ => String::new(),
+    };
+    if word(0) != "ALTER" || word(1) != "TABLE" {
+        return Ok(None);
+    }
+    let mut i = 3;
+    while parser.peek_nth_token(i).token == Token::Period {
+        i += 2;
+    }
+    if word(i) != "RESNAPSHOT" {
+        return Ok(None);
+    }
+    parser.next_token();
+    parser.next_token();
+    let name = parser.parse_object_name(false)?;
+    parser.next_token();
+    Ok(Some(name))
+}
+
 fn parse_alter_set(parser: &mut Parser<'_>) -> Result<Option<Statement>> {
     let word = |n: usize| match &parser.peek_nth_token(n).token {
         Token::Word(w) => w.value.to_uppercase(),
@@ -655,6 +684,16 @@ mod tests {
         assert_eq!(stmts[1], Statement::Wait);
         assert_eq!(stmts[2], Statement::CancelJobs(vec![7, 9]));
         assert_eq!(stmts[3], Statement::CancelJobs(vec![3]));
+        let resnapshot =
+            parse("ALTER TABLE public.orders RESNAPSHOT; alter table t resnapshot").unwrap();
+        let names: Vec<String> = resnapshot
+            .iter()
+            .map(|s| match s {
+                Statement::Resnapshot(name) => name.to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names, ["public.orders", "t"]);
         assert!(matches!(parse("CANCEL JOBS x"), Err(Error::Parse(_))));
         let Statement::AlterSet { materialized_view, name, setting, value } =
             parse("ALTER MATERIALIZED VIEW mv SET BACKFILL_RATE_LIMIT = 0").unwrap().remove(0)

@@ -86,6 +86,10 @@ enum Command {
         done: oneshot::Sender<Result<Epoch>>,
     },
     Replace(Replacement, oneshot::Sender<Result<Epoch>>),
+    /// Rebuild every job from the committed state, as after a failure.
+    Rebuild {
+        reason: String,
+    },
 }
 
 /// Actors replaced by others at one checkpoint barrier (see [`BarrierHandle::replace`]).
@@ -168,6 +172,13 @@ impl BarrierHandle {
         let (done, wait) = oneshot::channel();
         self.send(Command::Replace(replacement, done))?;
         wait.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Has every job rebuilt from the committed state, as after an actor's failure (the engine
+    /// changes what it rebuilds first, e.g. `ALTER TABLE .. RESNAPSHOT`). What was not
+    /// committed is discarded: call [`Self::flush`] first to keep it.
+    pub fn rebuild(&self, reason: String) -> Result<()> {
+        self.send(Command::Rebuild { reason })
     }
 
     /// Says a backfill runs until the ticket is dropped.
@@ -411,7 +422,10 @@ impl BarrierManager {
     async fn apply(&mut self, command: Command, waiters: &mut Vec<Waiter>) -> Result<bool> {
         if matches!(
             command,
-            Command::Register { .. } | Command::Unregister { .. } | Command::Replace(..)
+            Command::Register { .. }
+                | Command::Unregister { .. }
+                | Command::Replace(..)
+                | Command::Rebuild { .. }
         ) {
             self.finish_commit().await?;
         }
@@ -450,6 +464,10 @@ impl BarrierManager {
             Command::Checkpoint { done } => {
                 waiters.extend(done);
                 true
+            }
+            Command::Rebuild { reason } => {
+                self.recover(&reason);
+                false
             }
             Command::Throttle { job, limit, done } => {
                 self.pending.throttle.insert(job, limit);

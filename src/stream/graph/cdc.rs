@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableCatalog};
+use crate::catalog::{ActorId, CdcTableInfo, ColumnCatalog, SourceCatalog, TableCatalog, TableId};
 use crate::connector::common::UpstreamTable;
 use crate::connector::source::SourceConfig;
 use crate::error::{Error, Result};
@@ -22,6 +22,65 @@ use crate::stream::graph::build::CHANNEL_CAPACITY;
 use crate::stream::graph::job::PreparedJob;
 use crate::stream::message::Output;
 use crate::types::DataType;
+
+/// Columns added upstream after the ones a CDC table declared `(*)` reads, as its backfill
+/// found them in the source's description of the table; the recovery that the backfill asks
+/// for by failing adds them to the table before the jobs run again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddedColumns {
+    /// The CDC table.
+    pub table: TableId,
+    /// Where the description came: changes from here on have the columns.
+    pub position: u64,
+    /// Every upstream column the description names, the added ones last.
+    pub names: Vec<String>,
+}
+
+/// `ALTER TABLE .. RESNAPSHOT` of a CDC table, for the next recovery.
+#[derive(Debug)]
+pub struct Resnapshot {
+    /// The CDC table.
+    pub table: TableId,
+    /// The upstream table's identity now (its columns checked to be the ones the table reads):
+    /// a table dropped and created again upstream is read as the table's upstream from now on.
+    pub identity: Option<String>,
+    /// Fires once the jobs run again.
+    pub done: oneshot::Sender<()>,
+}
+
+/// What the next recovery changes of CDC tables before it rebuilds their jobs: columns found
+/// added upstream ([`AddedColumns`]), and tables to read again (`ALTER TABLE .. RESNAPSHOT`,
+/// each with whom to tell once the jobs run again).
+#[derive(Debug, Default)]
+pub struct CdcRebuilds {
+    added: parking_lot::Mutex<Vec<AddedColumns>>,
+    resnapshots: parking_lot::Mutex<Vec<Resnapshot>>,
+}
+
+impl CdcRebuilds {
+    /// Records `added` (once per table: the first description with new columns counts).
+    pub fn push_added(&self, added: AddedColumns) {
+        let mut pending = self.added.lock();
+        if !pending.iter().any(|p| p.table == added.table) {
+            pending.push(added);
+        }
+    }
+
+    /// Takes every recorded addition.
+    pub fn take_added(&self) -> Vec<AddedColumns> {
+        std::mem::take(&mut self.added.lock())
+    }
+
+    /// Asks for a table's snapshot to be read again.
+    pub fn push_resnapshot(&self, resnapshot: Resnapshot) {
+        self.resnapshots.lock().push(resnapshot);
+    }
+
+    /// Takes every requested resnapshot.
+    pub fn take_resnapshots(&self) -> Vec<Resnapshot> {
+        std::mem::take(&mut self.resnapshots.lock())
+    }
+}
 
 impl StreamGraph {
     /// Builds the slot-reader job of a source.
@@ -78,6 +137,10 @@ impl StreamGraph {
             rows_per_split: cdc.rows_per_split,
             upstream_identity: cdc.upstream_identity.clone(),
             metrics: self.metrics.clone(),
+            follow_columns: cdc.follow_columns,
+            columns_since: cdc.columns_since.clone(),
+            overwrite: cdc.resnapshot,
+            rebuilds: self.cdc_rebuilds.clone(),
         };
         let backfill = CdcBackfillExecutor::new(
             Box::new(ReceiverExecutor::new(rx)),
@@ -125,7 +188,6 @@ fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::TableId;
     use crate::connector::postgres::copy::Wire;
 
     #[test]
@@ -153,6 +215,9 @@ mod tests {
             rows_per_split: None,
             private_source: false,
             upstream_identity: None,
+            follow_columns: false,
+            columns_since: Vec::new(),
+            resnapshot: false,
         };
         let upstream = upstream_table(&cdc, &table);
         let wires = upstream.wires();

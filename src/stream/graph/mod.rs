@@ -62,6 +62,9 @@ pub struct StreamGraph {
     pub recoveries: RecoveryLog,
     /// The server's metrics, which CDC readers count their changes in.
     pub metrics: Arc<Metrics>,
+    /// What the next recovery changes of CDC tables: columns found added upstream, tables to
+    /// read again.
+    pub cdc_rebuilds: Arc<cdc::CdcRebuilds>,
 }
 
 impl StreamGraph {
@@ -82,6 +85,7 @@ impl StreamGraph {
             creating: Arc::new(ProgressTracker::default()),
             recoveries: RecoveryLog::default(),
             metrics,
+            cdc_rebuilds: Arc::default(),
         }
     }
 

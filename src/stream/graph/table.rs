@@ -60,7 +60,9 @@ impl StreamGraph {
             } else {
                 MaterializeExecutor::new(input, state, schema)
             };
-            let root: BoxedExecutor = Box::new(materialize.owning(owned_vnodes(i, n)));
+            let counters = self.metrics.relation_changes(&table.name);
+            let materialize = materialize.owning(owned_vnodes(i, n)).counting(counters);
+            let root: BoxedExecutor = Box::new(materialize);
             ids.push(self.new_actor_id());
             executors.push(root);
         }
@@ -142,8 +144,10 @@ impl StreamGraph {
             let id = self.new_actor_id();
             ids.push(id);
             output_actors.push(id);
-            executors
-                .push(Box::new(MaterializeExecutor::new(root, state, view.full_schema())) as _);
+            executors.push(Box::new(
+                MaterializeExecutor::new(root, state, view.full_schema())
+                    .counting(self.metrics.relation_changes(&view.name)),
+            ) as _);
         }
         Ok(PreparedJob {
             relation: view.id,

@@ -6,7 +6,10 @@
 //! renamed or retyped upstream would put values into the wrong columns, or make every change
 //! fail. Sluice cannot follow such a change yet; the table stops at it instead, with the reason
 //! in the log, `rw_cdc_progress.table_error`, the jobs view and the dashboard, and keeps the rows
-//! it had. A column added after the others is followed: the table reads the columns it has.
+//! it had. A column added after the others is followed: a table declared `(*)` takes it (see
+//! `CdcBackfill::follow_added_columns`), others read the columns they have. Descriptions read
+//! again from before a followed column name the columns there were then
+//! ([`UpstreamGuard::columns_at`]).
 //!
 //! Where the checks come from: the source sends the table's columns ahead of the changes that
 //! have them (Postgres's `Relation` message, sent before a table's first change in a stream and
@@ -46,6 +49,9 @@ pub struct UpstreamGuard {
     /// The catalog's type ids of the columns read, learnt from a description of the upstream
     /// table whose printed types were the recorded ones (see the module docs).
     type_ids: Option<Vec<TypeId>>,
+    /// Where columns were added and followed (see
+    /// [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since)).
+    columns_since: Vec<(u64, usize)>,
 }
 
 impl UpstreamGuard {
@@ -59,7 +65,26 @@ impl UpstreamGuard {
             types: upstream.upstream_types.clone(),
             identity,
             type_ids: None,
+            columns_since: Vec::new(),
         }
+    }
+
+    /// The guard of a table that followed columns added upstream at the positions `since`.
+    pub fn with_columns_since(mut self, since: Vec<(u64, usize)>) -> Self {
+        self.columns_since = since;
+        self
+    }
+
+    /// How many upstream columns the table reads.
+    pub fn width(&self) -> usize {
+        self.names.len()
+    }
+
+    /// How many of the columns a description at `position` names: all, or those there were
+    /// before columns were added at a later position.
+    pub fn columns_at(&self, position: u64) -> usize {
+        let before = self.columns_since.iter().filter(|&&(at, _)| position < at);
+        before.map(|&(_, n)| n).min().unwrap_or(self.names.len())
     }
 
     /// Takes `types` as the ones the columns have (a test without an upstream to learn them).
@@ -70,8 +95,9 @@ impl UpstreamGuard {
 
     /// Which column a description naming the column `types` retyped: `Some(None)` for none,
     /// `None` when that cannot be told (no types named, or none learnt yet).
-    pub fn retyped_column(&self, types: &[TypeId]) -> Option<Option<usize>> {
+    pub fn retyped_column(&self, types: &[TypeId], position: u64) -> Option<Option<usize>> {
         let known = self.type_ids.as_ref()?;
+        let known = &known[..self.columns_at(position).min(known.len())];
         if types.len() < known.len() {
             return None;
         }
@@ -90,8 +116,9 @@ impl UpstreamGuard {
         }
     }
 
-    /// What keeps the table from following changes with the columns `names`, if anything.
-    pub fn check_names(&self, names: &[Option<&str>]) -> Option<String> {
+    /// What keeps the table from following changes with the columns `names`, described at
+    /// `position`, if anything.
+    pub fn check_names(&self, names: &[Option<&str>], position: u64) -> Option<String> {
         if let [None, Some(statement)] = names {
             // Not a description but DDL that drops, renames or reshapes the table (MySQL).
             return Some(self.stopped(&format!("the upstream ran {statement}")));
@@ -99,7 +126,7 @@ impl UpstreamGuard {
         let ours = self.names.join(", ");
         let theirs: Vec<&str> = names.iter().map(|n| n.unwrap_or("?")).collect();
         let theirs = theirs.join(", ");
-        for (i, name) in self.names.iter().enumerate() {
+        for (i, name) in self.names[..self.columns_at(position)].iter().enumerate() {
             if names.get(i).copied().flatten() == Some(name.as_str()) {
                 continue;
             }
@@ -128,7 +155,7 @@ impl UpstreamGuard {
             if theirs != Some(name.as_str()) {
                 let names: Vec<Option<&str>> =
                     now.columns.iter().map(|c| Some(c.name.as_str())).collect();
-                return Ok(self.check_names(&names));
+                return Ok(self.check_names(&names, u64::MAX));
             }
             if their_type != Some(ty) {
                 let now = their_type.map_or("?", String::as_str);
@@ -215,7 +242,11 @@ mod tests {
     use crate::types::DataType;
 
     fn guard() -> UpstreamGuard {
-        let upstream = UpstreamTable {
+        UpstreamGuard::new(&guard_upstream(), Some("16384".into()))
+    }
+
+    fn guard_upstream() -> UpstreamTable {
+        UpstreamTable {
             schema: "public".into(),
             name: "t".into(),
             columns: ["id", "a", "b"]
@@ -225,27 +256,26 @@ mod tests {
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
             type_ids: Vec::new(),
-        };
-        UpstreamGuard::new(&upstream, Some("16384".into()))
+        }
     }
 
     #[test]
     fn the_same_columns_or_more_after_them_are_followed() {
         let g = guard();
-        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")]), None);
-        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b"), Some("c")]), None);
+        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 0), None);
+        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b"), Some("c")], 0), None);
     }
 
     #[test]
     fn a_description_names_the_retyped_column_once_the_types_are_known() {
         let mut g = guard();
         let described = [(23, -1), (25, -1), (25, -1)];
-        assert_eq!(g.retyped_column(&described), None, "nothing learnt: ask the upstream");
+        assert_eq!(g.retyped_column(&described, 0), None, "nothing learnt: ask the upstream");
         g.type_ids = Some(described.to_vec());
-        assert_eq!(g.retyped_column(&described), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)]), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (1043, 24), (25, -1)]), Some(Some(1)));
-        assert_eq!(g.retyped_column(&[]), None, "a description without types (MySQL)");
+        assert_eq!(g.retyped_column(&described, 0), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)], 0), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (1043, 24), (25, -1)], 0), Some(Some(1)));
+        assert_eq!(g.retyped_column(&[], 0), None, "a description without types (MySQL)");
         let reason = g.retyped(1, None);
         assert!(reason.contains("column a changed type upstream from text"), "{reason}");
         assert!(reason.contains("Drop it and create it again"), "{reason}");
@@ -266,16 +296,40 @@ mod tests {
     #[test]
     fn a_dropped_renamed_or_moved_column_stops_the_table() {
         let g = guard();
-        let dropped = g.check_names(&[Some("id"), Some("b")]).unwrap();
+        let dropped = g.check_names(&[Some("id"), Some("b")], 0).unwrap();
         assert!(dropped.contains("column a was dropped or renamed upstream"), "{dropped}");
         assert!(
             dropped.contains("its columns are now id, b; the table reads id, a, b"),
             "{dropped}"
         );
-        let moved = g.check_names(&[Some("id"), Some("b"), Some("a")]).unwrap();
+        let moved = g.check_names(&[Some("id"), Some("b"), Some("a")], 0).unwrap();
         assert!(moved.contains("column a moved upstream"), "{moved}");
-        let renamed = g.check_names(&[Some("id"), Some("x"), Some("b")]).unwrap();
+        let renamed = g.check_names(&[Some("id"), Some("x"), Some("b")], 0).unwrap();
         assert!(renamed.contains("column a was dropped or renamed"), "{renamed}");
         assert!(renamed.starts_with("the table stopped following public.t"), "{renamed}");
+    }
+
+    #[test]
+    fn descriptions_from_before_followed_columns_name_fewer() {
+        // `c` was added and followed at position 100: descriptions before it name id, a, b.
+        let upstream = UpstreamTable {
+            columns: ["id", "a", "b", "c"]
+                .iter()
+                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
+                .collect(),
+            upstream_types: ["integer", "text", "text", "text"].map(String::from).to_vec(),
+            ..guard_upstream()
+        };
+        let mut g = UpstreamGuard::new(&upstream, None).with_columns_since(vec![(100, 3)]);
+        let old = [Some("id"), Some("a"), Some("b")];
+        assert_eq!((g.columns_at(99), g.columns_at(100)), (3, 4));
+        assert_eq!(g.check_names(&old, 99), None);
+        let dropped = g.check_names(&old, 100).unwrap();
+        assert!(dropped.contains("column c was dropped or renamed"), "{dropped}");
+        assert!(g.check_names(&[Some("id"), Some("b")], 99).is_some(), "a dropped column stops");
+        g.type_ids = Some(vec![(23, -1), (25, -1), (25, -1), (25, -1)]);
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 99), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 100), None);
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (16, -1)], 99), Some(Some(2)));
     }
 }

@@ -21,7 +21,10 @@ impl CdcBackfill {
         row: usize,
     ) -> Result<bool> {
         if op == Op::Delete {
-            return Ok(self.splits[index].ahead.remove(key).is_some());
+            // Reading the snapshot again over stored rows, the table may hold the row although
+            // no change applied it ahead; the materialize drops a delete of a row it lacks.
+            let applied_ahead = self.splits[index].ahead.remove(key).is_some();
+            return Ok(applied_ahead || self.config.overwrite);
         }
         if self.splits[index].ahead.contains_key(key) {
             return Ok(true);
@@ -37,16 +40,20 @@ impl CdcBackfill {
     }
 
     /// A page's rows when the table already holds some rows of its range (`covered`, applied
-    /// ahead): those rows of the page go as upserts, which replace the stored version; rows
-    /// of `covered` the page does not have were deleted upstream before its snapshot, and go
-    /// as deletes; the other rows go as plain inserts.
+    /// ahead, or stored before a snapshot read again): those rows of the page go as upserts,
+    /// which replace the stored version (all of them when the snapshot is read again: the
+    /// materialize finds which it holds); rows of `covered` the page does not have were
+    /// deleted upstream before its snapshot, and go as deletes; the other rows go as plain
+    /// inserts.
     pub(super) fn overwrite_ahead(
         &self,
         rows: RecordBatch,
         mut covered: BTreeMap<Vec<u8>, Vec<ScalarValue>>,
     ) -> Result<Vec<StreamChunk>> {
         let keys = self.keys(&rows)?;
-        let stored: Vec<bool> = keys.iter().map(|k| covered.remove(k).is_some()).collect();
+        let overwrite = self.config.overwrite;
+        let stored: Vec<bool> =
+            keys.iter().map(|k| covered.remove(k).is_some() || overwrite).collect();
         let mut out = Vec::new();
         let fresh =
             filter_record_batch(&rows, &BooleanArray::from_iter(stored.iter().map(|s| Some(!s))))?;
@@ -84,51 +91,66 @@ impl CdcBackfill {
     /// Finds the rows that changes applied ahead of the snapshot left in the table beyond each
     /// unfinished split's persisted cursor, after a restart.
     pub(super) fn restore_ahead(&mut self) -> Result<()> {
-        use crate::ids::VirtualNode;
-        use crate::storage::keycodec::vnode_prefix;
-        use crate::storage::row_codec::RowDecoder;
-        let table = self.config.table.clone();
-        let types: Vec<_> = table.columns.iter().map(|c| c.data_type).collect();
-        let snapshot = self.store.snapshot();
         for index in 0..self.splits.len() {
             let split = &self.splits[index];
             if split.finished {
                 continue;
             }
             let from = match &split.cursor {
-                Some((_, cursor)) => {
-                    let mut after = cursor.clone();
-                    after.push(0);
-                    after
-                }
+                Some((_, cursor)) => after(cursor),
                 None => self.bound_key(split.range.start.as_deref())?.unwrap_or_default(),
             };
-            let to = split.end_key.clone();
-            let mut found = Vec::new();
-            let mut decoder = RowDecoder::new(&types, &table.pk, &table.pk, 16);
-            for vnode in 0..VirtualNode::COUNT {
-                let prefix = vnode_prefix(table.id, VirtualNode(vnode as u16));
-                let start = [&prefix[..], &from].concat();
-                let end = match &to {
-                    Some(to) => [&prefix[..], to].concat(),
-                    None => crate::storage::keycodec::prefix_successor(&prefix)
-                        .expect("a table id below the greatest"),
-                };
-                snapshot.scan(&start, &end, usize::MAX, |k, v| {
-                    found.push(k[KEY_PREFIX_LEN..].to_vec());
-                    decoder.push(k, v)
-                })?;
-            }
-            let pk = decoder.finish();
+            let found = self.stored_keys(&from, split.end_key.as_deref())?;
             let split = &mut self.splits[index];
-            for (row, key) in found.into_iter().enumerate() {
-                let values = pk.iter().map(|c| ScalarValue::try_from_array(c, row));
-                split.ahead.insert(key, values.collect::<Result<_, _>>()?);
-            }
+            split.ahead.extend(found);
             if !split.ahead.is_empty() {
                 tracing::info!(split = %split.id, rows = split.ahead.len(), "rows applied ahead of the snapshot before the restart");
             }
         }
         Ok(())
     }
+
+    /// The keys (without prefix) and key values of the committed rows of the table from `from`
+    /// up to `to` (excluded; `None`: the end), in every vnode.
+    pub(super) fn stored_keys(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+    ) -> Result<BTreeMap<Vec<u8>, Vec<ScalarValue>>> {
+        use crate::ids::VirtualNode;
+        use crate::storage::keycodec::vnode_prefix;
+        use crate::storage::row_codec::RowDecoder;
+        let table = &self.config.table;
+        let types: Vec<_> = table.columns.iter().map(|c| c.data_type).collect();
+        let snapshot = self.store.snapshot();
+        let mut found = Vec::new();
+        let mut decoder = RowDecoder::new(&types, &table.pk, &table.pk, 16);
+        for vnode in 0..VirtualNode::COUNT {
+            let prefix = vnode_prefix(table.id, VirtualNode(vnode as u16));
+            let start = [&prefix[..], from].concat();
+            let end = match to {
+                Some(to) => [&prefix[..], to].concat(),
+                None => crate::storage::keycodec::prefix_successor(&prefix)
+                    .expect("a table id below the greatest"),
+            };
+            snapshot.scan(&start, &end, usize::MAX, |k, v| {
+                found.push(k[KEY_PREFIX_LEN..].to_vec());
+                decoder.push(k, v)
+            })?;
+        }
+        let pk = decoder.finish();
+        let mut keys = BTreeMap::new();
+        for (row, key) in found.into_iter().enumerate() {
+            let values = pk.iter().map(|c| ScalarValue::try_from_array(c, row));
+            keys.insert(key, values.collect::<Result<_, _>>()?);
+        }
+        Ok(keys)
+    }
+}
+
+/// The smallest key after `key`.
+pub(super) fn after(key: &[u8]) -> Vec<u8> {
+    let mut after = key.to_vec();
+    after.push(0);
+    after
 }

@@ -26,7 +26,9 @@ impl CdcBackfill {
                 self.truncate(changes.position.value(last) as u64);
                 out.push(Message::Truncate);
             } else if changes.relation.value(last) {
-                self.check_columns(&changes.values_of(last), &changes.types_of(last)).await?;
+                let (names, types) = (changes.values_of(last), changes.types_of(last));
+                let position = changes.position.value(last) as u64;
+                self.check_columns(&names, &types, position).await?;
             }
         }
         Ok(out)
@@ -41,12 +43,14 @@ impl CdcBackfill {
         &mut self,
         names: &[Option<&str>],
         types: &[TypeId],
+        position: u64,
     ) -> Result<()> {
-        if let Some(reason) = self.guard.check_names(names) {
+        if let Some(reason) = self.guard.check_names(names, position) {
             self.stop(reason);
             return Ok(());
         }
-        match self.guard.retyped_column(types) {
+        self.follow_added_columns(names, position)?;
+        match self.guard.retyped_column(types, position) {
             // Only the identity is left to ask; the periodic check asks again if this fails.
             Some(None) => _ = self.check_upstream(false).await,
             Some(Some(column)) => {
@@ -68,13 +72,40 @@ impl CdcBackfill {
                     });
                 }
                 if self.stopped.is_none()
-                    && let Some(Some(column)) = self.guard.retyped_column(types)
+                    && let Some(Some(column)) = self.guard.retyped_column(types, position)
                 {
                     self.stop_retyped(column, types[column]).await;
                 }
             }
         }
         Ok(())
+    }
+
+    /// For a table declared `(*)`, columns a description names after the ones the table reads
+    /// were added upstream: records them for the recovery this asks for by failing, which
+    /// adds them to the table and reads its snapshot again (`docs/cdc.md`, "When the upstream
+    /// changes"). The changes from the description on are read again once it has.
+    fn follow_added_columns(&mut self, names: &[Option<&str>], position: u64) -> Result<()> {
+        if !self.config.follow_columns || names.len() <= self.guard.width() {
+            return Ok(());
+        }
+        let Some(names) = names.iter().map(|n| n.map(str::to_owned)).collect::<Option<Vec<_>>>()
+        else {
+            // Columns the description does not name (a MySQL table map without them): the
+            // table keeps reading its own.
+            return Ok(());
+        };
+        let added = names[self.guard.width()..].join(", ");
+        tracing::info!(table = %self.config.table.name, upstream = %self.upstream_name, %added, position, "columns were added upstream; the table follows them");
+        self.config.rebuilds.push_added(crate::stream::graph::cdc::AddedColumns {
+            table: self.config.table.id,
+            position,
+            names,
+        });
+        Err(Error::Stream(format!(
+            "the upstream table {} gained column(s) {added}: the table takes them and reads its              snapshot again",
+            self.upstream_name
+        )))
     }
 
     /// Stops the table at column `column` retyped to `now` by the stream's description. The
@@ -177,7 +208,8 @@ impl CdcBackfill {
             return Ok(None);
         }
         let fetched = self.fetch_unchanged(changes, rows).await?;
-        let data = match self.typed(|u| fetched.gather(changes, rows, u)) {
+        let added = self.config.columns_since.iter().map(|&(_, n)| n).min().unwrap_or(usize::MAX);
+        let data = match self.typed(|u| fetched.gather(changes, rows, u, added)) {
             Err(Error::OutOfRange(what)) => {
                 self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
                 return Ok(None);
@@ -309,28 +341,38 @@ pub(super) struct Fetched {
 
 impl Fetched {
     /// The text of upstream column `column` of each change in `rows`: the value read from the
-    /// upstream where there is one, else the change's own.
+    /// upstream where there is one, else the change's own. Upstream columns from `added` on
+    /// were added later (see [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since)):
+    /// a change from before has no value for them, and reads NULL.
     pub(super) fn gather(
         &self,
         changes: &Changes<'_>,
         rows: &[usize],
         column: usize,
+        added: usize,
     ) -> Result<ArrayRef> {
+        let index = |row: usize| match changes.value_index(row, column) {
+            Ok(at) => Ok(Some(at)),
+            Err(_) if column >= added => Ok(None),
+            Err(e) => Err(e),
+        };
         if self.at.is_empty() {
-            let indices: Vec<u32> = rows
+            let indices: Vec<Option<u32>> = rows
                 .iter()
-                .map(|&row| Ok(changes.value_index(row, column)? as u32))
+                .map(|&row| Ok(index(row)?.map(|at| at as u32)))
                 .collect::<Result<_>>()?;
             return Ok(take(changes.texts(), &UInt32Array::from(indices), None)?);
         }
+        let missing = StringArray::new_null(1);
         let picks: Vec<(usize, usize)> = rows
             .iter()
             .map(|&row| match self.at.get(&(row, column)) {
                 Some(&at) => Ok((1, at)),
-                None => Ok((0, changes.value_index(row, column)?)),
+                None => Ok(index(row)?.map_or((2, 0), |at| (0, at))),
             })
             .collect::<Result<_>>()?;
-        Ok(interleave(&[changes.texts() as &dyn Array, &self.values], &picks)?)
+        let sources = [changes.texts() as &dyn Array, &self.values, &missing];
+        Ok(interleave(&sources, &picks)?)
     }
 }
 

@@ -126,6 +126,16 @@ pub struct CdcBackfillConfig {
     pub upstream_identity: Option<String>,
     /// Where a stopped table says why.
     pub metrics: Arc<Metrics>,
+    /// Declared `(*)`: columns added upstream are added to the table (see
+    /// [`AddedColumns`](crate::stream::graph::cdc::AddedColumns)).
+    pub follow_columns: bool,
+    /// See [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since).
+    pub columns_since: Vec<(u64, usize)>,
+    /// The snapshot is read again over the rows the table holds: each page overwrites the
+    /// stored rows of its range (see [`CdcTableInfo::resnapshot`](crate::catalog::CdcTableInfo::resnapshot)).
+    pub overwrite: bool,
+    /// Where columns found added upstream are recorded.
+    pub rebuilds: Arc<crate::stream::graph::cdc::CdcRebuilds>,
 }
 
 /// How long a check of the upstream table may take before the actor goes back to its changes.
@@ -321,7 +331,8 @@ impl CdcBackfill {
     ) -> Result<Self> {
         let state = config.state.state_table(store.clone());
         let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
-        let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone());
+        let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone())
+            .with_columns_since(config.columns_since.clone());
         config.metrics.cdc_table_error(config.table.id.0, None);
         let mut backfill = Self {
             state,
@@ -355,7 +366,11 @@ impl CdcBackfill {
         }
         if !rows.is_empty() {
             backfill.restore(rows)?;
-            backfill.restore_ahead()?;
+            // Reading the snapshot again, every stored row beyond a cursor is found by the page
+            // that covers it instead (all of them would not fit in memory).
+            if !backfill.config.overwrite {
+                backfill.restore_ahead()?;
+            }
         } else if !backfill.config.snapshot || !backfill.splits_wanted() {
             let mut split = Split::new(backfill.upstream_name.clone(), SplitRange::default(), None);
             split.finished = !backfill.config.snapshot;

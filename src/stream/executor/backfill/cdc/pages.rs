@@ -101,10 +101,25 @@ impl CdcBackfill {
             0 => None,
             _ => Some(self.keys(&page.rows.slice(n - 1, 1))?.remove(0)),
         };
+        // Reading the snapshot again, the rows the table stored in the page's range before
+        // (those of the pages before it are behind its cursor).
+        let mut stored = BTreeMap::new();
+        if self.config.overwrite {
+            let split = &self.splits[index];
+            let from = match &split.cursor {
+                Some((_, cursor)) => super::ahead::after(cursor),
+                None => self.bound_key(split.range.start.as_deref())?.unwrap_or_default(),
+            };
+            let to = match &last_key {
+                Some(last) if !finishes => Some(super::ahead::after(last)),
+                _ => split.end_key.clone(),
+            };
+            stored = self.stored_keys(&from, to.as_deref())?;
+        }
         // The rows applied ahead of the cursor that this page's range holds: up to its last
         // row, or all that are left when it ends the split.
         let split = &mut self.splits[index];
-        let covered = match &last_key {
+        let mut covered = match &last_key {
             _ if finishes => std::mem::take(&mut split.ahead),
             Some(last) => {
                 let mut after = last.clone();
@@ -114,12 +129,13 @@ impl CdcBackfill {
             }
             None => BTreeMap::new(),
         };
+        covered.extend(stored);
         if let (Some(text_key), Some(key)) = (page.last_key, last_key) {
             split.pages.push_back(Page { last_key: key.clone(), low });
             split.cursor = Some((text_key, key));
             split.rows += n as u64;
         }
-        if covered.is_empty() {
+        if covered.is_empty() && !self.config.overwrite {
             // The page's keys are above every key the table holds from this split, so it is
             // plain inserts: no `_unchanged` column tells the materialize to skip its upsert
             // lookups.

@@ -57,6 +57,10 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
         rows_per_split: None,
         upstream_identity: None,
         metrics: Arc::new(Metrics::default()),
+        follow_columns: false,
+        columns_since: Vec::new(),
+        overwrite: false,
+        rebuilds: Arc::default(),
     }
 }
 
@@ -309,7 +313,7 @@ fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
     // What `fetch_unchanged` reads for change 0, whose upstream row now has v = 'A'.
     let fetched =
         Fetched { at: HashMap::from([((0, 2), 0)]), values: StringArray::from(vec![Some("A")]) };
-    let column = |u| fetched.gather(&changes, &[0, 2], u).unwrap();
+    let column = |u| fetched.gather(&changes, &[0, 2], u, usize::MAX).unwrap();
     let text =
         |a: ArrayRef| a.as_string::<i32>().iter().map(|v| v.map(String::from)).collect::<Vec<_>>();
     let some = |v: &str| Some(v.to_owned());
@@ -318,7 +322,7 @@ fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
     // Change 2 did not send column 1: it stays NULL, the materialize keeps the stored value.
     assert_eq!(text(column(1)), [some("x"), None]);
     let without = Fetched { at: HashMap::new(), values: StringArray::from(Vec::<&str>::new()) };
-    assert_eq!(text(without.gather(&changes, &[0, 2], 2).unwrap()), [None, some("c")]);
+    assert_eq!(text(without.gather(&changes, &[0, 2], 2, usize::MAX).unwrap()), [None, some("c")]);
 }
 
 #[tokio::test]
@@ -592,4 +596,111 @@ async fn a_truncate_before_the_splits_are_planned_still_records_the_end_of_the_s
     let (status, _) = watch::channel(BackfillStatus::default());
     let b = CdcBackfill::load(store, config, status).unwrap();
     assert_eq!(b.phase, Phase::Done { epoch: Epoch(0) });
+}
+
+/// The rows `chunk` (`i T` text) stored and committed in the table, as at a checkpoint.
+fn store_rows(b: &CdcBackfill, store: &Arc<Store>, chunk: &str) {
+    let table = &b.config.table;
+    let mut rows = StateTable::new(store.clone(), table.id, table.pk.clone(), table.dist_key_len);
+    rows.write_chunk(&StreamChunk::from_pretty(chunk)).unwrap();
+    rows.commit(Epoch(1));
+    store.commit(Epoch(1)).unwrap();
+}
+
+#[tokio::test]
+async fn a_snapshot_read_again_overwrites_the_stored_rows_of_each_page_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut c = config(&store, true);
+    c.overwrite = true;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    // Stored before the snapshot is read again: 1-5 and 9.
+    store_rows(&b, &store, "i T\n+ 1 a\n+ 2 b\n+ 3 c\n+ 4 d\n+ 5 e\n+ 9 i");
+    // A delete of a stored row no change applied ahead applies; so does an insert ahead.
+    let lines = "+ public.t t 150 [5, ., .] . f
+                 + public.t f 150 [7, x, g] . f";
+    assert_eq!(apply(&mut b, lines).await, dedent("i T [u]\n- 5 . .\n+ 7 g ."));
+    // Page 1-3 (2 is gone upstream): every row an upsert, 2 deleted.
+    let out = b.on_page(page(&b, 0, &[(1, "a"), (3, "c2"), (4, "d")], 3, 200)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T [u]\n+ 1 a .\n+ 3 c2 .\n+ 4 d .", "i T [u]\n- 2 . ."]);
+    // The last page: 7 (applied ahead) and 8; stored 5 and 9 are gone upstream.
+    let out = b.on_page(page(&b, 0, &[(7, "g"), (8, "h")], 3, 300)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T [u]\n+ 7 g .\n+ 8 h .", "i T [u]\n- 5 . .\n- 9 . ."]);
+    assert!(b.splits[0].finished);
+}
+
+#[tokio::test]
+async fn a_snapshot_read_again_after_a_restart_finds_stored_rows_by_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut c = config(&store, true);
+    c.overwrite = true;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    read_page(&mut b, 2, 100);
+    b.persist(Epoch(1)).unwrap();
+    store_rows(&b, &store, "i T\n+ 1 a\n+ 2 b\n+ 4 d");
+    let mut c = config(&store, true);
+    c.overwrite = true;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    // Not held in memory as applied ahead: the page covering them finds them.
+    assert!(b.splits[0].ahead.is_empty());
+    let out = b.on_page(page(&b, 0, &[(3, "c")], 3, 200)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T [u]\n+ 3 c .", "i T [u]\n- 4 . ."]);
+}
+
+#[tokio::test]
+async fn columns_added_upstream_are_followed_by_a_table_declared_with_all_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut c = config(&store, false);
+    c.follow_columns = true;
+    let added = c.rebuilds.clone();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
+                 + public.t f 100 [1, x, a] . f
+                 + public.t columns 200 [id,x,v,w] [23,25,25,23]
+                 + public.t f 200 [2, x, b, 5] . f";
+    let err = b.on_changes(&changes(lines)).await.unwrap_err();
+    assert!(err.to_string().contains("gained column(s) w"), "{err}");
+    let names = ["id", "x", "v", "w"].map(String::from).to_vec();
+    let expected =
+        crate::stream::graph::cdc::AddedColumns { table: TableId(10), position: 200, names };
+    assert_eq!(added.take_added(), [expected]);
+}
+
+#[tokio::test]
+async fn changes_from_before_a_followed_column_read_null_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // The table `(id, v, w)` after `w` (upstream column 3) was added at position 200.
+    let mut c = config(&store, false);
+    let mut table = (*c.table).clone();
+    table.columns.push(ColumnCatalog { since: 1, ..ColumnCatalog::new("w", DataType::Int32) });
+    c.table = Arc::new(table);
+    c.upstream_columns = vec![0, 2, 3];
+    c.upstream.columns.push(ColumnCatalog::new("w", DataType::Int32));
+    c.upstream.upstream_types.push("integer".into());
+    c.columns_since = vec![(200, 3)];
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1), (23, -1)]);
+    let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
+                 + public.t f 100 [1, x, a] . f
+                 + public.t columns 200 [id,x,v,w] [23,25,25,23]
+                 + public.t f 200 [2, x, b, 5] . f";
+    let expected = "i T i [u]\n+ 1 a . .\n\ni T i [u]\n+ 2 b 5 .";
+    assert_eq!(apply(&mut b, lines).await, expected);
+    assert!(b.stopped.is_none());
+    // A description from before the addition that lacks an older column still stops it.
+    let lines = "+ public.t columns 150 [id,v] [23,25]";
+    apply(&mut b, lines).await;
+    assert!(b.stopped.as_ref().unwrap().contains("column x was dropped"), "{:?}", b.stopped);
 }

@@ -1,0 +1,183 @@
+//! A CDC table reading its upstream table again over the rows it holds: `ALTER TABLE t
+//! RESNAPSHOT`, and columns added upstream to a table declared `(*)`.
+//!
+//! Both change the table's catalog entry while no job runs (in a recovery, which rebuilds
+//! every job from the committed state): the table gets a fresh backfill state table, so its
+//! backfill starts its snapshot over, in the mode that overwrites stored rows (each page's
+//! rows are upserts and the stored rows of its range it lacks are deleted; the materialize
+//! passes on only what differs). Queries and views see the old rows until the snapshot
+//! reaches them. The old state table goes once the new one is in the catalog; a crash in
+//! between leaves an internal table its owner does not list, which the next start drops.
+
+use datafusion::sql::sqlparser::ast;
+use tokio::sync::oneshot;
+
+use crate::catalog::{ColumnCatalog, StatePurpose, TableCatalog, TableId};
+use crate::connector::source::SourceConfig;
+use crate::engine::ddl::relation_name;
+use crate::engine::{CommandTag, Engine, Output};
+use crate::error::{Error, Result};
+use crate::stream::graph::cdc::{AddedColumns, Resnapshot};
+use crate::types::DataType;
+
+impl Engine {
+    /// `ALTER TABLE name RESNAPSHOT`: returns once the table's job runs again, reading its
+    /// snapshot (`rw_cdc_progress` follows it).
+    pub(crate) async fn resnapshot(&self, name: &ast::ObjectName) -> Result<Output> {
+        let name = relation_name(name)?;
+        let table = self
+            .catalog
+            .table_by_name(&name)
+            .ok_or_else(|| Error::UnknownRelation { kind: "table", name: name.clone() })?;
+        let Some(cdc) = table.cdc.clone() else {
+            return Err(Error::WrongObjectType(format!(
+                "\"{name}\" is not a CDC table: only a table created FROM a source reads a \
+                 snapshot of its upstream"
+            )));
+        };
+        // The upstream table must still have the columns the table reads; one dropped and
+        // created again with them is read from now on.
+        let source = self.catalog.sources().into_iter().find(|s| s.id == cdc.source);
+        let source = source
+            .ok_or_else(|| Error::Storage(format!("the source of {} is missing", table.name)))?;
+        let config = SourceConfig::from_options(&source.name, &source.options)?;
+        let mut session = config.session().await?;
+        let upstream = session.describe_table(&cdc.schema, &cdc.table).await?;
+        let now: Vec<(&str, &str)> = upstream
+            .columns
+            .iter()
+            .zip(&upstream.upstream_types)
+            .map(|(c, t)| (c.name.as_str(), t.as_str()))
+            .collect();
+        let read: Vec<(&str, &str)> = cdc
+            .upstream_names
+            .iter()
+            .zip(&cdc.upstream_types)
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        if now.len() < read.len() || now[..read.len()] != read[..] {
+            let list = |c: &[(&str, &str)]| {
+                c.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
+            };
+            return Err(Error::ObjectState(format!(
+                "the upstream table {}.{} no longer has the columns \"{name}\" reads (it has {}; \
+                 the table reads {}): drop the table and create it again",
+                cdc.schema,
+                cdc.table,
+                list(&now),
+                list(&read)
+            )));
+        }
+        let identity = session.table_identity(&cdc.schema, &cdc.table).await?;
+        // A table created again upstream is not in the publication yet.
+        config.add_table(&session, source.created.publication, &upstream).await?;
+        // What the jobs did so far is committed; the rebuild discards nothing of it.
+        self.barrier.flush().await?;
+        let (done, rebuilt) = oneshot::channel();
+        let table = table.id;
+        self.graph.cdc_rebuilds.push_resnapshot(Resnapshot { table, identity, done });
+        self.barrier.rebuild(format!("ALTER TABLE {name} RESNAPSHOT"))?;
+        rebuilt.await.map_err(|_| Error::Shutdown)?;
+        Ok(Output::Command(CommandTag::new("ALTER TABLE")))
+    }
+
+    /// Applies what CDC tables asked of this recovery (every actor stopped, the DDL lock held):
+    /// columns found added upstream, then snapshots to read again. A change that cannot be
+    /// made now (the upstream does not answer) is logged; the table's backfill asks again.
+    pub(crate) async fn apply_cdc_rebuilds(&self) -> Vec<oneshot::Sender<()>> {
+        for added in self.graph.cdc_rebuilds.take_added() {
+            if let Err(e) = self.add_upstream_columns(&added).await {
+                tracing::warn!(table = %added.table, error = %e, "cannot add the columns found upstream yet; the table's backfill finds them again");
+            }
+        }
+        let mut waiting = Vec::new();
+        for Resnapshot { table, identity, done } in self.graph.cdc_rebuilds.take_resnapshots() {
+            let rebind = |t: &mut TableCatalog| {
+                let cdc = t.cdc.as_mut().expect("a CDC table");
+                cdc.upstream_identity = identity.or(cdc.upstream_identity.take());
+            };
+            if let Err(e) = self.read_snapshot_again(table, rebind) {
+                tracing::warn!(%table, error = %e, "cannot read the snapshot again");
+            }
+            waiting.push(done);
+        }
+        waiting
+    }
+
+    /// Adds the columns `added` names after the ones its table reads, typed as the upstream
+    /// describes them now, and reads the table's snapshot again (rows before hold the upstream's
+    /// values for them: a default, or what a rewrite computed).
+    async fn add_upstream_columns(&self, added: &AddedColumns) -> Result<()> {
+        let Some(table) = self.catalog.table_by_id(added.table) else { return Ok(()) };
+        let Some(cdc) = table.cdc.clone() else { return Ok(()) };
+        let first = cdc.upstream_names.len();
+        if added.names.len() <= first {
+            return Ok(());
+        }
+        let source = self.catalog.sources().into_iter().find(|s| s.id == cdc.source);
+        let source = source
+            .ok_or_else(|| Error::Storage(format!("the source of {} is missing", table.name)))?;
+        let config = SourceConfig::from_options(&source.name, &source.options)?;
+        let upstream = config.session().await?.describe_table(&cdc.schema, &cdc.table).await?;
+        let version = table.schema_version() + 1;
+        let mut columns = table.columns.clone();
+        let mut upstream_columns = cdc.upstream_columns.clone();
+        let mut types = cdc.upstream_types.clone();
+        let from = columns.len();
+        for (u, name) in added.names.iter().enumerate().skip(first) {
+            let column = match upstream.columns.get(u) {
+                Some(now) if &now.name == name => {
+                    types.push(upstream.upstream_types[u].clone());
+                    ColumnCatalog { since: version, ..now.clone() }
+                }
+                // Gone or changed again upstream since it was described: held as text, which
+                // every value arrives as; the description that says it changed stops the table.
+                _ => {
+                    types.push("text".to_owned());
+                    ColumnCatalog { since: version, ..ColumnCatalog::new(name, DataType::Varchar) }
+                }
+            };
+            columns.push(column);
+            upstream_columns.push(u);
+        }
+        let (columns, upstream_columns) =
+            super::cdc::with_scale_columns(columns, upstream_columns, from);
+        let names = added.names.clone();
+        let position = added.position;
+        tracing::info!(table = %table.name, columns = %names[first..].join(", "), "added the columns found upstream; reading the snapshot again");
+        self.read_snapshot_again(table.id, move |t| {
+            let cdc = t.cdc.as_mut().expect("a CDC table");
+            cdc.upstream_names = names;
+            cdc.upstream_types = types;
+            cdc.upstream_columns = upstream_columns;
+            cdc.columns_since.push((position, first));
+            t.columns = columns;
+        })
+    }
+
+    /// Gives CDC table `id` a fresh backfill state table, so its snapshot is read again over
+    /// its rows, and makes `change` to its entry in the same catalog write.
+    fn read_snapshot_again(
+        &self,
+        id: TableId,
+        change: impl FnOnce(&mut TableCatalog),
+    ) -> Result<()> {
+        let Some(table) = self.catalog.table_by_id(id) else { return Ok(()) };
+        let old = self.catalog.table_by_id(table.internal_tables[0]).ok_or_else(|| {
+            Error::Storage(format!("the state table of {} is missing", table.name))
+        })?;
+        let state_id = self.catalog.next_table_id()?;
+        let purpose = StatePurpose::StreamCdcScan;
+        let columns = old.columns.clone();
+        let state = TableCatalog::internal(state_id, id, 1, purpose, columns, old.pk.clone(), 1);
+        self.catalog.create_table(state)?;
+        self.catalog.update_table(id, |t| {
+            t.internal_tables[0] = state_id;
+            t.cdc.as_mut().expect("a CDC table").resnapshot = true;
+            change(t);
+        })?;
+        self.catalog.drop_table(old.id)?;
+        self.store.drop_table_data(old.id)?;
+        Ok(())
+    }
+}
