@@ -703,3 +703,73 @@ async fn resnapshot(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<
     ensure!(kept == [[Some("100".to_owned())]], "{kept:?}");
     server.ensure_running()
 }
+
+#[tokio::test]
+async fn a_lost_slot_is_created_again_and_every_table_reads_its_snapshot_again()
+-> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = lost_slot(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn lost_slot(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    up.batch_execute(
+        "CREATE TABLE a (id int PRIMARY KEY, v text);
+         INSERT INTO a SELECT i, 'a' || i FROM generate_series(1, 300) i;
+         CREATE TABLE b (id int PRIMARY KEY, n int);
+         INSERT INTO b SELECT i, i FROM generate_series(1, 200) i;",
+    )
+    .await?;
+    let client = server.connect().await?;
+    let bad = client.batch_execute(&upstream.source_sql("bad", ", slot.lost = 'maybe'")).await;
+    let bad = bad.unwrap_err();
+    let message = bad.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
+    ensure!(message.contains("slot.lost must be 'stop' or 'resnapshot'"), "{bad:?}");
+    client.batch_execute(&upstream.source_sql("pg", ", slot.lost = 'resnapshot'")).await?;
+    client
+        .batch_execute(
+            "CREATE TABLE a (*) FROM pg TABLE 'public.a';
+             CREATE TABLE b (*) FROM pg TABLE 'public.b';
+             CREATE MATERIALIZED VIEW ab AS SELECT a.id, a.v, b.n FROM a JOIN b ON a.id = b.id;",
+        )
+        .await?;
+    let pairs = [
+        ("SELECT * FROM a", "SELECT * FROM a"),
+        ("SELECT * FROM b", "SELECT * FROM b"),
+        ("SELECT * FROM ab", "SELECT a.id, a.v, b.n FROM a JOIN b ON a.id = b.id"),
+    ];
+    converges_all(&client, &up, &pairs).await?;
+    // The slot is dropped while Sluice is down, and the upstream changes meanwhile: those
+    // changes are in no slot.
+    server.kill9().await?;
+    retry_until(Duration::from_secs(30), || async {
+        up.batch_execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE database = 'shop'",
+        )
+        .await?;
+        Ok(())
+    })
+    .await?;
+    up.batch_execute(
+        "UPDATE a SET v = 'lost' WHERE id % 3 = 0; DELETE FROM b WHERE id <= 50;
+         INSERT INTO a SELECT i, 'new' || i FROM generate_series(301, 320) i;",
+    )
+    .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_all(&client, &up, &pairs).await?;
+    let events = text_rows(&client, "SELECT error FROM rw_catalog.rw_recovery_events").await?;
+    ensure!(
+        events.iter().any(|e| e[0].as_deref().is_some_and(|e| e.contains("was lost upstream"))),
+        "{events:?}"
+    );
+    // The new slot streams on.
+    up.batch_execute("INSERT INTO b VALUES (1000, 1); UPDATE a SET v = 'later' WHERE id = 1")
+        .await?;
+    converges_all(&client, &up, &pairs).await?;
+    server.ensure_running()
+}

@@ -326,11 +326,13 @@ pub struct CdcTableInfo {
     /// NULL for them, until the snapshot read since overwrites the rows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns_since: Vec<(u64, usize)>,
-    /// The snapshot is read again over the rows the table holds (`ALTER TABLE .. RESNAPSHOT`,
-    /// or columns added): each page overwrites the stored rows of its key range, deleting those
-    /// it does not have, and the views downstream see only what differs.
-    #[serde(default)]
-    pub resnapshot: bool,
+    /// Set when the snapshot is read again over the rows the table holds (`ALTER TABLE ..
+    /// RESNAPSHOT`, columns added, a lost slot): each page overwrites the stored rows of its key
+    /// range, deleting those it does not have, and the views downstream see only what differs.
+    /// The position is one every page of that snapshot reads after: an upstream `TRUNCATE`
+    /// before it, read again from the stream, is ignored (the pages read what followed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resnapshot_from: Option<u64>,
 }
 
 impl TableCatalog {

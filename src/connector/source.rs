@@ -105,6 +105,15 @@ impl SourceConfig {
         }
     }
 
+    /// The upstream's current position (WAL or binlog): every transaction committed so far
+    /// ends at or before it.
+    pub async fn current_position(&self) -> Result<u64> {
+        match self {
+            Self::Postgres(config) => snapshot::current_lsn(&config.connect().await?).await,
+            Self::MySql(config) => Ok(binlog::current_position(config).await?.0),
+        }
+    }
+
     /// Drops what [`SourceConfig::prepare`] created.
     pub async fn cleanup(&self, created: Created) -> Result<()> {
         match self {

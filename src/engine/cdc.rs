@@ -89,7 +89,7 @@ impl Engine {
             upstream_identity,
             follow_columns: create.columns.is_empty(),
             columns_since: Vec::new(),
-            resnapshot: false,
+            resnapshot_from: None,
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self

@@ -69,13 +69,14 @@ impl Engine {
             )));
         }
         let identity = session.table_identity(&cdc.schema, &cdc.table).await?;
+        let from = config.current_position().await?;
         // A table created again upstream is not in the publication yet.
         config.add_table(&session, source.created.publication, &upstream).await?;
         // What the jobs did so far is committed; the rebuild discards nothing of it.
         self.barrier.flush().await?;
         let (done, rebuilt) = oneshot::channel();
         let table = table.id;
-        self.graph.cdc_rebuilds.push_resnapshot(Resnapshot { table, identity, done });
+        self.graph.cdc_rebuilds.push_resnapshot(Resnapshot { table, identity, from, done });
         self.barrier.rebuild(format!("ALTER TABLE {name} RESNAPSHOT"))?;
         rebuilt.await.map_err(|_| Error::Shutdown)?;
         Ok(Output::Command(CommandTag::new("ALTER TABLE")))
@@ -90,13 +91,26 @@ impl Engine {
                 tracing::warn!(table = %added.table, error = %e, "cannot add the columns found upstream yet; the table's backfill finds them again");
             }
         }
+        for source in self.graph.cdc_rebuilds.take_source_resnapshots() {
+            let tables = self.catalog.tables();
+            for table in
+                tables.iter().filter(|t| t.cdc.as_ref().is_some_and(|c| c.source == source))
+            {
+                tracing::info!(table = %table.name, "its source lost its position upstream; reading the snapshot again");
+                // The new slot starts after every change it sends: nothing to ignore.
+                if let Err(e) = self.read_snapshot_again(table.id, 0, |_| {}) {
+                    tracing::warn!(table = %table.name, error = %e, "cannot read the snapshot again");
+                }
+            }
+        }
         let mut waiting = Vec::new();
-        for Resnapshot { table, identity, done } in self.graph.cdc_rebuilds.take_resnapshots() {
+        for Resnapshot { table, identity, from, done } in self.graph.cdc_rebuilds.take_resnapshots()
+        {
             let rebind = |t: &mut TableCatalog| {
                 let cdc = t.cdc.as_mut().expect("a CDC table");
                 cdc.upstream_identity = identity.or(cdc.upstream_identity.take());
             };
-            if let Err(e) = self.read_snapshot_again(table, rebind) {
+            if let Err(e) = self.read_snapshot_again(table, from, rebind) {
                 tracing::warn!(%table, error = %e, "cannot read the snapshot again");
             }
             waiting.push(done);
@@ -145,7 +159,9 @@ impl Engine {
         let names = added.names.clone();
         let position = added.position;
         tracing::info!(table = %table.name, columns = %names[first..].join(", "), "added the columns found upstream; reading the snapshot again");
-        self.read_snapshot_again(table.id, move |t| {
+        // Changes read again from before the description have no value for the columns; every
+        // page reads after it.
+        self.read_snapshot_again(table.id, position, move |t| {
             let cdc = t.cdc.as_mut().expect("a CDC table");
             cdc.upstream_names = names;
             cdc.upstream_types = types;
@@ -156,10 +172,12 @@ impl Engine {
     }
 
     /// Gives CDC table `id` a fresh backfill state table, so its snapshot is read again over
-    /// its rows, and makes `change` to its entry in the same catalog write.
+    /// its rows (every page after upstream position `from`), and makes `change` to its entry in
+    /// the same catalog write.
     fn read_snapshot_again(
         &self,
         id: TableId,
+        from: u64,
         change: impl FnOnce(&mut TableCatalog),
     ) -> Result<()> {
         let Some(table) = self.catalog.table_by_id(id) else { return Ok(()) };
@@ -173,7 +191,7 @@ impl Engine {
         self.catalog.create_table(state)?;
         self.catalog.update_table(id, |t| {
             t.internal_tables[0] = state_id;
-            t.cdc.as_mut().expect("a CDC table").resnapshot = true;
+            t.cdc.as_mut().expect("a CDC table").resnapshot_from = Some(from);
             change(t);
         })?;
         self.catalog.drop_table(old.id)?;

@@ -287,6 +287,7 @@ pub fn pg_source_config(hostname: &str, port: u16) -> crate::connector::postgres
             mode: crate::connector::postgres::tls::SslMode::Disable,
             root_cert: None,
         },
+        resnapshot_lost_slot: false,
     }
 }
 

@@ -59,6 +59,10 @@ pub struct PgSourceConfig {
     pub create_publication: bool,
     /// `ssl.mode` and `ssl.root.cert`.
     pub tls: TlsSettings,
+    /// `slot.lost = 'resnapshot'`: when the slot is gone upstream (dropped, or invalidated
+    /// past `max_slot_wal_keep_size`), create it again and read every table of the source
+    /// again in place; `'stop'` (the default) says so and waits.
+    pub resnapshot_lost_slot: bool,
 }
 
 impl PgSourceConfig {
@@ -108,6 +112,7 @@ impl PgSourceConfig {
             "publication.create.enable",
             "ssl.mode",
             "ssl.root.cert",
+            "slot.lost",
         ];
         let options = SourceOptions::new(options, "postgres-cdc", KNOWN)?;
         let get = |key: &str| options.get(key);
@@ -121,6 +126,15 @@ impl PgSourceConfig {
             Some(other) => {
                 return Err(Error::InvalidStatement(format!(
                     "publication.create.enable must be 'true' or 'false', not '{other}'"
+                )));
+            }
+        };
+        let resnapshot_lost_slot = match get("slot.lost").as_deref() {
+            None | Some("stop") => false,
+            Some("resnapshot") => true,
+            Some(other) => {
+                return Err(Error::InvalidStatement(format!(
+                    "slot.lost must be 'stop' or 'resnapshot', not '{other}'"
                 )));
             }
         };
@@ -146,6 +160,7 @@ impl PgSourceConfig {
             publication,
             create_publication,
             tls,
+            resnapshot_lost_slot,
         })
     }
 
@@ -338,6 +353,33 @@ impl PgSourceConfig {
             created.slot = true;
         }
         Ok(created)
+    }
+
+    /// Creates the source's slot again after it was lost upstream (nothing if it exists);
+    /// returns where it starts.
+    pub async fn create_slot_again(&self) -> Result<Option<String>> {
+        let client = self.connect().await?;
+        let status = client
+            .query(
+                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.slot],
+            )
+            .await
+            .map_err(upstream_error)?;
+        match status.first().map(|row| row.get::<_, Option<String>>(0)) {
+            // Invalidated: it can never send changes again.
+            Some(Some(status)) if status == "lost" => self.drop_slot(&client).await?,
+            Some(_) => return Ok(None),
+            None => {}
+        }
+        let row = client
+            .query_one(
+                "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+                &[&self.slot],
+            )
+            .await
+            .map_err(upstream_error)?;
+        Ok(Some(row.get(0)))
     }
 
     /// Drops the upstream objects a source created.

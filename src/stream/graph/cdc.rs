@@ -44,6 +44,8 @@ pub struct Resnapshot {
     /// The upstream table's identity now (its columns checked to be the ones the table reads):
     /// a table dropped and created again upstream is read as the table's upstream from now on.
     pub identity: Option<String>,
+    /// The upstream's position when it was asked for: every page of the snapshot reads after it.
+    pub from: u64,
     /// Fires once the jobs run again.
     pub done: oneshot::Sender<()>,
 }
@@ -55,6 +57,8 @@ pub struct Resnapshot {
 pub struct CdcRebuilds {
     added: parking_lot::Mutex<Vec<AddedColumns>>,
     resnapshots: parking_lot::Mutex<Vec<Resnapshot>>,
+    /// Sources whose every table reads its snapshot again (their position was lost upstream).
+    sources: parking_lot::Mutex<Vec<TableId>>,
 }
 
 impl CdcRebuilds {
@@ -74,6 +78,19 @@ impl CdcRebuilds {
     /// Asks for a table's snapshot to be read again.
     pub fn push_resnapshot(&self, resnapshot: Resnapshot) {
         self.resnapshots.lock().push(resnapshot);
+    }
+
+    /// Asks for every table of `source` to read its snapshot again.
+    pub fn push_source_resnapshot(&self, source: TableId) {
+        let mut sources = self.sources.lock();
+        if !sources.contains(&source) {
+            sources.push(source);
+        }
+    }
+
+    /// Takes every source whose tables read their snapshots again.
+    pub fn take_source_resnapshots(&self) -> Vec<TableId> {
+        std::mem::take(&mut self.sources.lock())
     }
 
     /// Takes every requested resnapshot.
@@ -96,6 +113,7 @@ impl StreamGraph {
             state,
             barrier: self.barrier.clone(),
             metrics: self.metrics.clone(),
+            rebuilds: self.cdc_rebuilds.clone(),
         };
         let reader = source::reader(source, parts)?;
         Ok(PreparedJob::single(source.id, actor, reader, Some(barrier_tx)))
@@ -139,7 +157,8 @@ impl StreamGraph {
             metrics: self.metrics.clone(),
             follow_columns: cdc.follow_columns,
             columns_since: cdc.columns_since.clone(),
-            overwrite: cdc.resnapshot,
+            overwrite: cdc.resnapshot_from.is_some(),
+            truncates_from: cdc.resnapshot_from.unwrap_or(0),
             rebuilds: self.cdc_rebuilds.clone(),
         };
         let backfill = CdcBackfillExecutor::new(
@@ -217,7 +236,7 @@ mod tests {
             upstream_identity: None,
             follow_columns: false,
             columns_since: Vec::new(),
-            resnapshot: false,
+            resnapshot_from: None,
         };
         let upstream = upstream_table(&cdc, &table);
         let wires = upstream.wires();

@@ -38,16 +38,19 @@ pub struct ReaderParts {
     pub barrier: BarrierHandle,
     /// Where it reports (the source's name and the metrics registry).
     pub metrics: Arc<Metrics>,
+    /// Where a lost position asks for the source's tables to be read again.
+    pub rebuilds: Arc<crate::stream::graph::cdc::CdcRebuilds>,
 }
 
 /// The reader of `source`'s change log: a slot reader for postgres-cdc, a binlog reader for
 /// mysql-cdc.
 pub fn reader(source: &SourceCatalog, parts: ReaderParts) -> Result<BoxedExecutor> {
-    let ReaderParts { barriers, store, state, barrier, metrics } = parts;
+    let ReaderParts { barriers, store, state, barrier, metrics, rebuilds } = parts;
     Ok(match SourceConfig::from_options(&source.name, &source.options)? {
         SourceConfig::Postgres(config) => Box::new(
             postgres::CdcSourceExecutor::new(barriers, config, store, state, barrier)
-                .with_metrics(source.name.clone(), metrics),
+                .with_metrics(source.name.clone(), metrics)
+                .with_rebuilds(source.id, rebuilds),
         ),
         SourceConfig::MySql(config) => Box::new(
             mysql::BinlogSourceExecutor::new(

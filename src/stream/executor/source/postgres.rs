@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use crate::catalog::{Epoch, TableCatalog};
+use crate::catalog::{Epoch, TableCatalog, TableId};
 use crate::connector::common::RowChange;
 use crate::connector::postgres::PgSourceConfig;
 use crate::connector::postgres::replication::{Batch, ChangeStream};
@@ -31,6 +31,7 @@ use crate::stream::executor::source::backoff::Backoff;
 use crate::stream::executor::source::change::changes_chunk;
 use crate::stream::executor::source::offset_table::{self, RecordedOffset};
 use crate::stream::executor::{BoxedMessageStream, Executor};
+use crate::stream::graph::cdc::CdcRebuilds;
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
 /// Bytes of WAL the offset may move past without a checkpoint; beyond them the reader asks for
@@ -70,6 +71,8 @@ pub struct CdcSourceExecutor {
     barrier: BarrierHandle,
     /// The source's name and where its changes are counted.
     metrics: (String, Arc<Metrics>),
+    /// The source's id and where a lost slot asks for its tables to be read again.
+    rebuilds: Option<(TableId, Arc<CdcRebuilds>)>,
 }
 
 impl CdcSourceExecutor {
@@ -81,7 +84,22 @@ impl CdcSourceExecutor {
         state: Arc<TableCatalog>,
         barrier: BarrierHandle,
     ) -> Self {
-        Self { barriers, config, store, state, barrier, metrics: Default::default() }
+        Self {
+            barriers,
+            config,
+            store,
+            state,
+            barrier,
+            metrics: Default::default(),
+            rebuilds: None,
+        }
+    }
+
+    /// With `slot.lost = 'resnapshot'`: where a slot created again after it was lost asks for
+    /// the tables of `source` to read their snapshots again.
+    pub fn with_rebuilds(mut self, source: TableId, rebuilds: Arc<CdcRebuilds>) -> Self {
+        self.rebuilds = Some((source, rebuilds));
+        self
     }
 
     /// Counts the changes read, and when the reader last caught up, as those of `source`.
@@ -93,10 +111,11 @@ impl CdcSourceExecutor {
 
 impl Executor for CdcSourceExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { mut barriers, config, store, state, barrier, metrics } = *self;
+        let Self { mut barriers, config, store, state, barrier, metrics, rebuilds } = *self;
         async_stream::try_stream! {
             let mut reader = Reader::load(config, store, &state, barrier)?;
             reader.metrics = metrics;
+            reader.rebuilds = rebuilds;
             // Nothing is read before the initial barrier says which epoch this is.
             let first = barriers.recv().await.ok_or(Error::Shutdown)?;
             if first.is_checkpoint() {
@@ -175,6 +194,11 @@ struct Reader {
     stall_after: Duration,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
+    /// See [`CdcSourceExecutor::with_rebuilds`].
+    rebuilds: Option<(TableId, Arc<CdcRebuilds>)>,
+    /// The slot was found gone upstream, and `slot.lost = 'resnapshot'`: it is created again
+    /// before the stream starts again.
+    slot_lost: bool,
 }
 
 impl Reader {
@@ -204,6 +228,8 @@ impl Reader {
             stall_after: STALL_AFTER,
             barrier,
             metrics: Default::default(),
+            rebuilds: None,
+            slot_lost: false,
         })
     }
 
@@ -214,6 +240,11 @@ impl Reader {
             if let Some(at) = self.backoff.retry_at() {
                 tokio::time::sleep_until(at.into()).await;
                 self.backoff.retried();
+            }
+            if self.slot_lost
+                && let Err(e) = self.create_slot_again().await
+            {
+                return Some(Err(e));
             }
             // From the emitted offset: what this process emitted past the committed one is in
             // the epoch under way, and after a crash the stream starts from the committed one.
@@ -270,7 +301,29 @@ impl Reader {
         changes.chunks(CHUNK_CHANGES).map(changes_chunk).collect()
     }
 
+    /// Creates the lost slot again and has every table of the source read its snapshot again
+    /// (`slot.lost = 'resnapshot'`): the changes made while the slot was gone are lost to the
+    /// stream, and the snapshots, read after the slot starts again, hold them. The stream
+    /// forwards from the new slot's start.
+    async fn create_slot_again(&mut self) -> Result<()> {
+        let start = self.config.create_slot_again().await?;
+        self.slot_lost = false;
+        tracing::warn!(slot = %self.config.slot, ?start, "the replication slot was lost upstream: created it again; every table of the source reads its snapshot again");
+        if let Some((source, rebuilds)) = &self.rebuilds {
+            rebuilds.push_source_resnapshot(*source);
+            let reason = format!(
+                "the replication slot \"{}\" was lost upstream and created again",
+                self.config.slot
+            );
+            self.barrier.rebuild(reason)?;
+        }
+        Ok(())
+    }
+
     fn fail(&mut self, e: Error) {
+        if self.config.resnapshot_lost_slot && is_slot_gone(&e) {
+            self.slot_lost = true;
+        }
         let e = slot_gone(e, &self.config.slot);
         let retry_in = self.backoff.failed(Instant::now());
         tracing::warn!(slot = %self.config.slot, error = %e, ?retry_in, "reading the upstream slot failed");
@@ -420,8 +473,21 @@ impl Drop for Sampler {
     }
 }
 
+/// Whether `e` says the source's slot is gone upstream.
+/// Whether `e` says the source's slot is gone upstream: dropped, or invalidated (it kept more
+/// WAL than `max_slot_wal_keep_size` allows).
+fn is_slot_gone(e: &Error) -> bool {
+    match e {
+        Error::Upstream { code: "42704", message } => message.contains("replication slot"),
+        Error::Upstream { message, .. } => {
+            message.contains("can no longer get changes from replication slot")
+        }
+        _ => false,
+    }
+}
+
 /// `e`, said plainly when it is the slot that is gone upstream (dropped behind Sluice's back):
-/// changes made since are lost to the source, which only a new source recovers from.
+/// changes made since are lost to the stream; snapshots read again hold them.
 fn slot_gone(e: Error, slot: &str) -> Error {
     match e {
         Error::Upstream { code: "42704", message } if message.contains("replication slot") => {
@@ -430,7 +496,9 @@ fn slot_gone(e: Error, slot: &str) -> Error {
                 message: format!(
                     "the replication slot \"{slot}\" is gone from the upstream ({message}): \
                      it was dropped outside Sluice, and the changes made since are lost to this \
-                     source; drop the source and its tables and create them again"
+                     source; create the slot again upstream (pg_create_logical_replication_slot('{slot}', \
+                     'pgoutput')) and run ALTER TABLE .. RESNAPSHOT for each table of the source, \
+                     or create the source with slot.lost = 'resnapshot' to have Sluice do so"
                 ),
             }
         }
@@ -609,10 +677,17 @@ mod tests {
             code: "42704",
             message: "upstream: replication slot \"s\" does not exist".into(),
         };
+        assert!(is_slot_gone(&gone));
         let said = slot_gone(gone, "s").to_string();
         assert!(said.contains("dropped outside Sluice") && said.contains("\"s\""), "{said}");
         let other = Error::Upstream { code: "42704", message: "upstream: type x".into() };
+        assert!(!is_slot_gone(&other));
         assert_eq!(slot_gone(other, "s").to_string(), "upstream: type x");
+        let invalidated = Error::Upstream {
+            code: "55000",
+            message: "upstream: can no longer get changes from replication slot \"s\"".into(),
+        };
+        assert!(is_slot_gone(&invalidated));
     }
 
     #[tokio::test]

@@ -22,8 +22,15 @@ impl CdcBackfill {
             if let Some(chunk) = self.merge_changes(&changes, rows).await? {
                 out.push(Message::Chunk(chunk));
             }
-            if changes.truncate.value(last) {
-                self.truncate(changes.position.value(last) as u64);
+            let position = changes.position.value(last) as u64;
+            if changes.truncate.value(last)
+                && self.config.overwrite
+                && position < self.config.truncates_from
+            {
+                // Read again from before the snapshot that overwrites the table began.
+                tracing::info!(table = %self.upstream_name, position, "an upstream TRUNCATE from before the snapshot read again is ignored");
+            } else if changes.truncate.value(last) {
+                self.truncate(position);
                 out.push(Message::Truncate);
             } else if changes.relation.value(last) {
                 let (names, types) = (changes.values_of(last), changes.types_of(last));

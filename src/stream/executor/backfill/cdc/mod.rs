@@ -134,6 +134,9 @@ pub struct CdcBackfillConfig {
     /// The snapshot is read again over the rows the table holds: each page overwrites the
     /// stored rows of its range (see [`CdcTableInfo::resnapshot`](crate::catalog::CdcTableInfo::resnapshot)).
     pub overwrite: bool,
+    /// Reading the snapshot again, an upstream `TRUNCATE` before this position is ignored:
+    /// every page reads what followed it (and overwrites the rows it finds).
+    pub truncates_from: u64,
     /// Where columns found added upstream are recorded.
     pub rebuilds: Arc<crate::stream::graph::cdc::CdcRebuilds>,
 }

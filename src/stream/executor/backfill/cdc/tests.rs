@@ -60,6 +60,7 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
         follow_columns: false,
         columns_since: Vec::new(),
         overwrite: false,
+        truncates_from: 0,
         rebuilds: Arc::default(),
     }
 }
