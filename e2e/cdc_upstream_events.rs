@@ -773,3 +773,70 @@ async fn lost_slot(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<(
     converges_all(&client, &up, &pairs).await?;
     server.ensure_running()
 }
+
+#[tokio::test]
+async fn a_purged_binlog_is_read_on_from_its_end_and_every_table_reads_its_snapshot_again()
+-> anyhow::Result<()> {
+    if !MySqlUpstream::available() {
+        eprintln!("\n!!!!!!!! SKIPPED: mariadbd is missing (install mariadb-server) !!!!!!!!\n");
+        return Ok(());
+    }
+    let upstream = MySqlUpstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = purged_binlog(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn purged_binlog(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream
+        .execute(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.a (id int PRIMARY KEY, v varchar(20));
+             INSERT INTO shop.a SELECT seq, CONCAT('a', seq) FROM shop.seq_1_to_300;",
+        )
+        .await?;
+    let client = server.connect().await?;
+    let bad = client.batch_execute(&upstream.source_sql("bad", ", binlog.lost = 'x'")).await;
+    let message = bad.unwrap_err().as_db_error().map(|e| e.message().to_owned());
+    ensure!(message.is_some_and(|m| m.contains("binlog.lost must be")), "bad option accepted");
+    let source = upstream.source_sql("my", ", server.id = '5413', binlog.lost = 'resnapshot'");
+    client.batch_execute(&source).await?;
+    client.batch_execute("CREATE TABLE a (*) FROM my TABLE 'a'").await?;
+    converges_mysql(&client, upstream, "SELECT * FROM a", "SELECT * FROM shop.a").await?;
+    // Down while the upstream changes and purges the binlog those changes are in.
+    server.kill9().await?;
+    upstream
+        .execute(
+            "UPDATE shop.a SET v = 'lost' WHERE id % 3 = 0; DELETE FROM shop.a WHERE id <= 40;
+             INSERT INTO shop.a SELECT seq, 'new' FROM shop.seq_301_to_320;",
+        )
+        .await?;
+    let status = upstream.rows("SHOW MASTER STATUS").await?;
+    let file = status.first().and_then(|r| r[0].clone()).context("no binlog")?;
+    upstream.execute("FLUSH BINARY LOGS").await?;
+    let status = upstream.rows("SHOW MASTER STATUS").await?;
+    let newer = status.first().and_then(|r| r[0].clone()).context("no binlog")?;
+    ensure!(newer != file, "the binlog did not rotate");
+    // A file the killed server's dump thread still reads is kept: purge until it is gone.
+    retry_until(Duration::from_secs(30), || async {
+        upstream.execute(&format!("PURGE BINARY LOGS TO '{newer}'")).await?;
+        let logs = upstream.rows("SHOW BINARY LOGS").await?;
+        ensure!(logs.iter().all(|l| l[0].as_deref() != Some(file.as_str())), "{logs:?}");
+        Ok(())
+    })
+    .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_mysql(&client, upstream, "SELECT * FROM a", "SELECT * FROM shop.a").await?;
+    let events = text_rows(&client, "SELECT error FROM rw_catalog.rw_recovery_events").await?;
+    ensure!(
+        events.iter().any(|e| e[0].as_deref().is_some_and(|e| e.contains("was purged upstream"))),
+        "{events:?}"
+    );
+    // It reads on.
+    upstream
+        .execute("INSERT INTO shop.a VALUES (1000, 'later'); DELETE FROM shop.a WHERE id = 50")
+        .await?;
+    converges_mysql(&client, upstream, "SELECT * FROM a", "SELECT * FROM shop.a").await?;
+    server.ensure_running()
+}

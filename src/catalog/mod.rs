@@ -330,7 +330,7 @@ pub struct CdcTableInfo {
     /// RESNAPSHOT`, columns added, a lost slot): each page overwrites the stored rows of its key
     /// range, deleting those it does not have, and the views downstream see only what differs.
     /// The position is one every page of that snapshot reads after: an upstream `TRUNCATE`
-    /// before it, read again from the stream, is ignored (the pages read what followed it).
+    /// before it, read again from the stream, empties the table and starts the snapshot over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resnapshot_from: Option<u64>,
 }

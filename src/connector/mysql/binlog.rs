@@ -539,7 +539,9 @@ fn binlog_error(e: mysql_async::Error, at: CdcOffset) -> Error {
             message: format!(
                 "the upstream no longer has the binlog at {at} where this source stopped (purged \
                  while Sluice was away?): {}; the changes since are lost to the source, so \
-                 recreate it and the tables reading it",
+                 recreate it and the tables reading it, or create the source with binlog.lost = \
+                 'resnapshot' to have Sluice read on from the binlog's end and read every table \
+                 again",
                 s.message
             ),
         },

@@ -45,6 +45,7 @@ const KNOWN: &[&str] = &[
     "database.name",
     "server.id",
     "ssl.mode",
+    "binlog.lost",
 ];
 
 /// `@@log_bin`, `@@binlog_format`, `@@binlog_row_image`, `@@server_id`.
@@ -65,6 +66,10 @@ pub struct MySqlSourceConfig {
     pub database: String,
     /// The replica id Sluice reads the binlog as: unique among the upstream's replicas.
     pub server_id: u32,
+    /// `binlog.lost = 'resnapshot'`: when the upstream no longer has the binlog where the
+    /// source stopped (purged), read on from the binlog's end and read every table of the
+    /// source again in place; `'stop'` (the default) says so and waits.
+    pub resnapshot_lost_binlog: bool,
 }
 
 impl MySqlSourceConfig {
@@ -93,6 +98,15 @@ impl MySqlSourceConfig {
             },
             None => default_server_id(source_name),
         };
+        let resnapshot_lost_binlog = match get("binlog.lost").as_deref() {
+            None | Some("stop") => false,
+            Some("resnapshot") => true,
+            Some(other) => {
+                return Err(Error::InvalidStatement(format!(
+                    "binlog.lost must be 'stop' or 'resnapshot', not '{other}'"
+                )));
+            }
+        };
         Ok(Self {
             hostname: options.required("hostname")?,
             port,
@@ -100,6 +114,7 @@ impl MySqlSourceConfig {
             password: get("password").unwrap_or_default(),
             database: options.required("database.name")?,
             server_id,
+            resnapshot_lost_binlog,
         })
     }
 

@@ -61,7 +61,8 @@ pub fn reader(source: &SourceCatalog, parts: ReaderParts) -> Result<BoxedExecuto
                 barrier,
                 (source.name.clone(), metrics),
             )
-            .starting_at(source.start.clone()),
+            .starting_at(source.start.clone())
+            .with_rebuilds(source.id, rebuilds),
         ),
     })
 }

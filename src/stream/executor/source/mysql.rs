@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::catalog::{Epoch, TableCatalog};
+use crate::catalog::{Epoch, TableCatalog, TableId};
 use crate::connector::common::RowChange;
 use crate::connector::mysql::MySqlSourceConfig;
 use crate::connector::mysql::binlog::BinlogReader;
@@ -33,6 +33,7 @@ use crate::stream::executor::source::backoff::Backoff;
 use crate::stream::executor::source::change::changes_chunk;
 use crate::stream::executor::source::offset_table::{self, RecordedOffset};
 use crate::stream::executor::{BoxedMessageStream, Executor};
+use crate::stream::graph::cdc::CdcRebuilds;
 use crate::stream::message::{Barrier, Message, StreamChunk};
 
 /// How long changes gather before they are emitted as one chunk.
@@ -54,6 +55,8 @@ pub struct BinlogSourceExecutor {
     /// Where to start while the state table records no position (see
     /// [`SourceCatalog::start`](crate::catalog::SourceCatalog::start)).
     start: Option<(u64, Option<String>)>,
+    /// The source's id and where a lost binlog asks for its tables to be read again.
+    rebuilds: Option<(TableId, Arc<CdcRebuilds>)>,
 }
 
 impl BinlogSourceExecutor {
@@ -66,7 +69,14 @@ impl BinlogSourceExecutor {
         barrier: BarrierHandle,
         metrics: (String, Arc<Metrics>),
     ) -> Self {
-        Self { barriers, config, store, state, barrier, metrics, start: None }
+        Self { barriers, config, store, state, barrier, metrics, start: None, rebuilds: None }
+    }
+
+    /// With `binlog.lost = 'resnapshot'`: where a reader that moved to the binlog's end after
+    /// its position was purged asks for the tables of `source` to be read again.
+    pub fn with_rebuilds(mut self, source: TableId, rebuilds: Arc<CdcRebuilds>) -> Self {
+        self.rebuilds = Some((source, rebuilds));
+        self
     }
 
     /// Starts at `start` (a position and GTID position) while the state table records none:
@@ -80,9 +90,10 @@ impl BinlogSourceExecutor {
 
 impl Executor for BinlogSourceExecutor {
     fn execute(self: Box<Self>) -> BoxedMessageStream {
-        let Self { mut barriers, config, store, state, barrier, metrics, start } = *self;
+        let Self { mut barriers, config, store, state, barrier, metrics, start, rebuilds } = *self;
         async_stream::try_stream! {
             let mut source = Source::load(config, store, &state, barrier, metrics, start)?;
+            source.rebuilds = rebuilds;
             // Nothing is read before the initial barrier says which epoch this is.
             let first = barriers.recv().await.ok_or(Error::Shutdown)?;
             if first.is_checkpoint() {
@@ -108,10 +119,16 @@ impl Executor for BinlogSourceExecutor {
                         if barrier.is_checkpoint() {
                             source.commit(barrier.epoch.prev)?;
                         }
+                        source.rebuild_once_recorded()?;
                         yield Message::Barrier(barrier);
                     }
                     Step::Flush => yield Message::Chunk(source.flush()?),
-                    Step::Retry => source.backoff.retried(),
+                    Step::Retry => {
+                        source.backoff.retried();
+                        if source.lost {
+                            source.read_on_from_the_end().await;
+                        }
+                    }
                     Step::Transaction(transaction) => {
                         if let Some(chunk) = source.on_transaction(transaction)? {
                             yield Message::Chunk(chunk);
@@ -160,6 +177,17 @@ struct Source {
     backoff: Backoff,
     barrier: BarrierHandle,
     metrics: (String, Arc<Metrics>),
+    config: MySqlSourceConfig,
+    store: Arc<Store>,
+    /// See [`BinlogSourceExecutor::with_rebuilds`].
+    rebuilds: Option<(TableId, Arc<CdcRebuilds>)>,
+    /// The binlog where the reader stood is purged upstream, and `binlog.lost = 'resnapshot'`.
+    lost: bool,
+    /// The reader moved to the binlog's end; the next checkpoint records it.
+    moved: bool,
+    /// The checkpoint that records the move; once committed, every job is rebuilt and the
+    /// source's tables read their snapshots again.
+    rebuild_after: Option<Epoch>,
 }
 
 impl Source {
@@ -175,12 +203,13 @@ impl Source {
             Some(offset) => (offset.position, offset.gtid),
             None => created_at.unwrap_or((0, None)),
         };
+        let table_store = store.clone();
         let table = state.state_table(store);
         let start =
             (recorded.0 > 0).then(|| CdcOffset::MySql { file_seq: 0, pos: 0 }.at(recorded.0));
         tracing::info!(source = %metrics.0, from = ?start.map(|s| s.to_string()), gtid = ?recorded.1, "reading the binlog");
         Ok(Self {
-            reader: BinlogReader::new(config, start, recorded.1.as_deref()),
+            reader: BinlogReader::new(config.clone(), start, recorded.1.as_deref()),
             table,
             state: state.clone(),
             ready: Vec::new(),
@@ -191,7 +220,57 @@ impl Source {
             backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
             barrier,
             metrics,
+            config,
+            store: table_store,
+            rebuilds: None,
+            lost: false,
+            moved: false,
+            rebuild_after: None,
         })
+    }
+
+    /// After the binlog where the reader stood was purged upstream (`binlog.lost =
+    /// 'resnapshot'`): reads on from the binlog's end, which the next checkpoint records; once
+    /// it is committed the source's tables read their snapshots again
+    /// ([`Self::rebuild_once_recorded`]), which hold the changes the purge lost.
+    async fn read_on_from_the_end(&mut self) {
+        let end = match crate::connector::mysql::binlog::current_position(&self.config).await {
+            Ok(end) => end,
+            Err(e) => {
+                tracing::warn!(source = %self.metrics.0, error = %e, "cannot read the binlog's end");
+                return;
+            }
+        };
+        tracing::warn!(source = %self.metrics.0, to = ?end, "the binlog where the source stood is purged upstream: reading on from its end; every table of the source reads its snapshot again");
+        let start = CdcOffset::MySql { file_seq: 0, pos: 0 }.at(end.0);
+        self.reader = BinlogReader::new(self.config.clone(), Some(start), end.1.as_deref());
+        self.ready.clear();
+        self.ready_at = end.clone();
+        self.emitted = end;
+        self.lost = false;
+        self.moved = true;
+        self.barrier.request_checkpoint();
+    }
+
+    /// Asks for the rebuild that reads the source's tables again, once the checkpoint that
+    /// records the reader's move to the binlog's end is committed (a rebuild before would
+    /// start from the purged position again).
+    fn rebuild_once_recorded(&mut self) -> Result<()> {
+        let Some(epoch) = self.rebuild_after else { return Ok(()) };
+        if self.store.committed_epoch() < epoch {
+            return Ok(());
+        }
+        self.rebuild_after = None;
+        if let Some((source, rebuilds)) = &self.rebuilds {
+            rebuilds.push_source_resnapshot(*source);
+            let reason = format!(
+                "the binlog where source {} stood was purged upstream; it reads on from the \
+                 binlog's end",
+                self.metrics.0
+            );
+            self.barrier.rebuild(reason)?;
+        }
+        Ok(())
     }
 
     /// Takes a transaction (or a failure to read one); returns a chunk to emit when enough
@@ -203,6 +282,11 @@ impl Source {
         let transaction = match transaction {
             Ok(transaction) => transaction,
             Err(e @ (Error::Upstream { .. } | Error::Shutdown)) => {
+                if self.config.resnapshot_lost_binlog
+                    && e.to_string().contains("no longer has the binlog")
+                {
+                    self.lost = true;
+                }
                 let retry_in = self.backoff.failed(Instant::now());
                 tracing::warn!(source = %self.metrics.0, error = %e, at = %self.reader.position(),
                     ?retry_in, "reading the upstream binlog failed");
@@ -260,6 +344,9 @@ impl Source {
             self.table.write_chunk(&offset_table::row(&self.state, &offset)?)?;
             self.recorded = self.emitted.clone();
         }
+        if std::mem::take(&mut self.moved) {
+            self.rebuild_after = Some(epoch);
+        }
         self.unrecorded = 0;
         self.table.commit(epoch);
         Ok(())
@@ -296,6 +383,7 @@ mod tests {
             password: String::new(),
             database: "shop".into(),
             server_id: 5401,
+            resnapshot_lost_binlog: false,
         };
         let barrier = BarrierManager::new(store.clone(), Duration::MAX).1;
         let metrics = ("my".to_owned(), Arc::new(Metrics::default()));

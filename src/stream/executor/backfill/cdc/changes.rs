@@ -27,14 +27,13 @@ impl CdcBackfill {
                 && self.config.overwrite
                 && position < self.config.truncates_from
             {
-                // Read again from before the snapshot that overwrites the table began.
-                tracing::info!(table = %self.upstream_name, position, "an upstream TRUNCATE from before the snapshot read again is ignored");
+                self.restart_snapshot(position);
+                out.push(Message::Truncate);
             } else if changes.truncate.value(last) {
                 self.truncate(position);
                 out.push(Message::Truncate);
             } else if changes.relation.value(last) {
                 let (names, types) = (changes.values_of(last), changes.types_of(last));
-                let position = changes.position.value(last) as u64;
                 self.check_columns(&names, &types, position).await?;
             }
         }
@@ -200,6 +199,27 @@ impl CdcBackfill {
             self.phase = Phase::Finishing;
             self.last_error = None;
             self.config.barrier.request_checkpoint();
+        }
+    }
+
+    /// An upstream `TRUNCATE` at `position`, read again from before the snapshot that
+    /// overwrites the table began (see [`CdcBackfillConfig::truncates_from`]): it empties the
+    /// table, and the snapshot starts over, every page reading after it. Ending the snapshot
+    /// there, as a live truncate does, would leave the rows the stream sends after it as the
+    /// stream has them (without the values of columns added later); keeping the pages read
+    /// before it would keep rows it deleted (the CDC matrix found both).
+    pub(super) fn restart_snapshot(&mut self, position: u64) {
+        tracing::info!(table = %self.upstream_name, position, "an upstream TRUNCATE from before the snapshot read again: emptied the table and reading the snapshot from its start");
+        self.generation += 1;
+        for split in &mut self.splits {
+            *split = Split::new(split.id.clone(), split.range.clone(), split.end_key.clone());
+        }
+        if self.config.snapshot {
+            self.phase = Phase::Reading;
+            self.last_error = None;
+            if self.ticket.is_none() {
+                self.ticket = Some(self.config.barrier.backfilling());
+            }
         }
     }
 

@@ -134,8 +134,9 @@ pub struct CdcBackfillConfig {
     /// The snapshot is read again over the rows the table holds: each page overwrites the
     /// stored rows of its range (see [`CdcTableInfo::resnapshot`](crate::catalog::CdcTableInfo::resnapshot)).
     pub overwrite: bool,
-    /// Reading the snapshot again, an upstream `TRUNCATE` before this position is ignored:
-    /// every page reads what followed it (and overwrites the rows it finds).
+    /// Reading the snapshot again, an upstream `TRUNCATE` before this position (read again
+    /// from the stream) starts the snapshot over instead of ending it (see
+    /// `CdcBackfill::restart_snapshot`).
     pub truncates_from: u64,
     /// Where columns found added upstream are recorded.
     pub rebuilds: Arc<crate::stream::graph::cdc::CdcRebuilds>,

@@ -705,3 +705,37 @@ async fn changes_from_before_a_followed_column_read_null_for_it() {
     apply(&mut b, lines).await;
     assert!(b.stopped.as_ref().unwrap().contains("column x was dropped"), "{:?}", b.stopped);
 }
+
+#[tokio::test]
+async fn a_truncate_from_before_a_snapshot_read_again_starts_it_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut c = config(&store, true);
+    c.overwrite = true;
+    c.truncates_from = 500;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    read_page(&mut b, 3, 600);
+    b.splits[0].reading = true;
+    let in_flight = page(&b, 0, &[(4, "d")], 3, 650);
+    // Read again from before the snapshot began: the truncate empties the table, and every
+    // page reads again (what was read was deleted); the change after it applies ahead.
+    let lines = "+ public.t truncate 400
+                 + public.t f 410 [1, x, a] . f";
+    assert_eq!(apply(&mut b, lines).await, "truncate\n\ni T [u]\n+ 1 a .");
+    assert!(b.splits[0].cursor.is_none() && !b.splits[0].finished);
+    assert_eq!(b.phase, Phase::Reading);
+    assert!(b.on_page(in_flight).unwrap().is_empty(), "read across the truncate: dropped");
+    let out = b.on_page(page(&b, 0, &[(1, "a2"), (2, "b")], 3, 700)).unwrap();
+    let out: Vec<String> = out.iter().map(StreamChunk::to_pretty).collect();
+    assert_eq!(out, ["i T [u]\n+ 1 a2 .\n+ 2 b ."]);
+    assert!(b.splits[0].finished);
+    // One after the snapshot began is the upstream's own: it ends the snapshot as always.
+    let mut c = config(&store, true);
+    c.overwrite = true;
+    c.truncates_from = 500;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    assert_eq!(apply(&mut b, "+ public.t truncate 600").await, "truncate");
+    assert!(b.splits[0].finished);
+}
