@@ -146,6 +146,18 @@ impl<'a> SourceOptions<'a> {
         self.options.get(key).cloned()
     }
 
+    /// What to do when the source's place in the upstream's log is lost, by option `key`
+    /// (`slot.lost`, `binlog.lost`): `'stop'` (the default, false) or `'resnapshot'` (true).
+    pub(crate) fn resnapshot_when_lost(&self, key: &str) -> Result<bool> {
+        match self.get(key).as_deref() {
+            None | Some("stop") => Ok(false),
+            Some("resnapshot") => Ok(true),
+            Some(other) => Err(Error::InvalidStatement(format!(
+                "{key} must be 'stop' or 'resnapshot', not '{other}'"
+            ))),
+        }
+    }
+
     /// The option's value; an error names it when it is missing.
     pub(crate) fn required(&self, key: &str) -> Result<String> {
         self.get(key).ok_or_else(|| {

@@ -98,15 +98,7 @@ impl MySqlSourceConfig {
             },
             None => default_server_id(source_name),
         };
-        let resnapshot_lost_binlog = match get("binlog.lost").as_deref() {
-            None | Some("stop") => false,
-            Some("resnapshot") => true,
-            Some(other) => {
-                return Err(Error::InvalidStatement(format!(
-                    "binlog.lost must be 'stop' or 'resnapshot', not '{other}'"
-                )));
-            }
-        };
+        let resnapshot_lost_binlog = options.resnapshot_when_lost("binlog.lost")?;
         Ok(Self {
             hostname: options.required("hostname")?,
             port,

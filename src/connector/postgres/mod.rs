@@ -129,15 +129,7 @@ impl PgSourceConfig {
                 )));
             }
         };
-        let resnapshot_lost_slot = match get("slot.lost").as_deref() {
-            None | Some("stop") => false,
-            Some("resnapshot") => true,
-            Some(other) => {
-                return Err(Error::InvalidStatement(format!(
-                    "slot.lost must be 'stop' or 'resnapshot', not '{other}'"
-                )));
-            }
-        };
+        let resnapshot_lost_slot = options.resnapshot_when_lost("slot.lost")?;
         let slot = match get("slot.name") {
             Some(slot) => valid_slot_name(slot)?,
             None => default_slot_name(source_name),
@@ -338,17 +330,11 @@ impl PgSourceConfig {
             });
         }
         if slot.is_empty() {
-            let result = client
-                .query_one(
-                    "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
-                    &[&self.slot],
-                )
-                .await;
-            if let Err(e) = result {
+            if let Err(e) = self.create_slot(client).await {
                 if created.publication {
                     let _ = self.drop_publication(client).await;
                 }
-                return Err(upstream_error(e));
+                return Err(e);
             }
             created.slot = true;
         }
@@ -372,6 +358,11 @@ impl PgSourceConfig {
             Some(_) => return Ok(None),
             None => {}
         }
+        Ok(Some(self.create_slot(&client).await?))
+    }
+
+    /// Creates the source's logical slot (pgoutput); returns where it starts.
+    async fn create_slot(&self, client: &Client) -> Result<String> {
         let row = client
             .query_one(
                 "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
@@ -379,7 +370,7 @@ impl PgSourceConfig {
             )
             .await
             .map_err(upstream_error)?;
-        Ok(Some(row.get(0)))
+        Ok(row.get(0))
     }
 
     /// Drops the upstream objects a source created.

@@ -599,6 +599,15 @@ async fn a_truncate_before_the_splits_are_planned_still_records_the_end_of_the_s
     assert_eq!(b.phase, Phase::Done { epoch: Epoch(0) });
 }
 
+/// A backfill reading the snapshot again over the stored rows, from upstream position `from`.
+fn overwriting(store: &Arc<Store>, from: u64) -> CdcBackfill {
+    let mut c = config(store, true);
+    c.overwrite = true;
+    c.truncates_from = from;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    CdcBackfill::load(store.clone(), c, status).unwrap()
+}
+
 /// The rows `chunk` (`i T` text) stored and committed in the table, as at a checkpoint.
 fn store_rows(b: &CdcBackfill, store: &Arc<Store>, chunk: &str) {
     let table = &b.config.table;
@@ -612,10 +621,7 @@ fn store_rows(b: &CdcBackfill, store: &Arc<Store>, chunk: &str) {
 async fn a_snapshot_read_again_overwrites_the_stored_rows_of_each_page_range() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let mut c = config(&store, true);
-    c.overwrite = true;
-    let (status, _) = watch::channel(BackfillStatus::default());
-    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    let mut b = overwriting(&store, 0);
     // Stored before the snapshot is read again: 1-5 and 9.
     store_rows(&b, &store, "i T\n+ 1 a\n+ 2 b\n+ 3 c\n+ 4 d\n+ 5 e\n+ 9 i");
     // A delete of a stored row no change applied ahead applies; so does an insert ahead.
@@ -637,17 +643,11 @@ async fn a_snapshot_read_again_overwrites_the_stored_rows_of_each_page_range() {
 async fn a_snapshot_read_again_after_a_restart_finds_stored_rows_by_its_pages() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let mut c = config(&store, true);
-    c.overwrite = true;
-    let (status, _) = watch::channel(BackfillStatus::default());
-    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    let mut b = overwriting(&store, 0);
     read_page(&mut b, 2, 100);
     b.persist(Epoch(1)).unwrap();
     store_rows(&b, &store, "i T\n+ 1 a\n+ 2 b\n+ 4 d");
-    let mut c = config(&store, true);
-    c.overwrite = true;
-    let (status, _) = watch::channel(BackfillStatus::default());
-    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    let mut b = overwriting(&store, 0);
     // Not held in memory as applied ahead: the page covering them finds them.
     assert!(b.splits[0].ahead.is_empty());
     let out = b.on_page(page(&b, 0, &[(3, "c")], 3, 200)).unwrap();
@@ -710,11 +710,7 @@ async fn changes_from_before_a_followed_column_read_null_for_it() {
 async fn a_truncate_from_before_a_snapshot_read_again_starts_it_over() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let mut c = config(&store, true);
-    c.overwrite = true;
-    c.truncates_from = 500;
-    let (status, _) = watch::channel(BackfillStatus::default());
-    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    let mut b = overwriting(&store, 500);
     read_page(&mut b, 3, 600);
     b.splits[0].reading = true;
     let in_flight = page(&b, 0, &[(4, "d")], 3, 650);
@@ -731,11 +727,7 @@ async fn a_truncate_from_before_a_snapshot_read_again_starts_it_over() {
     assert_eq!(out, ["i T [u]\n+ 1 a2 .\n+ 2 b ."]);
     assert!(b.splits[0].finished);
     // One after the snapshot began is the upstream's own: it ends the snapshot as always.
-    let mut c = config(&store, true);
-    c.overwrite = true;
-    c.truncates_from = 500;
-    let (status, _) = watch::channel(BackfillStatus::default());
-    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    let mut b = overwriting(&store, 500);
     assert_eq!(apply(&mut b, "+ public.t truncate 600").await, "truncate");
     assert!(b.splits[0].finished);
 }
