@@ -59,11 +59,9 @@ impl Engine {
     async fn recover(&self) -> Result<()> {
         let _ddl = self.ddl_lock.lock().await;
         self.graph.abort_all().await;
-        let waiting = self.apply_cdc_rebuilds().await;
+        self.apply_cdc_rebuilds().await;
         self.start_jobs().await?;
-        for done in waiting {
-            let _ = done.send(());
-        }
+        self.graph.cdc_rebuilds.jobs_run_again();
         Ok(())
     }
 }

@@ -85,7 +85,7 @@ impl Engine {
     /// Applies what CDC tables asked of this recovery (every actor stopped, the DDL lock held):
     /// columns found added upstream, then snapshots to read again. A change that cannot be
     /// made now (the upstream does not answer) is logged; the table's backfill asks again.
-    pub(crate) async fn apply_cdc_rebuilds(&self) -> Vec<oneshot::Sender<()>> {
+    pub(crate) async fn apply_cdc_rebuilds(&self) {
         for added in self.graph.cdc_rebuilds.take_added() {
             if let Err(e) = self.add_upstream_columns(&added).await {
                 tracing::warn!(table = %added.table, error = %e, "cannot add the columns found upstream yet; the table's backfill finds them again");
@@ -103,7 +103,6 @@ impl Engine {
                 }
             }
         }
-        let mut waiting = Vec::new();
         for Resnapshot { table, identity, from, done } in self.graph.cdc_rebuilds.take_resnapshots()
         {
             let rebind = |t: &mut TableCatalog| {
@@ -113,9 +112,8 @@ impl Engine {
             if let Err(e) = self.read_snapshot_again(table, from, rebind) {
                 tracing::warn!(%table, error = %e, "cannot read the snapshot again");
             }
-            waiting.push(done);
+            self.graph.cdc_rebuilds.push_waiting(done);
         }
-        waiting
     }
 
     /// Adds the columns `added` names after the ones its table reads, typed as the upstream

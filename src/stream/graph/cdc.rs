@@ -59,6 +59,8 @@ pub struct CdcRebuilds {
     resnapshots: parking_lot::Mutex<Vec<Resnapshot>>,
     /// Sources whose every table reads its snapshot again (their position was lost upstream).
     sources: parking_lot::Mutex<Vec<TableId>>,
+    /// Who waits for the jobs to run again with the changes made (`RESNAPSHOT` statements).
+    waiting: parking_lot::Mutex<Vec<oneshot::Sender<()>>>,
 }
 
 impl CdcRebuilds {
@@ -91,6 +93,18 @@ impl CdcRebuilds {
     /// Takes every source whose tables read their snapshots again.
     pub fn take_source_resnapshots(&self) -> Vec<TableId> {
         std::mem::take(&mut self.sources.lock())
+    }
+
+    /// `done` fires once the jobs run again, after a rebuild that failed if need be.
+    pub fn push_waiting(&self, done: oneshot::Sender<()>) {
+        self.waiting.lock().push(done);
+    }
+
+    /// Tells everyone waiting that the jobs run again.
+    pub fn jobs_run_again(&self) {
+        for done in std::mem::take(&mut *self.waiting.lock()) {
+            let _ = done.send(());
+        }
     }
 
     /// Takes every requested resnapshot.

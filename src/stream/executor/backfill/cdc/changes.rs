@@ -307,8 +307,14 @@ impl CdcBackfill {
     ) -> Result<Fetched> {
         let mut at = HashMap::new();
         let mut values = StringBuilder::new();
+        let width = self.config.upstream.columns.len() as u32;
         for &row in rows {
-            let unchanged = changes.unchanged(row);
+            // Columns added after the change are read from the upstream too (see
+            // `unchanged_columns`).
+            let position = changes.position.value(row) as u64;
+            let added = self.added_after(position).map_or(width, |n| n as u32);
+            let mut unchanged = changes.unchanged(row).to_vec();
+            unchanged.extend(added..width);
             if unchanged.is_empty() || !changes.replaces.value(row) {
                 continue;
             }
@@ -321,7 +327,7 @@ impl CdcBackfill {
             let Some(current) = self.session().await?.fetch_row(&upstream, &key).await? else {
                 continue;
             };
-            for &u in unchanged {
+            for u in unchanged {
                 if let Some(value) = current.get(u as usize) {
                     at.insert((row, u as usize), values.len());
                     values.append_option(value.as_deref());
@@ -331,13 +337,24 @@ impl CdcBackfill {
         Ok(Fetched { at, values: values.finish() })
     }
 
+    /// The first upstream column a change committed at `position` has no value for (the
+    /// columns from it on were added and followed later), if any.
+    pub(super) fn added_after(&self, position: u64) -> Option<usize> {
+        let later = self.config.columns_since.iter().filter(|&&(at, _)| position < at);
+        later.map(|&(_, n)| n).min()
+    }
+
     /// The `_unchanged` column of the changes `rows`: the table columns whose upstream columns
     /// an update did not send, or NULL. A replacing update has none: they were read from the
-    /// upstream (see [`Self::fetch_unchanged`]).
+    /// upstream (see [`Self::fetch_unchanged`]). A change read again from before columns were
+    /// added has no value for them either: the stored row keeps its own (which the snapshot
+    /// read since the addition wrote), rather than take NULL.
     pub(super) fn unchanged_columns(&self, changes: &Changes<'_>, rows: &[usize]) -> ListArray {
         let mut lists = ListBuilder::with_capacity(UInt32Builder::new(), rows.len());
         for &row in rows {
             let upstream = changes.unchanged(row);
+            let position = changes.position.value(row) as u64;
+            let added = self.added_after(position).unwrap_or(usize::MAX);
             let columns: Vec<Option<u32>> = match changes.replaces.value(row) {
                 true => Vec::new(),
                 false => self
@@ -345,7 +362,7 @@ impl CdcBackfill {
                     .upstream_columns
                     .iter()
                     .enumerate()
-                    .filter(|&(_, &u)| upstream.contains(&(u as u32)))
+                    .filter(|&(_, &u)| upstream.contains(&(u as u32)) || u >= added)
                     .map(|(c, _)| Some(c as u32))
                     .collect(),
             };

@@ -678,7 +678,7 @@ async fn columns_added_upstream_are_followed_by_a_table_declared_with_all_column
 }
 
 #[tokio::test]
-async fn changes_from_before_a_followed_column_read_null_for_it() {
+async fn changes_from_before_a_followed_column_keep_its_stored_value() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     // The table `(id, v, w)` after `w` (upstream column 3) was added at position 200.
@@ -697,7 +697,8 @@ async fn changes_from_before_a_followed_column_read_null_for_it() {
                  + public.t f 100 [1, x, a] . f
                  + public.t columns 200 [id,x,v,w] [23,25,25,23]
                  + public.t f 200 [2, x, b, 5] . f";
-    let expected = "i T i [u]\n+ 1 a . .\n\ni T i [u]\n+ 2 b 5 .";
+    // Row 1 has no value for `w` (table column 2): the stored row keeps its own.
+    let expected = "i T i [u]\n+ 1 a . [2]\n\ni T i [u]\n+ 2 b 5 .";
     assert_eq!(apply(&mut b, lines).await, expected);
     assert!(b.stopped.is_none());
     // A description from before the addition that lacks an older column still stops it.
