@@ -309,15 +309,18 @@ impl CdcBackfill {
         let mut values = StringBuilder::new();
         let width = self.config.upstream.columns.len() as u32;
         for &row in rows {
+            if !changes.replaces.value(row) {
+                continue;
+            }
             // Columns added after the change are read from the upstream too (see
             // `unchanged_columns`).
             let position = changes.position.value(row) as u64;
             let added = self.added_after(position).map_or(width, |n| n as u32);
-            let mut unchanged = changes.unchanged(row).to_vec();
-            unchanged.extend(added..width);
-            if unchanged.is_empty() || !changes.replaces.value(row) {
+            let unsent = changes.unchanged(row);
+            if unsent.is_empty() && added == width {
                 continue;
             }
+            let unchanged = unsent.iter().copied().chain(added..width);
             let pk = &self.config.upstream.pk;
             let key: Vec<Option<String>> = pk
                 .iter()
