@@ -670,11 +670,21 @@ async fn resnapshot(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<
         Ok(())
     })
     .await?;
-    // Refused aloud for a table that is not a CDC table; the server stays up.
+    // Refused aloud for a table that is not a CDC table, or reads no snapshot; the server
+    // stays up.
     client.batch_execute("CREATE TABLE plain (id int PRIMARY KEY)").await?;
     let err = client.batch_execute("ALTER TABLE plain RESNAPSHOT").await.unwrap_err();
     let state = err.as_db_error().map(|e| e.code().code().to_owned());
     ensure!(state.as_deref() == Some("42809"), "{err:?}");
+    client
+        .batch_execute(
+            "CREATE TABLE changes_only (*) WITH (snapshot = 'false') FROM pg TABLE 'public.r'",
+        )
+        .await?;
+    let err = client.batch_execute("ALTER TABLE changes_only RESNAPSHOT").await.unwrap_err();
+    let db = err.as_db_error().context("a server error")?;
+    ensure!(db.code().code() == "0A000" && db.message().contains("snapshot = 'false'"), "{err:?}");
+    client.batch_execute("DROP TABLE changes_only").await?;
     // A kill -9 after the statement: the table reads on from its progress, still exact.
     up.batch_execute("UPDATE r SET b = 0 WHERE id = 2").await?;
     client.batch_execute("ALTER TABLE r RESNAPSHOT").await?;

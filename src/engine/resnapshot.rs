@@ -35,6 +35,12 @@ impl Engine {
                  snapshot of its upstream"
             )));
         };
+        if !cdc.snapshot {
+            return Err(Error::Unsupported(format!(
+                "RESNAPSHOT of \"{name}\", created with snapshot = 'false': it reads no snapshot \
+                 of its upstream; create it again without the option to read one"
+            )));
+        }
         // The upstream table must still have the columns the table reads; one dropped and
         // created again with them is read from now on.
         let source = self.catalog.sources().into_iter().find(|s| s.id == cdc.source);

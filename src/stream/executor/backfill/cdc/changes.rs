@@ -25,6 +25,7 @@ impl CdcBackfill {
             let position = changes.position.value(last) as u64;
             if changes.truncate.value(last)
                 && self.config.overwrite
+                && self.config.snapshot
                 && position < self.config.truncates_from
             {
                 self.restart_snapshot(position);
@@ -214,12 +215,10 @@ impl CdcBackfill {
         for split in &mut self.splits {
             *split = Split::new(split.id.clone(), split.range.clone(), split.end_key.clone());
         }
-        if self.config.snapshot {
-            self.phase = Phase::Reading;
-            self.last_error = None;
-            if self.ticket.is_none() {
-                self.ticket = Some(self.config.barrier.backfilling());
-            }
+        self.phase = Phase::Reading;
+        self.last_error = None;
+        if self.ticket.is_none() {
+            self.ticket = Some(self.config.barrier.backfilling());
         }
     }
 
