@@ -313,8 +313,18 @@ async fn drive(
     }
     settled(&client).await?;
     let kill_after = rng.chance(30).then(|| rng.below(5) as usize);
+    // Now and then a table reads its upstream again in place (`RESNAPSHOT`) while changes go
+    // on, a kill maybe among them: it must still equal its upstream.
+    let resnapshot_at = rng.chance(40).then(|| rng.below(5) as usize);
     for round in 0..5 {
         changes(&mut up, &mut cases).await?;
+        if resnapshot_at == Some(round) && !cases.is_empty() {
+            let at = rng.below(cases.len() as u64) as usize;
+            let case = &mut cases[at];
+            let sql = format!("ALTER TABLE {} RESNAPSHOT", case.table());
+            client.batch_execute(&sql).await.with_context(|| case.describe())?;
+            case.note(sql);
+        }
         if kill_after == Some(round) {
             server.kill9().await?;
             changes(&mut up, &mut cases).await?;
