@@ -333,6 +333,32 @@ pub struct CdcTableInfo {
     /// before it, read again from the stream, empties the table and starts the snapshot over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resnapshot_from: Option<u64>,
+    /// Upstream columns dropped upstream and followed: `(position, u)` says that the source's
+    /// descriptions of the table from `position` on lack upstream column `u` (an index into
+    /// [`Self::upstream_names`], which keeps it). Changes from there on hold NULL for it, and
+    /// snapshot reads select NULL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<(u64, usize)>,
+    /// `schema.change = 'stop'`: the table stops at any change of its upstream's columns
+    /// rather than follow it (`'follow'`, the default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_at_schema_change: bool,
+}
+
+impl CdcTableInfo {
+    /// Whether upstream column `u` was dropped upstream (and followed).
+    pub fn is_dropped(&self, u: usize) -> bool {
+        self.dropped.iter().any(|&(_, d)| d == u)
+    }
+
+    /// The upstream columns the upstream table has now, as `(name, type)`, in its order.
+    pub fn live_columns(&self) -> Vec<(&str, &str)> {
+        let columns = self.upstream_names.iter().zip(&self.upstream_types).enumerate();
+        columns
+            .filter(|&(u, _)| !self.is_dropped(u))
+            .map(|(_, (n, t))| (n.as_str(), t.as_str()))
+            .collect()
+    }
 }
 
 impl TableCatalog {

@@ -26,6 +26,8 @@ pub struct UpstreamTable {
     /// Each column's type as the upstream's stream names it (Postgres: type oid and
     /// modifier, as a `Relation` message carries them); empty where not known.
     pub type_ids: Vec<TypeId>,
+    /// Columns dropped upstream that a CDC table still holds: reads select NULL for them.
+    pub dropped: Vec<usize>,
 }
 
 /// A column's type as Postgres's catalog and its `Relation` messages name it: `(type oid,
@@ -33,6 +35,11 @@ pub struct UpstreamTable {
 pub type TypeId = (u32, i32);
 
 impl UpstreamTable {
+    /// Whether column `index` was dropped upstream (see [`Self::dropped`]).
+    pub fn is_dropped(&self, index: usize) -> bool {
+        self.dropped.contains(&index)
+    }
+
     /// Sets the primary key from its column names, in key order; a table without one cannot
     /// be followed.
     pub fn set_key(&mut self, names: &[String]) -> Result<()> {
@@ -93,6 +100,14 @@ impl RowChange {
     /// relation whose first name is NULL, then the statement (see [`Self::relation`]).
     pub fn reshaped(table: String, statement: &str) -> Self {
         let values = vec![None, Some(statement.to_owned())];
+        Self { table, values, relation: true, ..Self::default() }
+    }
+
+    /// `table`'s columns `names` were dropped by DDL the stream names (`statement`): a
+    /// relation whose first name is NULL, then the statement and the names.
+    pub fn columns_dropped(table: String, statement: &str, names: Vec<String>) -> Self {
+        let mut values = vec![None, Some(statement.to_owned())];
+        values.extend(names.into_iter().map(Some));
         Self { table, values, relation: true, ..Self::default() }
     }
 

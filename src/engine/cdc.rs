@@ -90,6 +90,8 @@ impl Engine {
             follow_columns: create.columns.is_empty(),
             columns_since: Vec::new(),
             resnapshot_from: None,
+            dropped: Vec::new(),
+            stop_at_schema_change: options.stop_at_schema_change,
         });
         let catalog = self.catalog.create_table(catalog)?;
         let source_actor = self
@@ -134,7 +136,8 @@ impl Engine {
                 | "snapshot.batch_size"
                 | "snapshot.interval"
                 | "backfill.parallelism"
-                | "backfill.num_rows_per_split" => table_options.push(option.clone()),
+                | "backfill.num_rows_per_split"
+                | "schema.change" => table_options.push(option.clone()),
                 other => source_options.push((other.to_owned(), text)),
             }
         }
@@ -167,7 +170,7 @@ impl Engine {
             .source_by_name(&source_name)
             .ok_or_else(|| Error::UnknownRelation { kind: "source", name: source_name.clone() })?;
         let config = SourceConfig::from_options(&source.name, &source.options)?;
-        let CdcTableOptions { batch_size: batch, snapshot, parallelism, rows_per_split } =
+        let CdcTableOptions { batch_size: batch, snapshot, parallelism, rows_per_split, .. } =
             table_options(&table.table_options)?;
         let parallelism = parallelism.map_or("auto".to_owned(), |n| n.to_string());
         let splits = match rows_per_split {
@@ -210,6 +213,9 @@ struct CdcTableOptions {
     parallelism: Option<usize>,
     /// `backfill.num_rows_per_split`: rows per split (default: one split per reader).
     rows_per_split: Option<u64>,
+    /// `schema.change = 'stop'`: stop at any change of the upstream's columns (default
+    /// `'follow'`).
+    stop_at_schema_change: bool,
 }
 
 /// Upstream rows per split below which the default `backfill.parallelism` reads fewer splits:
@@ -239,6 +245,7 @@ fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
         snapshot: true,
         parallelism: None,
         rows_per_split: None,
+        stop_at_schema_change: false,
     };
     let list = match options {
         ast::CreateTableOptions::None => return Ok(parsed),
@@ -271,6 +278,17 @@ fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
                     _ => return Err(invalid!("snapshot must be 'true' or 'false', not '{text}'")),
                 }
             }
+            "schema.change" => {
+                parsed.stop_at_schema_change = match text.to_lowercase().as_str() {
+                    "follow" => false,
+                    "stop" => true,
+                    _ => {
+                        return Err(invalid!(
+                            "schema.change must be 'follow' or 'stop', not '{text}'"
+                        ));
+                    }
+                }
+            }
             // Accepted at its default only: any other value would be ignored.
             "snapshot.interval" if text == "1" => {}
             "snapshot.interval" => {
@@ -282,7 +300,8 @@ fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
             other => {
                 return Err(invalid!(
                     "unknown table option {other}; known: snapshot, snapshot.batch_size, \
-                     snapshot.interval, backfill.parallelism, backfill.num_rows_per_split"
+                     snapshot.interval, backfill.parallelism, backfill.num_rows_per_split, \
+                     schema.change"
                 ));
             }
         }
@@ -427,5 +446,22 @@ mod tests {
         let given =
             parse("CREATE TABLE t (*) WITH (backfill.parallelism = '3') FROM pg TABLE 'public.t'");
         assert_eq!(given.parallelism, Some(3));
+    }
+
+    #[test]
+    fn schema_change_follows_unless_told_to_stop() {
+        let parse = |with: &str| {
+            let sql = format!("CREATE TABLE t (*) {with} FROM pg TABLE 'public.t'");
+            let statement = crate::sql::parser::parse(&sql).unwrap().remove(0);
+            let crate::sql::parser::Statement::CreateTableFrom { table, .. } = statement else {
+                panic!("{sql}")
+            };
+            table_options(&table.table_options)
+        };
+        assert!(!parse("").unwrap().stop_at_schema_change);
+        assert!(!parse("WITH (schema.change = 'follow')").unwrap().stop_at_schema_change);
+        assert!(parse("WITH (schema.change = 'STOP')").unwrap().stop_at_schema_change);
+        let wrong = parse("WITH (schema.change = 'ignore')").unwrap_err().to_string();
+        assert!(wrong.contains("schema.change must be 'follow' or 'stop'"), "{wrong}");
     }
 }

@@ -1,7 +1,8 @@
-//! A CDC table reading its upstream table again over the rows it holds: `ALTER TABLE t
-//! RESNAPSHOT`, and columns added upstream to a table declared `(*)`.
+//! A CDC table reading its upstream table again over the rows it holds (`ALTER TABLE t
+//! RESNAPSHOT`, and columns added upstream to a table declared `(*)`), and following columns
+//! dropped upstream.
 //!
-//! Both change the table's catalog entry while no job runs (in a recovery, which rebuilds
+//! Each changes the table's catalog entry while no job runs (in a recovery, which rebuilds
 //! every job from the committed state): the table gets a fresh backfill state table, so its
 //! backfill starts its snapshot over, in the mode that overwrites stored rows (each page's
 //! rows are upserts and the stored rows of its range it lacks are deleted; the materialize
@@ -17,7 +18,8 @@ use crate::connector::source::SourceConfig;
 use crate::engine::ddl::relation_name;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
-use crate::stream::graph::cdc::{AddedColumns, Resnapshot};
+use crate::stream::graph::cdc::{ColumnChange, Resnapshot};
+use crate::stream::plan::{NodeKind, StreamNode};
 use crate::types::DataType;
 
 impl Engine {
@@ -55,12 +57,7 @@ impl Engine {
             .zip(&upstream.upstream_types)
             .map(|(c, t)| (c.name.as_str(), t.as_str()))
             .collect();
-        let read: Vec<(&str, &str)> = cdc
-            .upstream_names
-            .iter()
-            .zip(&cdc.upstream_types)
-            .map(|(n, t)| (n.as_str(), t.as_str()))
-            .collect();
+        let read = cdc.live_columns();
         if now.len() < read.len() || now[..read.len()] != read[..] {
             let list = |c: &[(&str, &str)]| {
                 c.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
@@ -92,9 +89,13 @@ impl Engine {
     /// columns found added upstream, then snapshots to read again. A change that cannot be
     /// made now (the upstream does not answer) is logged; the table's backfill asks again.
     pub(crate) async fn apply_cdc_rebuilds(&self) {
-        for added in self.graph.cdc_rebuilds.take_added() {
-            if let Err(e) = self.add_upstream_columns(&added).await {
-                tracing::warn!(table = %added.table, error = %e, "cannot add the columns found upstream yet; the table's backfill finds them again");
+        for change in self.graph.cdc_rebuilds.take_changes() {
+            if let Err(e) = self.drop_upstream_columns(&change).await {
+                tracing::warn!(table = %change.table, error = %e, "cannot follow the columns dropped upstream yet; the table's backfill finds them again");
+                continue;
+            }
+            if let Err(e) = self.add_upstream_columns(&change).await {
+                tracing::warn!(table = %change.table, error = %e, "cannot add the columns found upstream yet; the table's backfill finds them again");
             }
         }
         for source in self.graph.cdc_rebuilds.take_source_resnapshots() {
@@ -122,14 +123,79 @@ impl Engine {
         }
     }
 
-    /// Adds the columns `added` names after the ones its table reads, typed as the upstream
-    /// describes them now, and reads the table's snapshot again (rows before hold the upstream's
-    /// values for them: a default, or what a rewrite computed).
-    async fn add_upstream_columns(&self, added: &AddedColumns) -> Result<()> {
-        let Some(table) = self.catalog.table_by_id(added.table) else { return Ok(()) };
+    /// Follows the columns `change` found dropped upstream: from its position on, changes
+    /// hold NULL for them and snapshot reads select NULL. A table column no view reads goes
+    /// out of sight (`SELECT *`, `\d`; its storage stays); one that a view reads stays, with
+    /// the values it had and NULL in rows changed since, and `rw_cdc_progress.schema_note`
+    /// says so.
+    async fn drop_upstream_columns(&self, change: &ColumnChange) -> Result<()> {
+        let Some(table) = self.catalog.table_by_id(change.table) else { return Ok(()) };
+        let Some(cdc) = table.cdc.clone() else { return Ok(()) };
+        let dropped: Vec<usize> =
+            change.dropped.iter().copied().filter(|&u| !cdc.is_dropped(u)).collect();
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        let read = self.columns_views_read(&table).await;
+        let mut kept = Vec::new();
+        let mut hidden = Vec::new();
+        for (c, &u) in cdc.upstream_columns.iter().enumerate() {
+            let column = &table.columns[c];
+            if !dropped.contains(&u) || column.hidden {
+                continue;
+            }
+            match read.contains(&c) {
+                true => kept.push(column.name.clone()),
+                false => hidden.push(c),
+            }
+        }
+        let names: Vec<&str> = dropped.iter().map(|&u| cdc.upstream_names[u].as_str()).collect();
+        tracing::info!(table = %table.name, columns = %names.join(", "), kept = %kept.join(", "), "following the columns dropped upstream");
+        let position = change.position;
+        self.catalog.update_table(table.id, |t| {
+            let cdc = t.cdc.as_mut().expect("a CDC table");
+            cdc.dropped.extend(dropped.iter().map(|&u| (position, u)));
+            for &c in &hidden {
+                t.columns[c].hidden = true;
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The columns of `table` that views created over it read (all of them when a view
+    /// cannot be planned again).
+    async fn columns_views_read(&self, table: &TableCatalog) -> Vec<usize> {
+        fn scans(node: &StreamNode, table: TableId, read: &mut Vec<usize>) {
+            if let NodeKind::Scan { table: scanned, output_indices, .. } = &node.kind
+                && scanned.id == table
+            {
+                read.extend(output_indices);
+            }
+            node.inputs.iter().for_each(|input| scans(input, table, read));
+        }
+        let mut read = Vec::new();
+        for view in self.catalog.dependents(table.id) {
+            match self.replan_view(&view).await {
+                Ok(plan) => scans(&plan.root, table.id, &mut read),
+                Err(e) => {
+                    tracing::warn!(view = %view.name, error = %e, "cannot plan the view again to see which columns it reads: it keeps them all");
+                    return (0..table.columns.len()).collect();
+                }
+            }
+        }
+        read
+    }
+
+    /// Adds the columns `change` found added after the ones its table reads, typed as the
+    /// upstream describes them now, and reads the table's snapshot again (rows before hold the
+    /// upstream's values for them: a default, or what a rewrite computed).
+    async fn add_upstream_columns(&self, change: &ColumnChange) -> Result<()> {
+        let Some(table) = self.catalog.table_by_id(change.table) else { return Ok(()) };
         let Some(cdc) = table.cdc.clone() else { return Ok(()) };
         let first = cdc.upstream_names.len();
-        if added.names.len() <= first {
+        let added: Vec<&String> =
+            change.added.iter().filter(|n| !cdc.upstream_names.contains(n)).collect();
+        if added.is_empty() {
             return Ok(());
         }
         let source = self.catalog.sources().into_iter().find(|s| s.id == cdc.source);
@@ -140,28 +206,30 @@ impl Engine {
         let version = table.schema_version() + 1;
         let mut columns = table.columns.clone();
         let mut upstream_columns = cdc.upstream_columns.clone();
+        let mut names = cdc.upstream_names.clone();
         let mut types = cdc.upstream_types.clone();
         let from = columns.len();
-        for (u, name) in added.names.iter().enumerate().skip(first) {
-            let column = match upstream.columns.get(u) {
-                Some(now) if &now.name == name => {
-                    types.push(upstream.upstream_types[u].clone());
-                    ColumnCatalog { since: version, ..now.clone() }
+        for name in added {
+            let now = upstream.columns.iter().position(|c| &c.name == name);
+            let column = match now {
+                Some(i) => {
+                    types.push(upstream.upstream_types[i].clone());
+                    ColumnCatalog { since: version, ..upstream.columns[i].clone() }
                 }
                 // Gone or changed again upstream since it was described: held as text, which
                 // every value arrives as; the description that says it changed stops the table.
-                _ => {
+                None => {
                     types.push("text".to_owned());
                     ColumnCatalog { since: version, ..ColumnCatalog::new(name, DataType::Varchar) }
                 }
             };
             columns.push(column);
-            upstream_columns.push(u);
+            upstream_columns.push(names.len());
+            names.push(name.clone());
         }
         let (columns, upstream_columns) =
             super::cdc::with_scale_columns(columns, upstream_columns, from);
-        let names = added.names.clone();
-        let position = added.position;
+        let position = change.position;
         tracing::info!(table = %table.name, columns = %names[first..].join(", "), "added the columns found upstream; reading the snapshot again");
         // Changes read again from before the description have no value for the columns; every
         // page reads after it.

@@ -123,6 +123,7 @@ pub struct CdcProgressRow {
     slot_lag_bytes: Option<i64>,
     source_error: Option<String>,
     table_error: Option<String>,
+    schema_note: Option<String>,
 }
 
 impl SystemRow for CdcProgressRow {
@@ -140,6 +141,7 @@ impl SystemRow for CdcProgressRow {
             ("slot_lag_bytes", BIGINT),
             ("source_error", VARCHAR),
             ("table_error", VARCHAR),
+            ("schema_note", VARCHAR),
         ]
     }
 
@@ -157,6 +159,7 @@ impl SystemRow for CdcProgressRow {
             Value::Int(self.slot_lag_bytes),
             Value::Text(self.source_error),
             Value::Text(self.table_error),
+            Value::Text(self.schema_note),
         ]
     }
 }
@@ -281,6 +284,7 @@ impl SystemSchema {
                 slot_lag_bytes: lags[&source.id],
                 source_error: self.graph.metrics.cdc_last_error(&source.name),
                 table_error: self.graph.metrics.cdc_table_stopped(table.id.0),
+                schema_note: schema_note(&table, cdc),
             });
         }
         Ok(rows)
@@ -329,4 +333,23 @@ impl SystemSchema {
         };
         persisted_progress(&self.store, &state)
     }
+}
+
+/// What a CDC table keeps of columns dropped upstream that views read (see
+/// `Engine::drop_upstream_columns`).
+fn schema_note(table: &TableCatalog, cdc: &crate::catalog::CdcTableInfo) -> Option<String> {
+    let kept: Vec<&str> = cdc
+        .upstream_columns
+        .iter()
+        .zip(&table.columns)
+        .filter(|&(&u, column)| cdc.is_dropped(u) && !column.hidden)
+        .map(|(_, column)| column.name.as_str())
+        .collect();
+    (!kept.is_empty()).then(|| {
+        format!(
+            "column(s) {} dropped upstream: kept for the views that read them, with the values \
+             they had and NULL in rows changed since",
+            kept.join(", ")
+        )
+    })
 }

@@ -31,7 +31,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn};
 
 use crate::connector::common::RowChange;
 use crate::connector::mysql::statements::{
-    changes_rows, reshaped_tables, statement_logged, truncated_tables,
+    changes_rows, dropped_columns, reshaped_tables, statement_logged, truncated_tables,
 };
 use crate::connector::mysql::text::{BinlogColumn, binlog_text};
 use crate::connector::mysql::{MySqlSourceConfig, master_status, upstream_error};
@@ -358,6 +358,10 @@ impl BinlogReader {
                         let reshaped = reshaped_tables(q, &schema, database);
                         self.pending
                             .extend(reshaped.into_iter().map(|t| RowChange::reshaped(t, q)));
+                        let dropped = dropped_columns(q, &schema, database);
+                        self.pending.extend(
+                            dropped.into_iter().map(|(t, c)| RowChange::columns_dropped(t, q, c)),
+                        );
                         return Ok(Some(self.commit(log_pos)));
                     }
                     _ => {}

@@ -351,6 +351,7 @@ pub async fn describe_table(conn: &mut Conn, database: &str, table: &str) -> Res
         upstream_types: Vec::new(),
         pk: Vec::new(),
         type_ids: Vec::new(),
+        dropped: Vec::new(),
     };
     for (name, data_type, column_type, collation) in columns {
         let data_type = text::map_type(&data_type, &column_type);

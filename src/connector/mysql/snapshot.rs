@@ -266,6 +266,7 @@ mod tests {
             ],
             pk: vec![0, 1, 2],
             type_ids: Vec::new(),
+            dropped: Vec::new(),
         };
         // Numbers by value (not as text, whatever the backfill's own column types say).
         assert_eq!(key_column(&table, 0), "t.`id`");

@@ -76,6 +76,9 @@ fn decimal(column_type: &str) -> DataType {
 
 /// The select-list expression giving a column's value as the text Sluice's upstream cast reads.
 pub fn column_text(table: &UpstreamTable, index: usize) -> String {
+    if table.is_dropped(index) {
+        return "NULL".to_owned();
+    }
     let column = format!("t.{}", quote_ident(&table.columns[index].name));
     let ty = table.upstream_types[index].as_str();
     let base = ty.split(['(', ' ']).next().unwrap_or(ty);

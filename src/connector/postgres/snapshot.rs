@@ -85,6 +85,7 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
         upstream_types: Vec::new(),
         pk: Vec::new(),
         type_ids: Vec::new(),
+        dropped: Vec::new(),
     };
     for row in &columns {
         let (name, ty, typtype, category): (String, String, String, String) =
@@ -103,13 +104,14 @@ pub async fn describe_table(client: &Client, schema: &str, table: &str) -> Resul
     Ok(out)
 }
 
-/// `oid:attnum,attnum,..` of `schema.table` (its live columns' numbers, in order), `None` when
-/// there is no such table. A table dropped and created again has another oid; a column
-/// dropped and added again under its name has another number.
+/// `oid:attnum=name,attnum=name,..` of `schema.table` (its live columns' numbers and names,
+/// the names in hex, in order), `None` when there is no such table. A table dropped and created
+/// again has another oid; a column dropped and added again under its name has another number.
 pub async fn table_identity(client: &Client, schema: &str, table: &str) -> Result<Option<String>> {
     let rows = client
         .query(
-            "SELECT c.oid::text || ':' || coalesce((SELECT string_agg(a.attnum::text, ',' \
+            "SELECT c.oid::text || ':' || coalesce((SELECT string_agg(a.attnum::text || '=' || \
+             encode(convert_to(a.attname::text, 'UTF8'), 'hex'), ',' \
              ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 \
              AND NOT a.attisdropped), '') \
              FROM pg_class c JOIN pg_namespace n ON c.relnamespace = n.oid \
@@ -286,8 +288,12 @@ pub async fn snapshot_page(
         .iter()
         .zip(&wires)
         .zip(&table.upstream_types)
-        .map(|((c, wire), ty)| {
-            let column = format!("t.{}", quote_ident(&c.name));
+        .enumerate()
+        .map(|(i, ((c, wire), ty))| {
+            let column = match table.is_dropped(i) {
+                true => "NULL".to_owned(),
+                false => format!("t.{}", quote_ident(&c.name)),
+            };
             match (wire.needs_text_cast(ty), wire.cast_target()) {
                 (true, _) => as_printed(&column, ty),
                 (false, Some(target)) => format!("{column}::{target}"),
@@ -411,7 +417,11 @@ pub async fn fetch_row(
         .columns
         .iter()
         .zip(&table.upstream_types)
-        .map(|(c, ty)| as_printed(&format!("t.{}", quote_ident(&c.name)), ty))
+        .enumerate()
+        .map(|(i, (c, ty))| match table.is_dropped(i) {
+            true => "NULL::text".to_owned(),
+            false => as_printed(&format!("t.{}", quote_ident(&c.name)), ty),
+        })
         .collect();
     let key_columns: Vec<String> = table.pk.iter().map(|&i| key_column(table, i)).collect();
     let sql = format!(

@@ -23,17 +23,19 @@ use crate::stream::graph::job::PreparedJob;
 use crate::stream::message::Output;
 use crate::types::DataType;
 
-/// Columns added upstream after the ones a CDC table declared `(*)` reads, as its backfill
-/// found them in the source's description of the table; the recovery that the backfill asks
-/// for by failing adds them to the table before the jobs run again.
+/// Columns dropped upstream, or added after the ones a CDC table declared `(*)` reads, as its
+/// backfill found them in the source's description of the table; the recovery that the
+/// backfill asks for by failing changes the table before the jobs run again.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AddedColumns {
+pub struct ColumnChange {
     /// The CDC table.
     pub table: TableId,
-    /// Where the description came: changes from here on have the columns.
+    /// Where the description came: changes from here on have the columns it names.
     pub position: u64,
-    /// Every upstream column the description names, the added ones last.
-    pub names: Vec<String>,
+    /// The upstream columns dropped (indices into the table's upstream columns).
+    pub dropped: Vec<usize>,
+    /// The names of the columns added, after the others.
+    pub added: Vec<String>,
 }
 
 /// `ALTER TABLE .. RESNAPSHOT` of a CDC table, for the next recovery.
@@ -51,11 +53,11 @@ pub struct Resnapshot {
 }
 
 /// What the next recovery changes of CDC tables before it rebuilds their jobs: columns found
-/// added upstream ([`AddedColumns`]), and tables to read again (`ALTER TABLE .. RESNAPSHOT`,
+/// dropped or added upstream ([`ColumnChange`]), and tables to read again (`ALTER TABLE .. RESNAPSHOT`,
 /// each with whom to tell once the jobs run again).
 #[derive(Debug, Default)]
 pub struct CdcRebuilds {
-    added: parking_lot::Mutex<Vec<AddedColumns>>,
+    changed: parking_lot::Mutex<Vec<ColumnChange>>,
     resnapshots: parking_lot::Mutex<Vec<Resnapshot>>,
     /// Sources whose every table reads its snapshot again (their position was lost upstream).
     sources: parking_lot::Mutex<Vec<TableId>>,
@@ -64,17 +66,17 @@ pub struct CdcRebuilds {
 }
 
 impl CdcRebuilds {
-    /// Records `added` (once per table: the first description with new columns counts).
-    pub fn push_added(&self, added: AddedColumns) {
-        let mut pending = self.added.lock();
-        if !pending.iter().any(|p| p.table == added.table) {
-            pending.push(added);
+    /// Records `change` (once per table: the first description with changed columns counts).
+    pub fn push_change(&self, change: ColumnChange) {
+        let mut pending = self.changed.lock();
+        if !pending.iter().any(|p| p.table == change.table) {
+            pending.push(change);
         }
     }
 
-    /// Takes every recorded addition.
-    pub fn take_added(&self) -> Vec<AddedColumns> {
-        std::mem::take(&mut self.added.lock())
+    /// Takes every recorded change of columns.
+    pub fn take_changes(&self) -> Vec<ColumnChange> {
+        std::mem::take(&mut self.changed.lock())
     }
 
     /// Asks for a table's snapshot to be read again.
@@ -171,6 +173,8 @@ impl StreamGraph {
             metrics: self.metrics.clone(),
             follow_columns: cdc.follow_columns,
             columns_since: cdc.columns_since.clone(),
+            dropped: cdc.dropped.clone(),
+            stop_at_schema_change: cdc.stop_at_schema_change,
             overwrite: cdc.resnapshot_from.is_some(),
             truncates_from: cdc.resnapshot_from.unwrap_or(0),
             rebuilds: self.cdc_rebuilds.clone(),
@@ -215,6 +219,7 @@ fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
         pk: cdc.upstream_pk.clone(),
         // Learnt from the upstream at the backfill's first check (see `UpstreamGuard`).
         type_ids: Vec::new(),
+        dropped: cdc.dropped.iter().map(|&(_, u)| u).collect(),
     }
 }
 
@@ -251,6 +256,8 @@ mod tests {
             follow_columns: false,
             columns_since: Vec::new(),
             resnapshot_from: None,
+            dropped: Vec::new(),
+            stop_at_schema_change: false,
         };
         let upstream = upstream_table(&cdc, &table);
         let wires = upstream.wires();

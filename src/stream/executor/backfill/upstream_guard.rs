@@ -36,22 +36,41 @@ use crate::error::{Error, Result};
 /// How often the upstream table's identity is checked.
 pub const IDENTITY_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What a description of the upstream table's columns says, against the ones the table reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Described {
+    /// The columns the table expects there, and maybe more after them that it does not know.
+    Same,
+    /// Columns were dropped (`dropped`: upstream column indices, see [`UpstreamGuard::layout_at`])
+    /// and maybe others added after the rest (`added`, by name): a change the table can follow.
+    Changed { dropped: Vec<usize>, added: Vec<String> },
+    /// A change it cannot follow, with the reason to stop.
+    Stop(String),
+}
+
 /// The upstream columns and identity a CDC table was created over.
 pub struct UpstreamGuard {
     /// `schema.table`.
     name: String,
     schema: String,
     table: String,
+    /// Every upstream column the table knows, those dropped upstream since too.
     names: Vec<String>,
     types: Vec<String>,
+    /// The upstream's key columns.
+    pk: Vec<usize>,
     /// The recorded identity; learnt at the first check when none was recorded.
     identity: Option<String>,
     /// The catalog's type ids of the columns read, learnt from a description of the upstream
-    /// table whose printed types were the recorded ones (see the module docs).
+    /// table whose printed types were the recorded ones (see the module docs); a dropped
+    /// column's is never compared.
     type_ids: Option<Vec<TypeId>>,
     /// Where columns were added and followed (see
     /// [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since)).
     columns_since: Vec<(u64, usize)>,
+    /// Where columns were dropped and followed (see
+    /// [`CdcTableInfo::dropped`](crate::catalog::CdcTableInfo::dropped)).
+    dropped: Vec<(u64, usize)>,
 }
 
 impl UpstreamGuard {
@@ -63,9 +82,11 @@ impl UpstreamGuard {
             table: upstream.name.clone(),
             names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
             types: upstream.upstream_types.clone(),
+            pk: upstream.pk.clone(),
             identity,
             type_ids: None,
             columns_since: Vec::new(),
+            dropped: Vec::new(),
         }
     }
 
@@ -75,16 +96,41 @@ impl UpstreamGuard {
         self
     }
 
-    /// How many upstream columns the table reads.
-    pub fn width(&self) -> usize {
-        self.names.len()
+    /// The guard of a table that followed columns dropped upstream (`(position, column)`).
+    pub fn with_dropped(mut self, dropped: Vec<(u64, usize)>) -> Self {
+        self.dropped = dropped;
+        self
     }
 
-    /// How many of the columns a description at `position` names: all, or those there were
-    /// before columns were added at a later position.
+    /// How many of the upstream columns the table knows a description at `position` can
+    /// name: all, or those there were before columns were added at a later position.
     pub fn columns_at(&self, position: u64) -> usize {
         let before = self.columns_since.iter().filter(|&&(at, _)| position < at);
         before.map(|&(_, n)| n).min().unwrap_or(self.names.len())
+    }
+
+    /// For each upstream column the table knows, its place among the columns a description
+    /// (and a change) at `position` has: `None` for one not there then (added later, or
+    /// dropped by then).
+    pub fn layout_at(&self, position: u64) -> Vec<Option<usize>> {
+        let known = self.columns_at(position);
+        let mut next = 0;
+        (0..self.names.len())
+            .map(|u| {
+                let gone = self.dropped.iter().any(|&(at, d)| d == u && at <= position);
+                if u >= known || gone {
+                    return None;
+                }
+                next += 1;
+                Some(next - 1)
+            })
+            .collect()
+    }
+
+    /// Whether the layout ever differs from the upstream columns' own order (a column was
+    /// dropped): changes are then mapped by [`Self::layout_at`].
+    pub fn has_drops(&self) -> bool {
+        !self.dropped.is_empty()
     }
 
     /// Takes `types` as the ones the columns have (a test without an upstream to learn them).
@@ -93,15 +139,18 @@ impl UpstreamGuard {
         self.type_ids = Some(types);
     }
 
-    /// Which column a description naming the column `types` retyped: `Some(None)` for none,
-    /// `None` when that cannot be told (no types named, or none learnt yet).
+    /// Which column a description at `position` naming the column `types` retyped:
+    /// `Some(None)` for none, `None` when that cannot be told (no types named, or none learnt
+    /// yet).
     pub fn retyped_column(&self, types: &[TypeId], position: u64) -> Option<Option<usize>> {
         let known = self.type_ids.as_ref()?;
-        let known = &known[..self.columns_at(position).min(known.len())];
-        if types.len() < known.len() {
+        let layout = self.layout_at(position);
+        let places: Vec<(usize, usize)> =
+            layout.iter().enumerate().filter_map(|(u, p)| p.map(|p| (u, p))).collect();
+        if places.iter().any(|&(u, p)| p >= types.len() || u >= known.len()) {
             return None;
         }
-        Some(known.iter().zip(types).position(|(was, now)| was != now))
+        Some(places.iter().find(|&&(u, p)| known[u] != types[p]).map(|&(u, _)| u))
     }
 
     /// The reason to stop at column `column` retyped, to the type named `now` when the
@@ -116,54 +165,108 @@ impl UpstreamGuard {
         }
     }
 
-    /// What keeps the table from following changes with the columns `names`, described at
-    /// `position`, if anything.
-    pub fn check_names(&self, names: &[Option<&str>], position: u64) -> Option<String> {
-        if let [None, Some(statement)] = names {
-            // Not a description but DDL that drops, renames or reshapes the table (MySQL).
-            return Some(self.stopped(&format!("the upstream ran {statement}")));
-        }
-        let ours = self.names.join(", ");
-        let theirs: Vec<&str> = names.iter().map(|n| n.unwrap_or("?")).collect();
-        let theirs = theirs.join(", ");
-        for (i, name) in self.names[..self.columns_at(position)].iter().enumerate() {
-            if names.get(i).copied().flatten() == Some(name.as_str()) {
-                continue;
+    /// What a description at `position` naming the columns `names` says: the columns the
+    /// table expects there less some dropped, then maybe more added after them, is a change
+    /// it follows (unless a key column was dropped, or a column came back under a name the
+    /// table knows); a column renamed in place or moved is not. MySQL DDL that drops
+    /// columns comes as `[None, statement, names..]`, other DDL that reshapes the table as
+    /// `[None, statement]`.
+    pub fn check_names(&self, names: &[Option<&str>], position: u64) -> Described {
+        let layout = self.layout_at(position);
+        let expected: Vec<usize> = (0..self.names.len()).filter(|&u| layout[u].is_some()).collect();
+        let ours: Vec<&str> = expected.iter().map(|&u| self.names[u].as_str()).collect();
+        let ours = ours.join(", ");
+        let theirs: Vec<&str> = match names {
+            [None, Some(statement)] => {
+                return Described::Stop(self.stopped(&format!("the upstream ran {statement}")));
             }
-            let what = match names.contains(&Some(name.as_str())) {
-                true => format!("column {name} moved"),
-                false => format!("column {name} was dropped or renamed"),
-            };
-            return Some(self.stopped(&format!(
-                "{what} upstream (its columns are now {theirs}; the table reads {ours})"
-            )));
+            [None, Some(_), dropped @ ..] => {
+                // DDL that dropped columns: those the table reads there are dropped.
+                let dropped: Vec<&str> = dropped.iter().flatten().copied().collect();
+                expected
+                    .iter()
+                    .map(|&u| self.names[u].as_str())
+                    .filter(|n| !dropped.contains(n))
+                    .collect()
+            }
+            _ if names.iter().take(expected.len()).any(Option::is_none) => {
+                // Unnamed columns (a MySQL table map without names): by place only.
+                return match names.len() >= expected.len() {
+                    true => Described::Same,
+                    false => Described::Stop(self.stopped(&format!(
+                        "the upstream table has {} columns; the table reads {ours}",
+                        names.len()
+                    ))),
+                };
+            }
+            _ => names.iter().map(|n| n.unwrap_or("?")).collect(),
+        };
+        let dropped: Vec<usize> = expected
+            .iter()
+            .copied()
+            .filter(|&u| !theirs.contains(&self.names[u].as_str()))
+            .collect();
+        let kept: Vec<&str> = expected
+            .iter()
+            .filter(|u| !dropped.contains(u))
+            .map(|&u| self.names[u].as_str())
+            .collect();
+        let shown = theirs.join(", ");
+        let changed = |what: String| {
+            Described::Stop(self.stopped(&format!(
+                "{what} upstream (its columns are now {shown}; the table reads {ours})"
+            )))
+        };
+        if theirs.len() < kept.len() || theirs[..kept.len()] != kept[..] {
+            if let Some(&u) = dropped.first() {
+                return changed(format!("column {} was renamed", self.names[u]));
+            }
+            let moved = kept.iter().zip(&theirs).find(|(a, b)| a != b).map_or("?", |(a, _)| a);
+            return changed(format!("column {moved} was dropped and added again, or moved"));
         }
-        None
+        let added: Vec<String> = theirs[kept.len()..].iter().map(|n| (*n).to_owned()).collect();
+        if let Some(again) = added.iter().find(|n| self.names.contains(n)) {
+            return changed(format!("column {again} was dropped and added again"));
+        }
+        if let Some(&key) = dropped.iter().find(|u| self.pk.contains(u)) {
+            return changed(format!("key column {} was dropped", self.names[key]));
+        }
+        match (dropped.is_empty(), added.is_empty()) {
+            (true, true) => Described::Same,
+            _ => Described::Changed { dropped, added },
+        }
     }
 
     /// What keeps the table from following its upstream now that it says its columns
-    /// changed, by a fresh description of it: a column retyped, or the table gone.
+    /// changed, by a fresh description of it: a column retyped, or the table gone. Columns
+    /// dropped there and not yet described by the stream are not a reason: the description
+    /// that comes with the next change is followed.
     pub async fn check_types(&mut self, session: &mut UpstreamSession) -> Result<Option<String>> {
         let now = match session.describe_table(&self.schema, &self.table).await {
             Ok(now) => now,
             Err(Error::UnknownRelation { .. }) => return Ok(Some(self.dropped())),
             Err(e) => return Err(e),
         };
-        for (i, (name, ty)) in self.names.iter().zip(&self.types).enumerate() {
-            let theirs = now.columns.get(i).map(|c| c.name.as_str());
-            let their_type = now.upstream_types.get(i);
-            if theirs != Some(name.as_str()) {
-                let names: Vec<Option<&str>> =
-                    now.columns.iter().map(|c| Some(c.name.as_str())).collect();
-                return Ok(self.check_names(&names, u64::MAX));
-            }
-            if their_type != Some(ty) {
-                let now = their_type.map_or("?", String::as_str);
-                return Ok(Some(self.retyped(i, Some(now))));
-            }
+        let names: Vec<Option<&str>> = now.columns.iter().map(|c| Some(c.name.as_str())).collect();
+        if let Described::Stop(reason) = self.check_names(&names, u64::MAX) {
+            return Ok(Some(reason));
         }
-        if now.type_ids.len() >= self.names.len() {
-            self.type_ids = Some(now.type_ids[..self.names.len()].to_vec());
+        let layout = self.layout_at(u64::MAX);
+        let mut learnt = Vec::with_capacity(self.names.len());
+        for (u, (name, ty)) in self.names.iter().zip(&self.types).enumerate() {
+            let Some(i) = layout[u].and_then(|_| now.columns.iter().position(|c| &c.name == name))
+            else {
+                learnt.push((0, 0));
+                continue;
+            };
+            if now.upstream_types.get(i) != Some(ty) {
+                let their_type = now.upstream_types.get(i).map_or("?", String::as_str);
+                return Ok(Some(self.retyped(u, Some(their_type))));
+            }
+            learnt.push(now.type_ids.get(i).copied().unwrap_or((0, 0)));
+        }
+        if !now.type_ids.is_empty() {
+            self.type_ids = Some(learnt);
         }
         Ok(None)
     }
@@ -198,9 +301,11 @@ impl UpstreamGuard {
         })
     }
 
-    /// What changed between identities `was` and `now` (`oid:column numbers`, or a constant
-    /// where the upstream has none) that the table cannot follow: another table, or columns
-    /// dropped and added again (more columns after the ones read are followed).
+    /// What changed between identities `was` and `now` (`oid:number=name,..`, the names in
+    /// hex; `oid:number,..` as recorded before names were; or a constant where the upstream
+    /// has none) that the table cannot follow: another table, or a column dropped and added
+    /// again under its name (another number). Columns dropped and added after the others are
+    /// followed (their descriptions come with the table's next change).
     fn compare_identity(&self, was: &str, now: &str) -> Option<String> {
         let (was_table, was_columns) = was.split_once(':').unwrap_or((was, ""));
         let (now_table, now_columns) = now.split_once(':').unwrap_or((now, ""));
@@ -210,20 +315,45 @@ impl UpstreamGuard {
                  another table's",
             ));
         }
-        let now_columns: Vec<&str> = now_columns.split(',').collect();
-        let same = was_columns.split(',').enumerate().all(|(i, c)| now_columns.get(i) == Some(&c));
-        (!same).then(|| {
-            self.stopped(
-                "columns of the upstream table were dropped or added again (the upstream's \
-                 column numbers changed): stored values no longer line up with the upstream's",
-            )
-        })
+        let parse = |list: &str| -> Vec<(String, Option<String>)> {
+            let entries = list.split(',').filter(|c| !c.is_empty());
+            entries
+                .map(|c| match c.split_once('=') {
+                    Some((n, name)) => (n.to_owned(), Some(name.to_owned())),
+                    None => (c.to_owned(), None),
+                })
+                .collect()
+        };
+        let (was, now) = (parse(was_columns), parse(now_columns));
+        for (number, name) in &was {
+            let Some(name) = name else { continue };
+            if let Some((again, _)) =
+                now.iter().find(|(n, m)| m.as_ref() == Some(name) && n != number)
+            {
+                let name = unhex(name);
+                return Some(self.stopped(&format!(
+                    "column {name} was dropped and added again (its column number changed from \
+                     {number} to {again}): stored values no longer line up with the upstream's"
+                )));
+            }
+        }
+        None
     }
 
     fn dropped(&self) -> String {
         self.stopped("the upstream table was dropped")
     }
+}
 
+/// A column name from its hex form in an identity (see [`UpstreamGuard::compare_identity`]).
+fn unhex(hex: &str) -> String {
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl UpstreamGuard {
     /// The whole reason, with what to do.
     fn stopped(&self, what: &str) -> String {
         format!(
@@ -256,14 +386,47 @@ mod tests {
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
             type_ids: Vec::new(),
+            dropped: Vec::new(),
+        }
+    }
+
+    fn stop(d: Described) -> String {
+        match d {
+            Described::Stop(reason) => reason,
+            other => panic!("not a stop: {other:?}"),
         }
     }
 
     #[test]
     fn the_same_columns_or_more_after_them_are_followed() {
         let g = guard();
-        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 0), None);
-        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b"), Some("c")], 0), None);
+        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 0), Described::Same);
+        assert_eq!(
+            g.check_names(&[Some("id"), Some("a"), Some("b"), Some("c")], 0),
+            Described::Changed { dropped: vec![], added: vec!["c".into()] }
+        );
+    }
+
+    #[test]
+    fn dropped_columns_are_followed_but_not_a_key_or_one_added_again() {
+        let g = guard();
+        assert_eq!(
+            g.check_names(&[Some("id"), Some("b")], 0),
+            Described::Changed { dropped: vec![1], added: vec![] }
+        );
+        assert_eq!(
+            g.check_names(&[Some("id"), Some("b"), Some("x")], 0),
+            Described::Changed { dropped: vec![1], added: vec!["x".into()] }
+        );
+        // MySQL: the DDL names what it drops.
+        assert_eq!(
+            g.check_names(&[None, Some("ALTER TABLE t DROP b"), Some("b")], 0),
+            Described::Changed { dropped: vec![2], added: vec![] }
+        );
+        let key = stop(g.check_names(&[Some("a"), Some("b")], 0));
+        assert!(key.contains("key column id was dropped upstream"), "{key}");
+        let again = stop(g.check_names(&[Some("id"), Some("b"), Some("a")], 0));
+        assert!(again.contains("column a was dropped and added again"), "{again}");
     }
 
     #[test]
@@ -282,31 +445,44 @@ mod tests {
     }
 
     #[test]
-    fn another_table_or_renumbered_columns_stop_the_table() {
+    fn another_table_or_a_column_added_again_under_its_name_stops_the_table() {
         let g = guard();
-        assert_eq!(g.compare_identity("16384:1,2,3", "16384:1,2,3"), None);
-        assert_eq!(g.compare_identity("16384:1,2,3", "16384:1,2,3,5"), None, "one added after");
-        let again = g.compare_identity("16384:1,2,3", "16390:1,2,3").unwrap();
+        let (id, a, b, c) = ("6964", "61", "62", "63");
+        let identity = |columns: &[(u32, &str)]| {
+            let list: Vec<String> = columns.iter().map(|(n, name)| format!("{n}={name}")).collect();
+            format!("16384:{}", list.join(","))
+        };
+        let was = identity(&[(1, id), (2, a), (3, b)]);
+        assert_eq!(g.compare_identity(&was, &was), None);
+        assert_eq!(g.compare_identity(&was, &identity(&[(1, id), (2, a), (3, b), (5, c)])), None);
+        assert_eq!(g.compare_identity(&was, &identity(&[(1, id), (3, b)])), None, "a drop");
+        assert_eq!(g.compare_identity(&was, &identity(&[(1, id), (3, b), (4, c)])), None);
+        let again = g.compare_identity(&was, &was.replace("16384", "16390")).unwrap();
         assert!(again.contains("dropped and created again"), "{again}");
-        let readded = g.compare_identity("16384:1,2,3", "16384:1,2,4").unwrap();
-        assert!(readded.contains("column numbers changed"), "{readded}");
+        let readded = g.compare_identity(&was, &identity(&[(1, id), (3, b), (4, a)])).unwrap();
+        assert!(readded.contains("column a was dropped and added again"), "{readded}");
+        assert!(readded.contains("from 2 to 4"), "{readded}");
+        assert_eq!(g.compare_identity("16384:1,2,3", "16384:1,3,4"), None, "no names recorded");
         assert_eq!(g.compare_identity("table", "table"), None, "MySQL: there or not");
     }
 
     #[test]
-    fn a_dropped_renamed_or_moved_column_stops_the_table() {
+    fn a_renamed_or_moved_column_stops_the_table() {
         let g = guard();
-        let dropped = g.check_names(&[Some("id"), Some("b")], 0).unwrap();
-        assert!(dropped.contains("column a was dropped or renamed upstream"), "{dropped}");
+        let moved = stop(g.check_names(&[Some("id"), Some("b"), Some("a")], 0));
+        // A column cannot move in place upstream without being dropped and added again.
+        assert!(moved.contains("column a was dropped and added again"), "{moved}");
+        let moved = stop(g.check_names(&[Some("b"), Some("id"), Some("a")], 0));
+        assert!(moved.contains("column id was dropped and added again, or moved"), "{moved}");
+        let renamed = stop(g.check_names(&[Some("id"), Some("x"), Some("b")], 0));
+        assert!(renamed.contains("column a was renamed"), "{renamed}");
         assert!(
-            dropped.contains("its columns are now id, b; the table reads id, a, b"),
-            "{dropped}"
+            renamed.contains("its columns are now id, x, b; the table reads id, a, b"),
+            "{renamed}"
         );
-        let moved = g.check_names(&[Some("id"), Some("b"), Some("a")], 0).unwrap();
-        assert!(moved.contains("column a moved upstream"), "{moved}");
-        let renamed = g.check_names(&[Some("id"), Some("x"), Some("b")], 0).unwrap();
-        assert!(renamed.contains("column a was dropped or renamed"), "{renamed}");
         assert!(renamed.starts_with("the table stopped following public.t"), "{renamed}");
+        let ddl = stop(g.check_names(&[None, Some("RENAME TABLE t TO u")], 0));
+        assert!(ddl.contains("the upstream ran RENAME TABLE t TO u"), "{ddl}");
     }
 
     #[test]
@@ -323,13 +499,42 @@ mod tests {
         let mut g = UpstreamGuard::new(&upstream, None).with_columns_since(vec![(100, 3)]);
         let old = [Some("id"), Some("a"), Some("b")];
         assert_eq!((g.columns_at(99), g.columns_at(100)), (3, 4));
-        assert_eq!(g.check_names(&old, 99), None);
-        let dropped = g.check_names(&old, 100).unwrap();
-        assert!(dropped.contains("column c was dropped or renamed"), "{dropped}");
-        assert!(g.check_names(&[Some("id"), Some("b")], 99).is_some(), "a dropped column stops");
+        assert_eq!(g.check_names(&old, 99), Described::Same);
+        assert_eq!(
+            g.check_names(&old, 100),
+            Described::Changed { dropped: vec![3], added: vec![] },
+            "c dropped again"
+        );
         g.type_ids = Some(vec![(23, -1), (25, -1), (25, -1), (25, -1)]);
         assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 99), Some(None));
         assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 100), None);
         assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (16, -1)], 99), Some(Some(2)));
+    }
+
+    #[test]
+    fn descriptions_after_a_followed_drop_lack_the_column() {
+        // `a` was dropped and followed at position 100, then `c` added at 200.
+        let upstream = UpstreamTable {
+            columns: ["id", "a", "b", "c"]
+                .iter()
+                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
+                .collect(),
+            upstream_types: ["integer", "text", "text", "text"].map(String::from).to_vec(),
+            ..guard_upstream()
+        };
+        let mut g = UpstreamGuard::new(&upstream, None)
+            .with_columns_since(vec![(200, 3)])
+            .with_dropped(vec![(100, 1)]);
+        assert_eq!(g.layout_at(99), vec![Some(0), Some(1), Some(2), None]);
+        assert_eq!(g.layout_at(100), vec![Some(0), None, Some(1), None]);
+        assert_eq!(g.layout_at(200), vec![Some(0), None, Some(1), Some(2)]);
+        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 99), Described::Same);
+        assert_eq!(g.check_names(&[Some("id"), Some("b")], 150), Described::Same);
+        assert_eq!(g.check_names(&[Some("id"), Some("b"), Some("c")], 200), Described::Same);
+        g.type_ids = Some(vec![(23, -1), (25, -1), (25, -1), (25, -1)]);
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 200), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (16, -1)], 200), Some(Some(3)));
+        let again = stop(g.check_names(&[Some("id"), Some("b"), Some("c"), Some("a")], 200));
+        assert!(again.contains("column a was dropped and added again"), "{again}");
     }
 }

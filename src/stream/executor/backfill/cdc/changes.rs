@@ -52,11 +52,19 @@ impl CdcBackfill {
         types: &[TypeId],
         position: u64,
     ) -> Result<()> {
-        if let Some(reason) = self.guard.check_names(names, position) {
-            self.stop(reason);
-            return Ok(());
+        match self.guard.check_names(names, position) {
+            Described::Stop(reason) => {
+                self.stop(reason);
+                return Ok(());
+            }
+            Described::Changed { dropped, added } => {
+                self.follow_columns(dropped, added, position)?;
+                if self.stopped.is_some() {
+                    return Ok(());
+                }
+            }
+            Described::Same => {}
         }
-        self.follow_added_columns(names, position)?;
         match self.guard.retyped_column(types, position) {
             // Only the identity is left to ask; the periodic check asks again if this fails.
             Some(None) => _ = self.check_upstream(false).await,
@@ -88,29 +96,54 @@ impl CdcBackfill {
         Ok(())
     }
 
-    /// For a table declared `(*)`, columns a description names after the ones the table reads
-    /// were added upstream: records them for the recovery this asks for by failing, which
-    /// adds them to the table and reads its snapshot again (`docs/cdc.md`, "When the upstream
-    /// changes"). The changes from the description on are read again once it has.
-    fn follow_added_columns(&mut self, names: &[Option<&str>], position: u64) -> Result<()> {
-        if !self.config.follow_columns || names.len() <= self.guard.width() {
+    /// Columns the upstream dropped (`dropped`), or added after the others (`added`), at
+    /// `position`: records them for the recovery this asks for by failing, which changes the
+    /// table and, for added columns, reads its snapshot again (`docs/cdc.md`, "When the
+    /// upstream changes"); the changes from the description on are read again once it has.
+    /// Columns added to a table declared with a column list are not read, and nothing
+    /// changes; with `schema.change = 'stop'` the table stops instead.
+    fn follow_columns(
+        &mut self,
+        dropped: Vec<usize>,
+        mut added: Vec<String>,
+        position: u64,
+    ) -> Result<()> {
+        if !self.config.follow_columns {
+            added.clear();
+        }
+        if dropped.is_empty() && added.is_empty() {
             return Ok(());
         }
-        let Some(names) = names.iter().map(|n| n.map(str::to_owned)).collect::<Option<Vec<_>>>()
-        else {
-            // Columns the description does not name (a MySQL table map without them): the
-            // table keeps reading its own.
-            return Ok(());
+        let names = |us: &[usize]| {
+            let names: Vec<&str> =
+                us.iter().map(|&u| self.config.upstream.columns[u].name.as_str()).collect();
+            names.join(", ")
         };
-        let added = names[self.guard.width()..].join(", ");
-        tracing::info!(table = %self.config.table.name, upstream = %self.upstream_name, %added, position, "columns were added upstream; the table follows them");
-        self.config.rebuilds.push_added(crate::stream::graph::cdc::AddedColumns {
+        let what = match (dropped.is_empty(), added.is_empty()) {
+            (false, false) => {
+                format!("dropped column(s) {} and gained {}", names(&dropped), added.join(", "))
+            }
+            (false, true) => format!("dropped column(s) {}", names(&dropped)),
+            _ => format!("gained column(s) {}", added.join(", ")),
+        };
+        if self.config.stop_at_schema_change {
+            self.stop(format!(
+                "the table stopped following {}: the upstream table {what}, and the table was \
+                 created with schema.change = 'stop'. It keeps the rows it had; drop it and \
+                 create it again to read the upstream table as it is now",
+                self.upstream_name
+            ));
+            return Ok(());
+        }
+        tracing::info!(table = %self.config.table.name, upstream = %self.upstream_name, %what, position, "the upstream's columns changed; the table follows them");
+        self.config.rebuilds.push_change(crate::stream::graph::cdc::ColumnChange {
             table: self.config.table.id,
             position,
-            names,
+            dropped,
+            added,
         });
         Err(Error::Stream(format!(
-            "the upstream table {} gained column(s) {added}: the table takes them and reads its              snapshot again",
+            "the upstream table {} {what}: the table follows the change",
             self.upstream_name
         )))
     }
@@ -233,16 +266,17 @@ impl CdcBackfill {
         if rows.is_empty() {
             return Ok(None);
         }
-        let fetched = self.fetch_unchanged(changes, rows).await?;
+        let layouts = Layouts::of(&self.guard, changes, rows);
+        let fetched = self.fetch_unchanged(changes, rows, &layouts).await?;
         let added = self.config.columns_since.iter().map(|&(_, n)| n).min().unwrap_or(usize::MAX);
-        let data = match self.typed(|u| fetched.gather(changes, rows, u, added)) {
+        let data = match self.typed(|u| fetched.gather(changes, rows, u, added, &layouts)) {
             Err(Error::OutOfRange(what)) => {
                 self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
                 return Ok(None);
             }
             data => data?,
         };
-        let unchanged = self.unchanged_columns(changes, rows);
+        let unchanged = self.unchanged_columns(changes, rows, &layouts);
         let all_sent: Vec<bool> = (0..rows.len())
             .map(|i| unchanged.is_null(i) || unchanged.value_length(i) == 0)
             .collect();
@@ -303,6 +337,7 @@ impl CdcBackfill {
         &mut self,
         changes: &Changes<'_>,
         rows: &[usize],
+        layouts: &Layouts,
     ) -> Result<Fetched> {
         let mut at = HashMap::new();
         let mut values = StringBuilder::new();
@@ -319,11 +354,15 @@ impl CdcBackfill {
             if unsent.is_empty() && added == width {
                 continue;
             }
-            let unchanged = unsent.iter().copied().chain(added..width);
+            let unsent = unsent.iter().filter_map(|&t| layouts.column_at(changes, row, t as usize));
+            let unchanged: Vec<u32> = unsent.map(|u| u as u32).chain(added..width).collect();
             let pk = &self.config.upstream.pk;
             let key: Vec<Option<String>> = pk
                 .iter()
-                .map(|&u| Ok(changes.text(row, u)?.map(str::to_owned)))
+                .map(|&u| {
+                    let Some(t) = layouts.place(changes, row, u) else { return Ok(None) };
+                    Ok(changes.text(row, t)?.map(str::to_owned))
+                })
                 .collect::<Result<_>>()?;
             let upstream = self.config.upstream.clone();
             let Some(current) = self.session().await?.fetch_row(&upstream, &key).await? else {
@@ -351,10 +390,20 @@ impl CdcBackfill {
     /// upstream (see [`Self::fetch_unchanged`]). A change read again from before columns were
     /// added has no value for them either: the stored row keeps its own (which the snapshot
     /// read since the addition wrote), rather than take NULL.
-    pub(super) fn unchanged_columns(&self, changes: &Changes<'_>, rows: &[usize]) -> ListArray {
+    pub(super) fn unchanged_columns(
+        &self,
+        changes: &Changes<'_>,
+        rows: &[usize],
+        layouts: &Layouts,
+    ) -> ListArray {
         let mut lists = ListBuilder::with_capacity(UInt32Builder::new(), rows.len());
         for &row in rows {
-            let upstream = changes.unchanged(row);
+            let upstream: Vec<u32> = changes
+                .unchanged(row)
+                .iter()
+                .filter_map(|&t| layouts.column_at(changes, row, t as usize))
+                .map(|u| u as u32)
+                .collect();
             let position = changes.position.value(row) as u64;
             let added = self.added_after(position).unwrap_or(usize::MAX);
             let columns: Vec<Option<u32>> = match changes.replaces.value(row) {
@@ -377,6 +426,48 @@ impl CdcBackfill {
     }
 }
 
+/// Where the values of upstream columns are among a change's values: at their own index,
+/// unless columns were dropped upstream and followed, when each change is laid out as the
+/// upstream described the table at its position ([`UpstreamGuard::layout_at`]).
+pub(super) struct Layouts(pub(super) Option<HashMap<u64, Vec<Option<usize>>>>);
+
+impl Layouts {
+    /// The layouts of the changes `rows`.
+    pub(super) fn of(guard: &UpstreamGuard, changes: &Changes<'_>, rows: &[usize]) -> Self {
+        if !guard.has_drops() {
+            return Self(None);
+        }
+        let mut layouts = HashMap::new();
+        for &row in rows {
+            let position = changes.position.value(row) as u64;
+            layouts.entry(position).or_insert_with(|| guard.layout_at(position));
+        }
+        Self(Some(layouts))
+    }
+
+    /// The place of upstream column `u` among change `row`'s values; `None` where it has none.
+    pub(super) fn place(&self, changes: &Changes<'_>, row: usize, u: usize) -> Option<usize> {
+        match &self.0 {
+            None => Some(u),
+            Some(layouts) => {
+                let layout = &layouts[&(changes.position.value(row) as u64)];
+                layout.get(u).copied().flatten()
+            }
+        }
+    }
+
+    /// The upstream column at place `t` among change `row`'s values, if the table knows it.
+    pub(super) fn column_at(&self, changes: &Changes<'_>, row: usize, t: usize) -> Option<usize> {
+        match &self.0 {
+            None => Some(t),
+            Some(layouts) => {
+                let layout = &layouts[&(changes.position.value(row) as u64)];
+                layout.iter().position(|&p| p == Some(t))
+            }
+        }
+    }
+}
+
 /// Upstream values read for changes that did not send them (see
 /// [`CdcBackfill::fetch_unchanged`]).
 pub(super) struct Fetched {
@@ -389,18 +480,23 @@ impl Fetched {
     /// The text of upstream column `column` of each change in `rows`: the value read from the
     /// upstream where there is one, else the change's own. Upstream columns from `added` on
     /// were added later (see [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since)):
-    /// a change from before has no value for them, and reads NULL.
+    /// a change from before has no value for them, and reads NULL; so does a change from after
+    /// the column was dropped upstream (see [`Layouts`]).
     pub(super) fn gather(
         &self,
         changes: &Changes<'_>,
         rows: &[usize],
         column: usize,
         added: usize,
+        layouts: &Layouts,
     ) -> Result<ArrayRef> {
-        let index = |row: usize| match changes.value_index(row, column) {
-            Ok(at) => Ok(Some(at)),
-            Err(_) if column >= added => Ok(None),
-            Err(e) => Err(e),
+        let index = |row: usize| {
+            let Some(place) = layouts.place(changes, row, column) else { return Ok(None) };
+            match changes.value_index(row, place) {
+                Ok(at) => Ok(Some(at)),
+                Err(_) if column >= added => Ok(None),
+                Err(e) => Err(e),
+            }
         };
         if self.at.is_empty() {
             let indices: Vec<Option<u32>> = rows

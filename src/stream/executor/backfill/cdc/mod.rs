@@ -82,7 +82,9 @@ use crate::stream::executor::backfill::state::{CdcProgress, read_rows};
 use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
-use crate::stream::executor::backfill::upstream_guard::{IDENTITY_INTERVAL, UpstreamGuard};
+use crate::stream::executor::backfill::upstream_guard::{
+    Described, IDENTITY_INTERVAL, UpstreamGuard,
+};
 use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::source::change::Changes;
 use crate::stream::executor::{BoxedExecutor, BoxedMessageStream, Executor, first_barrier};
@@ -127,10 +129,14 @@ pub struct CdcBackfillConfig {
     /// Where a stopped table says why.
     pub metrics: Arc<Metrics>,
     /// Declared `(*)`: columns added upstream are added to the table (see
-    /// [`AddedColumns`](crate::stream::graph::cdc::AddedColumns)).
+    /// [`ColumnChange`](crate::stream::graph::cdc::ColumnChange)).
     pub follow_columns: bool,
     /// See [`CdcTableInfo::columns_since`](crate::catalog::CdcTableInfo::columns_since).
     pub columns_since: Vec<(u64, usize)>,
+    /// See [`CdcTableInfo::dropped`](crate::catalog::CdcTableInfo::dropped).
+    pub dropped: Vec<(u64, usize)>,
+    /// `schema.change = 'stop'`: a change of the upstream's columns stops the table.
+    pub stop_at_schema_change: bool,
     /// The snapshot is read again over the rows the table holds: each page overwrites the
     /// stored rows of its range (see [`CdcTableInfo::resnapshot`](crate::catalog::CdcTableInfo::resnapshot)).
     pub overwrite: bool,
@@ -336,7 +342,8 @@ impl CdcBackfill {
         let state = config.state.state_table(store.clone());
         let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone())
-            .with_columns_since(config.columns_since.clone());
+            .with_columns_since(config.columns_since.clone())
+            .with_dropped(config.dropped.clone());
         config.metrics.cdc_table_error(config.table.id.0, None);
         let mut backfill = Self {
             state,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::*;
 use crate::catalog::{ColumnCatalog, RelationKind, TableId};
 use crate::stream::barrier::BarrierManager;
+use crate::stream::graph::cdc::ColumnChange;
 use crate::stream::test_utils::{MockSource, Pretty, barrier, dedent, run};
 use crate::types::DataType;
 
@@ -45,6 +46,7 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
             type_ids: Vec::new(),
+            dropped: Vec::new(),
         },
         table: Arc::new(table),
         upstream_columns: vec![0, 2],
@@ -59,6 +61,8 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
         metrics: Arc::new(Metrics::default()),
         follow_columns: false,
         columns_since: Vec::new(),
+        dropped: Vec::new(),
+        stop_at_schema_change: false,
         overwrite: false,
         truncates_from: 0,
         rebuilds: Arc::default(),
@@ -233,7 +237,7 @@ async fn a_column_retyped_upstream_stops_the_table_by_its_description_alone() {
 }
 
 #[tokio::test]
-async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
+async fn a_column_renamed_upstream_stops_the_table_before_its_changes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let mut b = load(&store, true);
@@ -246,13 +250,13 @@ async fn a_column_dropped_upstream_stops_the_table_before_its_changes() {
                  + public.t f 110 [7, x, g, z] . f";
     assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .");
     assert_eq!(b.stopped, None);
-    // Column x dropped: the values of later changes would land in the wrong columns.
+    // Column x renamed: its values cannot be told from a new column's.
     let lines = "+ public.t f 120 [8, x, h] . f
-                 + public.t columns 120 [id,v]
-                 + public.t f 120 [9, i] . f";
+                 + public.t columns 120 [id,y,v]
+                 + public.t f 120 [9, y, i] . f";
     assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 8 h .");
     let reason = b.stopped.clone().expect("stopped");
-    assert!(reason.contains("column x was dropped or renamed upstream"), "{reason}");
+    assert!(reason.contains("column x was renamed upstream"), "{reason}");
     assert_eq!(b.config.metrics.cdc_table_stopped(b.config.table.id.0), Some(reason.clone()));
     assert_eq!(b.status.borrow().stopped, Some(reason));
     // And stays stopped: no change applies, no page is read.
@@ -314,7 +318,7 @@ fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
     // What `fetch_unchanged` reads for change 0, whose upstream row now has v = 'A'.
     let fetched =
         Fetched { at: HashMap::from([((0, 2), 0)]), values: StringArray::from(vec![Some("A")]) };
-    let column = |u| fetched.gather(&changes, &[0, 2], u, usize::MAX).unwrap();
+    let column = |u| fetched.gather(&changes, &[0, 2], u, usize::MAX, &Layouts(None)).unwrap();
     let text =
         |a: ArrayRef| a.as_string::<i32>().iter().map(|v| v.map(String::from)).collect::<Vec<_>>();
     let some = |v: &str| Some(v.to_owned());
@@ -323,7 +327,10 @@ fn values_read_upstream_replace_the_unsent_ones_of_their_change_only() {
     // Change 2 did not send column 1: it stays NULL, the materialize keeps the stored value.
     assert_eq!(text(column(1)), [some("x"), None]);
     let without = Fetched { at: HashMap::new(), values: StringArray::from(Vec::<&str>::new()) };
-    assert_eq!(text(without.gather(&changes, &[0, 2], 2, usize::MAX).unwrap()), [None, some("c")]);
+    assert_eq!(
+        text(without.gather(&changes, &[0, 2], 2, usize::MAX, &Layouts(None)).unwrap()),
+        [None, some("c")]
+    );
 }
 
 #[tokio::test]
@@ -671,10 +678,72 @@ async fn columns_added_upstream_are_followed_by_a_table_declared_with_all_column
                  + public.t f 200 [2, x, b, 5] . f";
     let err = b.on_changes(&changes(lines)).await.unwrap_err();
     assert!(err.to_string().contains("gained column(s) w"), "{err}");
-    let names = ["id", "x", "v", "w"].map(String::from).to_vec();
+    let expected = ColumnChange {
+        table: TableId(10),
+        position: 200,
+        dropped: vec![],
+        added: vec!["w".to_owned()],
+    };
+    assert_eq!(added.take_changes(), [expected]);
+}
+
+#[tokio::test]
+async fn columns_dropped_upstream_are_followed_unless_told_to_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
+                 + public.t f 100 [1, x, a] . f
+                 + public.t columns 200 [id,v] [23,25]
+                 + public.t f 200 [2, b] . f";
+    let c = config(&store, false);
+    let changed = c.rebuilds.clone();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    let err = b.on_changes(&changes(lines)).await.unwrap_err();
+    assert!(err.to_string().contains("dropped column(s) x"), "{err}");
     let expected =
-        crate::stream::graph::cdc::AddedColumns { table: TableId(10), position: 200, names };
-    assert_eq!(added.take_added(), [expected]);
+        ColumnChange { table: TableId(10), position: 200, dropped: vec![1], added: vec![] };
+    assert_eq!(changed.take_changes(), [expected]);
+    // `schema.change = 'stop'`: the table stops there instead, keeping what came before.
+    let mut c = config(&store, false);
+    c.stop_at_schema_change = true;
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1 a .");
+    let reason = b.stopped.clone().unwrap();
+    assert!(
+        reason
+            .contains("dropped column(s) x, and the table was created with schema.change = 'stop'"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn changes_after_a_followed_drop_are_laid_out_without_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // Upstream `(id, x, v)`, `x` dropped at position 200; the table holds all three (a view
+    // reads `x`): changes from the drop on give it NULL, and send their values one place up.
+    let mut c = config(&store, false);
+    let mut table = (*c.table).clone();
+    table.columns.insert(1, ColumnCatalog::new("x", DataType::Varchar));
+    c.table = Arc::new(table);
+    c.upstream_columns = vec![0, 1, 2];
+    c.dropped = vec![(200, 1)];
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
+                 + public.t f 100 [1, x1, a] . f
+                 + public.t columns 200 [id,v] [23,25]
+                 + public.t f 200 [2, b] . f
+                 + public.t f 210 [1, .] [1] f";
+    // The update of row 1 did not send `v` (its place 1 after the drop): the stored value stays.
+    let expected = "i T T [u]\n+ 1 x1 a .\n\ni T T [u]\n+ 2 . b .\n+ 1 . . [2]";
+    assert_eq!(apply(&mut b, lines).await, expected);
+    assert!(b.stopped.is_none(), "{:?}", b.stopped);
 }
 
 #[tokio::test]
@@ -701,10 +770,10 @@ async fn changes_from_before_a_followed_column_keep_its_stored_value() {
     let expected = "i T i [u]\n+ 1 a . [2]\n\ni T i [u]\n+ 2 b 5 .";
     assert_eq!(apply(&mut b, lines).await, expected);
     assert!(b.stopped.is_none());
-    // A description from before the addition that lacks an older column still stops it.
-    let lines = "+ public.t columns 150 [id,v] [23,25]";
+    // A description from before the addition that renames an older column stops it.
+    let lines = "+ public.t columns 150 [id,y,v] [23,25,25]";
     apply(&mut b, lines).await;
-    assert!(b.stopped.as_ref().unwrap().contains("column x was dropped"), "{:?}", b.stopped);
+    assert!(b.stopped.as_ref().unwrap().contains("column x was renamed"), "{:?}", b.stopped);
 }
 
 #[tokio::test]
