@@ -29,6 +29,8 @@ pub struct Case {
     pub schema_changes: bool,
     /// The upstream is MariaDB (else Postgres).
     pub mysql: bool,
+    /// The column `c<i>` dropped upstream by the schema change, no longer compared.
+    pub dropped: Option<usize>,
     /// What else happened to it, for reports.
     notes: Vec<String>,
     rng: Rng,
@@ -63,6 +65,7 @@ impl Case {
             initial_rows,
             schema_changes,
             mysql,
+            dropped: None,
             notes: Vec::new(),
             rng,
             used: BTreeSet::new(),
@@ -343,6 +346,8 @@ pub enum Expect {
     Follow,
     /// Also take the column `extra` added upstream, old rows holding its default.
     Added,
+    /// Follow the column `c<i>` dropped upstream: it goes from `SELECT *` (no view reads it).
+    Dropped(usize),
     /// Stop with a clear error in `rw_cdc_progress.table_error`.
     Stop,
 }
@@ -352,7 +357,7 @@ impl Case {
     /// with each value's own display scale on both sides (`1.50`).
     pub fn select_list(&self, upstream: bool) -> String {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
-        names.extend(self.columns.iter().enumerate().map(|(i, ty)| match (ty, upstream) {
+        names.extend(self.compared().map(|(i, ty)| match (ty, upstream) {
             // Sluice holds `char(n)` without its blank padding, as Postgres compares it.
             (ColType::Char(_), true) => format!("c{i}::text AS c{i}"),
             _ => format!("c{i}"),
@@ -401,7 +406,8 @@ impl Case {
                 Expect::Added,
             ),
             (1, Some(c)) => {
-                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Stop)
+                self.dropped = Some(c);
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Dropped(c))
             }
             (2, Some(c)) => {
                 let ty = match self.columns[c] {
@@ -443,7 +449,8 @@ impl Case {
                 Expect::Added,
             ),
             (1, Some(c)) => {
-                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Stop)
+                self.dropped = Some(c);
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Dropped(c))
             }
             (2, Some(c)) => {
                 // A type every value converts to (bytes that are not UTF-8 are no text).
@@ -476,8 +483,8 @@ impl Case {
         let mut rows: Vec<Vec<Option<String>>> = rows
             .into_iter()
             .map(|mut row| {
-                for (i, ty) in self.columns.iter().enumerate() {
-                    let Some(Some(text)) = row.get_mut(skip + i) else { continue };
+                for (place, (_, ty)) in self.compared().enumerate() {
+                    let Some(Some(text)) = row.get_mut(skip + place) else { continue };
                     let value = match ty {
                         ColType::Float4 => {
                             text.parse::<f64>().map(|f| format!("{:?}", f as f32)).ok()
@@ -500,10 +507,13 @@ impl Case {
     /// The original columns, key first, as MariaDB's values read as Sluice prints them.
     pub fn mysql_select_list(&self) -> String {
         let mut names: Vec<String> = self.key.columns().into_iter().map(|(n, _)| n).collect();
-        names.extend(
-            self.columns.iter().enumerate().map(|(i, ty)| ty.mysql_select(&format!("c{i}"))),
-        );
+        names.extend(self.compared().map(|(i, ty)| ty.mysql_select(&format!("c{i}"))));
         names.join(", ")
+    }
+
+    /// The original columns compared: all but one dropped upstream.
+    fn compared(&self) -> impl Iterator<Item = (usize, &ColType)> {
+        self.columns.iter().enumerate().filter(move |&(i, _)| self.dropped != Some(i))
     }
 }
 

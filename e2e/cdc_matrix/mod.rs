@@ -493,6 +493,15 @@ async fn check(client: &Client, up: &mut Up, case: &Case, expect: Expect) -> any
     if ours != theirs {
         bail!(differences(&ours, &theirs, case.key.columns().len()));
     }
+    if let Expect::Dropped(c) = expect {
+        // No view reads the dropped column: it goes from the table.
+        let columns = client.prepare(&format!("SELECT * FROM {}", case.table())).await?;
+        let dropped = format!("c{c}");
+        ensure!(
+            columns.columns().iter().all(|col| col.name() != dropped),
+            "the dropped column {dropped} is still in SELECT *"
+        );
+    }
     if expect == Expect::Added {
         // Tables are declared `(*)`: they take the column, old rows its default.
         let sql = |t: &str| format!("SELECT count(*), count(extra), sum(extra) FROM {t}");

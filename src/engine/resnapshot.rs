@@ -133,6 +133,20 @@ impl Engine {
         let Some(cdc) = table.cdc.clone() else { return Ok(()) };
         let dropped: Vec<usize> =
             change.dropped.iter().copied().filter(|&u| !cdc.is_dropped(u)).collect();
+        let position = change.position;
+        // Followed at a later position (the upstream's, when an identity check found it gone
+        // before the stream described it): the description's own position holds.
+        let earlier = |&(at, u): &(u64, usize)| change.dropped.contains(&u) && at > position;
+        if cdc.dropped.iter().any(earlier) {
+            self.catalog.update_table(table.id, |t| {
+                let cdc = t.cdc.as_mut().expect("a CDC table");
+                for (at, u) in &mut cdc.dropped {
+                    if change.dropped.contains(u) {
+                        *at = (*at).min(position);
+                    }
+                }
+            })?;
+        }
         if dropped.is_empty() {
             return Ok(());
         }
@@ -151,7 +165,6 @@ impl Engine {
         }
         let names: Vec<&str> = dropped.iter().map(|&u| cdc.upstream_names[u].as_str()).collect();
         tracing::info!(table = %table.name, columns = %names.join(", "), kept = %kept.join(", "), "following the columns dropped upstream");
-        let position = change.position;
         self.catalog.update_table(table.id, |t| {
             let cdc = t.cdc.as_mut().expect("a CDC table");
             cdc.dropped.extend(dropped.iter().map(|&u| (position, u)));

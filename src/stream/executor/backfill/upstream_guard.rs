@@ -71,6 +71,8 @@ pub struct UpstreamGuard {
     /// Where columns were dropped and followed (see
     /// [`CdcTableInfo::dropped`](crate::catalog::CdcTableInfo::dropped)).
     dropped: Vec<(u64, usize)>,
+    /// Columns the table reads that the last identity check found gone upstream.
+    missing: Vec<usize>,
 }
 
 impl UpstreamGuard {
@@ -87,6 +89,7 @@ impl UpstreamGuard {
             type_ids: None,
             columns_since: Vec::new(),
             dropped: Vec::new(),
+            missing: Vec::new(),
         }
     }
 
@@ -139,18 +142,23 @@ impl UpstreamGuard {
         self.type_ids = Some(types);
     }
 
-    /// Which column a description at `position` naming the column `types` retyped:
-    /// `Some(None)` for none, `None` when that cannot be told (no types named, or none learnt
-    /// yet).
-    pub fn retyped_column(&self, types: &[TypeId], position: u64) -> Option<Option<usize>> {
+    /// Which column a description naming the column `types`, laid out as `layout` (see
+    /// [`Self::layout_at`], [`Self::places`]), retyped: `Some(None)` for none, `None` when that
+    /// cannot be told (no types named, or none learnt yet).
+    pub fn retyped_column(
+        &self,
+        types: &[TypeId],
+        layout: &[Option<usize>],
+    ) -> Option<Option<usize>> {
         let known = self.type_ids.as_ref()?;
-        let layout = self.layout_at(position);
         let places: Vec<(usize, usize)> =
             layout.iter().enumerate().filter_map(|(u, p)| p.map(|p| (u, p))).collect();
         if places.iter().any(|&(u, p)| p >= types.len() || u >= known.len()) {
             return None;
         }
-        Some(places.iter().find(|&&(u, p)| known[u] != types[p]).map(|&(u, _)| u))
+        // A column dropped before its type was learnt has none to compare (`(0, 0)`).
+        let retyped = places.iter().find(|&&(u, p)| known[u] != (0, 0) && known[u] != types[p]);
+        Some(retyped.map(|&(u, _)| u))
     }
 
     /// The reason to stop at column `column` retyped, to the type named `now` when the
@@ -165,76 +173,111 @@ impl UpstreamGuard {
         }
     }
 
-    /// What a description at `position` naming the columns `names` says: the columns the
-    /// table expects there less some dropped, then maybe more added after them, is a change
-    /// it follows (unless a key column was dropped, or a column came back under a name the
-    /// table knows); a column renamed in place or moved is not. MySQL DDL that drops
-    /// columns comes as `[None, statement, names..]`, other DDL that reshapes the table as
-    /// `[None, statement]`.
+    /// What a description at `position` naming the columns `names` says. Each column the
+    /// table knows is matched by name: one the description lacks is fine if it was added
+    /// later (at or after `position`: a description from before the addition, maybe in the
+    /// same transaction) or dropped and followed, else it was dropped now; one followed as
+    /// dropped at or after `position` may still be there (a description from before the
+    /// drop), but after it, it was dropped and added again. The columns it has must keep
+    /// their order and come first; names after them are columns added. A renamed or moved
+    /// column, a dropped key column, or a known name added again stops the table. MySQL DDL
+    /// that drops columns comes as `[None, statement, names..]`, other DDL that reshapes
+    /// the table as `[None, statement]`.
     pub fn check_names(&self, names: &[Option<&str>], position: u64) -> Described {
-        let layout = self.layout_at(position);
-        let expected: Vec<usize> = (0..self.names.len()).filter(|&u| layout[u].is_some()).collect();
-        let ours: Vec<&str> = expected.iter().map(|&u| self.names[u].as_str()).collect();
-        let ours = ours.join(", ");
         let theirs: Vec<&str> = match names {
             [None, Some(statement)] => {
                 return Described::Stop(self.stopped(&format!("the upstream ran {statement}")));
             }
             [None, Some(_), dropped @ ..] => {
-                // DDL that dropped columns: those the table reads there are dropped.
+                // DDL that dropped columns: the table's live ones it names are dropped now.
                 let dropped: Vec<&str> = dropped.iter().flatten().copied().collect();
-                expected
-                    .iter()
-                    .map(|&u| self.names[u].as_str())
-                    .filter(|n| !dropped.contains(n))
-                    .collect()
+                let layout = self.layout_at(u64::MAX);
+                let now: Vec<usize> = (0..self.names.len())
+                    .filter(|&u| layout[u].is_some() && dropped.contains(&self.names[u].as_str()))
+                    .collect();
+                if let Some(&key) = now.iter().find(|u| self.pk.contains(u)) {
+                    let what = format!("key column {} was dropped upstream", self.names[key]);
+                    return Described::Stop(self.stopped(&what));
+                }
+                return match now.is_empty() {
+                    true => Described::Same,
+                    false => Described::Changed { dropped: now, added: Vec::new() },
+                };
             }
-            _ if names.iter().take(expected.len()).any(Option::is_none) => {
+            _ if names.iter().any(Option::is_none) => {
                 // Unnamed columns (a MySQL table map without names): by place only.
-                return match names.len() >= expected.len() {
+                let expected = self.layout_at(position).iter().flatten().count();
+                return match names.len() >= expected {
                     true => Described::Same,
                     false => Described::Stop(self.stopped(&format!(
-                        "the upstream table has {} columns; the table reads {ours}",
+                        "the upstream table has {} columns; the table reads {expected}",
                         names.len()
                     ))),
                 };
             }
             _ => names.iter().map(|n| n.unwrap_or("?")).collect(),
         };
-        let dropped: Vec<usize> = expected
-            .iter()
-            .copied()
-            .filter(|&u| !theirs.contains(&self.names[u].as_str()))
-            .collect();
-        let kept: Vec<&str> = expected
-            .iter()
-            .filter(|u| !dropped.contains(u))
-            .map(|&u| self.names[u].as_str())
-            .collect();
         let shown = theirs.join(", ");
+        let ours: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let ours = ours.join(", ");
         let changed = |what: String| {
             Described::Stop(self.stopped(&format!(
-                "{what} upstream (its columns are now {shown}; the table reads {ours})"
+                "{what} upstream (its columns are now {shown}; the table knows {ours})"
             )))
         };
-        if theirs.len() < kept.len() || theirs[..kept.len()] != kept[..] {
-            if let Some(&u) = dropped.first() {
+        let places = self.places(&theirs);
+        let mut dropped = Vec::new();
+        for (u, place) in places.iter().enumerate() {
+            let name = &self.names[u];
+            match (place, self.dropped_at(u)) {
+                (Some(_), Some(at)) if position > at => {
+                    return changed(format!("column {name} was dropped and added again"));
+                }
+                (Some(_), _) | (None, Some(_)) => {}
+                (None, None) if self.added_at(u).is_some_and(|at| position <= at) => {}
+                (None, None) => dropped.push(u),
+            }
+        }
+        // The known columns it has, in their order, first; new ones after them.
+        let known: Vec<usize> = places.iter().flatten().copied().collect();
+        if known.iter().enumerate().any(|(i, &place)| place != i) {
+            let renamed =
+                theirs.iter().take(known.len()).find(|n| !self.names.contains(&n.to_string()));
+            if let (Some(&u), Some(_)) = (dropped.first(), renamed) {
                 return changed(format!("column {} was renamed", self.names[u]));
             }
-            let moved = kept.iter().zip(&theirs).find(|(a, b)| a != b).map_or("?", |(a, _)| a);
+            let moved = (0..self.names.len())
+                .filter(|&u| places[u].is_some())
+                .zip(0..)
+                .find(|&(u, i)| places[u] != Some(i))
+                .map_or("?", |(u, _)| self.names[u].as_str());
             return changed(format!("column {moved} was dropped and added again, or moved"));
-        }
-        let added: Vec<String> = theirs[kept.len()..].iter().map(|n| (*n).to_owned()).collect();
-        if let Some(again) = added.iter().find(|n| self.names.contains(n)) {
-            return changed(format!("column {again} was dropped and added again"));
         }
         if let Some(&key) = dropped.iter().find(|u| self.pk.contains(u)) {
             return changed(format!("key column {} was dropped", self.names[key]));
         }
+        let added: Vec<String> = theirs[known.len()..].iter().map(|n| (*n).to_owned()).collect();
         match (dropped.is_empty(), added.is_empty()) {
             (true, true) => Described::Same,
             _ => Described::Changed { dropped, added },
         }
+    }
+
+    /// For each upstream column the table knows, its place among the columns `names` (by
+    /// name), if there.
+    pub fn places(&self, names: &[&str]) -> Vec<Option<usize>> {
+        self.names.iter().map(|n| names.iter().position(|m| m == n)).collect()
+    }
+
+    /// Where upstream column `u` was followed as dropped, if it was.
+    fn dropped_at(&self, u: usize) -> Option<u64> {
+        self.dropped.iter().find(|&&(_, d)| d == u).map(|&(at, _)| at)
+    }
+
+    /// Where upstream column `u` was followed as added, if it was added after the table was
+    /// created.
+    fn added_at(&self, u: usize) -> Option<u64> {
+        self.columns_since.iter().filter(|&&(_, n)| n <= u).map(|&(at, _)| at).max()
     }
 
     /// What keeps the table from following its upstream now that it says its columns
@@ -253,9 +296,13 @@ impl UpstreamGuard {
         }
         let layout = self.layout_at(u64::MAX);
         let mut learnt = Vec::with_capacity(self.names.len());
+        let mut pending = false;
         for (u, (name, ty)) in self.names.iter().zip(&self.types).enumerate() {
             let Some(i) = layout[u].and_then(|_| now.columns.iter().position(|c| &c.name == name))
             else {
+                // Dropped (and followed), or dropped and not yet described by the stream: its
+                // type is not known from this description.
+                pending |= layout[u].is_some();
                 learnt.push((0, 0));
                 continue;
             };
@@ -265,7 +312,7 @@ impl UpstreamGuard {
             }
             learnt.push(now.type_ids.get(i).copied().unwrap_or((0, 0)));
         }
-        if !now.type_ids.is_empty() {
+        if !now.type_ids.is_empty() && !pending {
             self.type_ids = Some(learnt);
         }
         Ok(None)
@@ -291,6 +338,7 @@ impl UpstreamGuard {
         session: &mut UpstreamSession,
     ) -> Result<Option<String>> {
         let now = session.table_identity(&self.schema, &self.table).await?;
+        self.missing = now.as_deref().map(|now| self.missing_from(now)).unwrap_or_default();
         Ok(match (now, &self.identity) {
             (None, _) => Some(self.dropped()),
             (Some(now), Some(was)) => self.compare_identity(was, &now),
@@ -299,6 +347,33 @@ impl UpstreamGuard {
                 None
             }
         })
+    }
+
+    /// The columns the table reads (the upstream's, as far as it has followed them) that
+    /// identity `now` lacks: dropped upstream, and not yet described by the stream (Postgres
+    /// describes a table with its next change). Nothing where the identity names no columns.
+    fn missing_from(&self, now: &str) -> Vec<usize> {
+        let Some((_, columns)) = now.split_once(':') else { return Vec::new() };
+        let names: Vec<&str> =
+            columns.split(',').filter_map(|c| c.split_once('=')).map(|(_, n)| n).collect();
+        if names.is_empty() && !columns.is_empty() {
+            return Vec::new();
+        }
+        let layout = self.layout_at(u64::MAX);
+        (0..self.names.len())
+            .filter(|&u| layout[u].is_some() && !names.contains(&hex(&self.names[u]).as_str()))
+            .collect()
+    }
+
+    /// Columns the table reads that the last identity check found gone upstream (see
+    /// [`Self::missing_from`]).
+    pub fn missing(&self) -> &[usize] {
+        &self.missing
+    }
+
+    /// Whether `u` is one of the upstream's key columns.
+    pub fn is_key(&self, u: usize) -> bool {
+        self.pk.contains(&u)
     }
 
     /// What changed between identities `was` and `now` (`oid:number=name,..`, the names in
@@ -343,6 +418,11 @@ impl UpstreamGuard {
     fn dropped(&self) -> String {
         self.stopped("the upstream table was dropped")
     }
+}
+
+/// A column name's hex form in an identity (see [`UpstreamGuard::compare_identity`]).
+fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A column name from its hex form in an identity (see [`UpstreamGuard::compare_identity`]).
@@ -433,12 +513,26 @@ mod tests {
     fn a_description_names_the_retyped_column_once_the_types_are_known() {
         let mut g = guard();
         let described = [(23, -1), (25, -1), (25, -1)];
-        assert_eq!(g.retyped_column(&described, 0), None, "nothing learnt: ask the upstream");
+        assert_eq!(
+            g.retyped_column(&described, &g.layout_at(0)),
+            None,
+            "nothing learnt: ask the upstream"
+        );
         g.type_ids = Some(described.to_vec());
-        assert_eq!(g.retyped_column(&described, 0), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)], 0), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (1043, 24), (25, -1)], 0), Some(Some(1)));
-        assert_eq!(g.retyped_column(&[], 0), None, "a description without types (MySQL)");
+        assert_eq!(g.retyped_column(&described, &g.layout_at(0)), Some(None));
+        assert_eq!(
+            g.retyped_column(&[(23, -1), (25, -1), (25, -1), (16, -1)], &g.layout_at(0)),
+            Some(None)
+        );
+        assert_eq!(
+            g.retyped_column(&[(23, -1), (1043, 24), (25, -1)], &g.layout_at(0)),
+            Some(Some(1))
+        );
+        assert_eq!(
+            g.retyped_column(&[], &g.layout_at(0)),
+            None,
+            "a description without types (MySQL)"
+        );
         let reason = g.retyped(1, None);
         assert!(reason.contains("column a changed type upstream from text"), "{reason}");
         assert!(reason.contains("Drop it and create it again"), "{reason}");
@@ -463,6 +557,10 @@ mod tests {
         assert!(readded.contains("column a was dropped and added again"), "{readded}");
         assert!(readded.contains("from 2 to 4"), "{readded}");
         assert_eq!(g.compare_identity("16384:1,2,3", "16384:1,3,4"), None, "no names recorded");
+        assert_eq!(g.missing_from(&identity(&[(1, id), (3, b), (4, c)])), vec![1], "a is gone");
+        assert_eq!(g.missing_from(&was), Vec::<usize>::new());
+        assert_eq!(g.missing_from("16384:1,3"), Vec::<usize>::new(), "no names to tell");
+        assert_eq!(hex("a"), a);
         assert_eq!(g.compare_identity("table", "table"), None, "MySQL: there or not");
     }
 
@@ -477,7 +575,7 @@ mod tests {
         let renamed = stop(g.check_names(&[Some("id"), Some("x"), Some("b")], 0));
         assert!(renamed.contains("column a was renamed"), "{renamed}");
         assert!(
-            renamed.contains("its columns are now id, x, b; the table reads id, a, b"),
+            renamed.contains("its columns are now id, x, b; the table knows id, a, b"),
             "{renamed}"
         );
         assert!(renamed.starts_with("the table stopped following public.t"), "{renamed}");
@@ -500,15 +598,19 @@ mod tests {
         let old = [Some("id"), Some("a"), Some("b")];
         assert_eq!((g.columns_at(99), g.columns_at(100)), (3, 4));
         assert_eq!(g.check_names(&old, 99), Described::Same);
+        assert_eq!(g.check_names(&old, 100), Described::Same, "before it, in its transaction");
         assert_eq!(
-            g.check_names(&old, 100),
+            g.check_names(&old, 101),
             Described::Changed { dropped: vec![3], added: vec![] },
             "c dropped again"
         );
         g.type_ids = Some(vec![(23, -1), (25, -1), (25, -1), (25, -1)]);
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 99), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 100), None);
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (16, -1)], 99), Some(Some(2)));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], &g.layout_at(99)), Some(None));
+        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], &g.layout_at(100)), None);
+        assert_eq!(
+            g.retyped_column(&[(23, -1), (25, -1), (16, -1)], &g.layout_at(99)),
+            Some(Some(2))
+        );
     }
 
     #[test]
@@ -530,10 +632,20 @@ mod tests {
         assert_eq!(g.layout_at(200), vec![Some(0), None, Some(1), Some(2)]);
         assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 99), Described::Same);
         assert_eq!(g.check_names(&[Some("id"), Some("b")], 150), Described::Same);
+        // From before the drop, in its transaction: the column is still there.
+        assert_eq!(g.check_names(&[Some("id"), Some("a"), Some("b")], 100), Described::Same);
+        assert_eq!(g.places(&["id", "a", "b"]), vec![Some(0), Some(1), Some(2), None]);
+        assert_eq!(g.places(&["id", "b", "c"]), vec![Some(0), None, Some(1), Some(2)]);
         assert_eq!(g.check_names(&[Some("id"), Some("b"), Some("c")], 200), Described::Same);
         g.type_ids = Some(vec![(23, -1), (25, -1), (25, -1), (25, -1)]);
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (25, -1)], 200), Some(None));
-        assert_eq!(g.retyped_column(&[(23, -1), (25, -1), (16, -1)], 200), Some(Some(3)));
+        assert_eq!(
+            g.retyped_column(&[(23, -1), (25, -1), (25, -1)], &g.layout_at(200)),
+            Some(None)
+        );
+        assert_eq!(
+            g.retyped_column(&[(23, -1), (25, -1), (16, -1)], &g.layout_at(200)),
+            Some(Some(3))
+        );
         let again = stop(g.check_names(&[Some("id"), Some("b"), Some("c"), Some("a")], 200));
         assert!(again.contains("column a was dropped and added again"), "{again}");
     }

@@ -65,14 +65,24 @@ impl CdcBackfill {
             }
             Described::Same => {}
         }
-        match self.guard.retyped_column(types, position) {
+        // The changes from here on are laid out as the description names its columns (a
+        // transaction may describe the table more than once, all at one position).
+        let named: Option<Vec<&str>> = names.iter().copied().collect();
+        let layout = match &named {
+            Some(named) => self.guard.places(named),
+            None => self.guard.layout_at(position),
+        };
+        if named.is_some() {
+            self.described = Some(layout.clone());
+        }
+        match self.guard.retyped_column(types, &layout) {
             // Only the identity is left to ask; the periodic check asks again if this fails.
             Some(None) => _ = self.check_upstream(false).await,
             Some(Some(column)) => {
                 // The upstream's description names the new type, when it answers.
                 self.check_upstream(true).await;
                 if self.stopped.is_none() {
-                    self.stop_retyped(column, types[column]).await;
+                    self.stop_retyped(column, self.type_at(types, column, &layout)).await;
                 }
             }
             None => {
@@ -87,9 +97,9 @@ impl CdcBackfill {
                     });
                 }
                 if self.stopped.is_none()
-                    && let Some(Some(column)) = self.guard.retyped_column(types, position)
+                    && let Some(Some(column)) = self.guard.retyped_column(types, &layout)
                 {
-                    self.stop_retyped(column, types[column]).await;
+                    self.stop_retyped(column, self.type_at(types, column, &layout)).await;
                 }
             }
         }
@@ -148,6 +158,12 @@ impl CdcBackfill {
         )))
     }
 
+    /// The type a description naming `types`, laid out as `layout`, gives upstream column `u`.
+    fn type_at(&self, types: &[TypeId], u: usize, layout: &[Option<usize>]) -> TypeId {
+        let place = layout[u].unwrap_or(u);
+        types.get(place).copied().unwrap_or((0, 0))
+    }
+
     /// Stops the table at column `column` retyped to `now` by the stream's description. The
     /// upstream may not show the change to a fresh description yet (a transaction is sent once
     /// its commit is logged, a moment before other sessions see it), so the new type is named
@@ -167,11 +183,37 @@ impl CdcBackfill {
     /// Checks the upstream table is still the one the table was created over; the first
     /// check after a start also checks its columns (a change made while Sluice was down may
     /// have altered them before any change shows it).
-    pub(super) async fn check_identity(&mut self) {
-        if self.stopped.is_none() {
-            let columns = !self.columns_checked;
-            self.columns_checked |= self.check_upstream(columns).await;
+    /// Columns the table reads that are gone upstream (a table the stream has not described
+    /// since, as a quiet Postgres table) are followed as dropped at the upstream's current
+    /// position: a description the stream sends from before it moves the drop back to its own.
+    pub(super) async fn check_identity(&mut self) -> Result<()> {
+        if self.stopped.is_some() {
+            return Ok(());
         }
+        let columns = !self.columns_checked;
+        self.columns_checked |= self.check_upstream(columns).await;
+        let missing = self.guard.missing().to_vec();
+        if self.stopped.is_some() || missing.is_empty() {
+            return Ok(());
+        }
+        if let Some(&key) = missing.iter().find(|&&u| self.guard.is_key(u)) {
+            let name = &self.config.upstream.columns[key].name;
+            self.stop(format!(
+                "the table stopped following {}: key column {name} was dropped upstream. It \
+                 keeps the rows it had; drop it and create it again to read the upstream table \
+                 as it is now",
+                self.upstream_name
+            ));
+            return Ok(());
+        }
+        let position = match self.config.source.current_position().await {
+            Ok(position) => position,
+            Err(e) => {
+                tracing::warn!(table = %self.upstream_name, error = %e, "cannot read the upstream's position to follow a dropped column; asking again later");
+                return Ok(());
+            }
+        };
+        self.follow_columns(missing, Vec::new(), position)
     }
 
     /// Asks the upstream (see [`UpstreamGuard::check`]) and stops the table at a change it
@@ -266,7 +308,7 @@ impl CdcBackfill {
         if rows.is_empty() {
             return Ok(None);
         }
-        let layouts = Layouts::of(&self.guard, changes, rows);
+        let layouts = Layouts::of(&self.guard, self.described.as_ref(), changes, rows);
         let fetched = self.fetch_unchanged(changes, rows, &layouts).await?;
         let added = self.config.columns_since.iter().map(|&(_, n)| n).min().unwrap_or(usize::MAX);
         let data = match self.typed(|u| fetched.gather(changes, rows, u, added, &layouts)) {
@@ -433,14 +475,25 @@ pub(super) struct Layouts(pub(super) Option<HashMap<u64, Vec<Option<usize>>>>);
 
 impl Layouts {
     /// The layouts of the changes `rows`.
-    pub(super) fn of(guard: &UpstreamGuard, changes: &Changes<'_>, rows: &[usize]) -> Self {
+    /// The layouts of the changes `rows`: as `described` (the last description of the table
+    /// the stream sent, if any), else as the upstream described the table at each one's
+    /// position.
+    pub(super) fn of(
+        guard: &UpstreamGuard,
+        described: Option<&Vec<Option<usize>>>,
+        changes: &Changes<'_>,
+        rows: &[usize],
+    ) -> Self {
         if !guard.has_drops() {
             return Self(None);
         }
         let mut layouts = HashMap::new();
         for &row in rows {
             let position = changes.position.value(row) as u64;
-            layouts.entry(position).or_insert_with(|| guard.layout_at(position));
+            layouts.entry(position).or_insert_with(|| match described {
+                Some(layout) => layout.clone(),
+                None => guard.layout_at(position),
+            });
         }
         Self(Some(layouts))
     }

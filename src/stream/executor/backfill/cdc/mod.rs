@@ -200,8 +200,11 @@ impl Executor for CdcBackfillExecutor {
                         // would wait with it. A check that does not answer is asked again at
                         // the next tick, over a new session.
                         let check = tokio::time::timeout(CHECK_TIMEOUT, backfill.check_identity());
-                        if check.await.is_err() {
-                            tracing::warn!(table = %backfill.upstream_name, "the upstream did not answer the table's check in time; asking again later");
+                        match check.await {
+                            Ok(followed) => followed?,
+                            Err(_) => {
+                                tracing::warn!(table = %backfill.upstream_name, "the upstream did not answer the table's check in time; asking again later");
+                            }
                         }
                     }
                     Event::Page(done) => {
@@ -329,6 +332,9 @@ struct CdcBackfill {
     stopped: Option<String>,
     /// The upstream's columns have been checked since the start.
     columns_checked: bool,
+    /// Where each upstream column is among the values of the changes that follow the last
+    /// description of the table the stream sent (by name), once one came in this run.
+    described: Option<Vec<Option<usize>>>,
     /// The stop is recorded in the state table (or there is none to record).
     stop_recorded: bool,
 }
@@ -364,6 +370,7 @@ impl CdcBackfill {
             guard,
             stopped: None,
             columns_checked: false,
+            described: None,
             stop_recorded: true,
         };
         let persisted = read_rows(&backfill.config.state, &backfill.state)?;
