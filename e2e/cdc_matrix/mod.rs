@@ -17,6 +17,7 @@
 //! Oracle: once the upstream is quiet, every CDC table equals its upstream table row for row,
 //! every value as the upstream prints it (an unconstrained numeric with each value's display
 //! scale, `1.50`; NaN, the infinities and numerics of up to 76 digits exactly), or
+//! has followed a column added or dropped (the dropped one gone from `SELECT *`), or
 //! has stopped with the expected clear error (a schema change it cannot follow, an
 //! unconstrained numeric beyond Sluice's 56 integer and 20 fraction digits); and again after a
 //! last SIGKILL. Each
