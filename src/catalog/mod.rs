@@ -496,6 +496,57 @@ pub struct SourceCatalog {
     /// the place (a Postgres slot).
     #[serde(default)]
     pub start: Option<(u64, Option<String>)>,
+    /// Patterns of upstream tables that get a CDC table each, now and as they are created
+    /// upstream (`CREATE TABLE FROM source TABLES '..'`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table_patterns: Vec<TablePattern>,
+}
+
+/// `CREATE TABLE FROM source TABLES 'schema.pattern' [WITH (..)]`: which upstream tables get a
+/// CDC table each, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TablePattern {
+    /// `schema.table`, each part with `*` (any characters) and `?` (one character).
+    pub pattern: String,
+    /// The tables' `WITH (..)` options.
+    pub options: Vec<(String, String)>,
+    /// Seconds between looks upstream for new matching tables.
+    pub interval_secs: u64,
+    /// Upstream tables (`schema.table`) whose CDC table was dropped: not created again.
+    #[serde(default)]
+    pub excluded: Vec<String>,
+}
+
+impl TablePattern {
+    /// Whether upstream table `schema.table` matches.
+    pub fn matches(&self, schema: &str, table: &str) -> bool {
+        let (s, t) = self.pattern.split_once('.').unwrap_or(("*", &self.pattern));
+        glob(s, schema) && glob(t, table)
+    }
+}
+
+/// Whether `text` matches `pattern` (`*` any characters, `?` one).
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // Positions of `text` the pattern prefix can reach, one row at a time.
+    let mut reach = vec![false; t.len() + 1];
+    reach[0] = true;
+    for c in p {
+        let mut next = vec![false; t.len() + 1];
+        for i in 0..=t.len() {
+            if !reach[i] {
+                continue;
+            }
+            match c {
+                '*' => (i..=t.len()).for_each(|j| next[j] = true),
+                '?' if i < t.len() => next[i + 1] = true,
+                c if i < t.len() && t[i] == c => next[i + 1] = true,
+                _ => {}
+            }
+        }
+        reach = next;
+    }
+    reach[t.len()]
 }
 
 /// Which upstream objects a source created, and so drops with it.
@@ -644,6 +695,26 @@ impl Catalog {
         Ok(source)
     }
 
+    /// Changes source `id`'s entry by `change`, durably.
+    pub fn update_source(
+        &self,
+        id: TableId,
+        change: impl FnOnce(&mut SourceCatalog),
+    ) -> Result<Arc<SourceCatalog>> {
+        let mut inner = self.inner.write();
+        let mut source = inner
+            .sources
+            .get(&id)
+            .map(|s| (**s).clone())
+            .ok_or_else(|| Error::Storage(format!("source {id} is missing")))?;
+        change(&mut source);
+        let value = serde_json::to_vec(&source).expect("catalog entries serialize");
+        self.store.put_meta(&entry_key(SOURCE_PREFIX, id), &value)?;
+        let source = Arc::new(source);
+        inner.sources.insert(id, source.clone());
+        Ok(source)
+    }
+
     /// Removes a source's catalog entry, durably.
     pub fn drop_source(&self, id: TableId) -> Result<()> {
         self.store.delete_meta(&entry_key(SOURCE_PREFIX, id))?;
@@ -683,6 +754,27 @@ fn one() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_patterns_match_by_schema_and_name() {
+        let pattern = |p: &str| TablePattern {
+            pattern: p.into(),
+            options: Vec::new(),
+            interval_secs: 10,
+            excluded: Vec::new(),
+        };
+        let orders = pattern("public.orders_*");
+        assert!(orders.matches("public", "orders_2024"));
+        assert!(orders.matches("public", "orders_"));
+        assert!(!orders.matches("public", "orders"));
+        assert!(!orders.matches("other", "orders_1"));
+        assert!(!orders.matches("public", "old_orders_1"));
+        assert!(pattern("*.t?").matches("shop", "t1"));
+        assert!(!pattern("*.t?").matches("shop", "t12"));
+        assert!(pattern("shop.*").matches("shop", "anything"));
+        assert!(pattern("s*p.*_log").matches("shop", "a_log"));
+        assert!(!pattern("s*p.*_log").matches("shop", "a_logs"));
+    }
 
     #[test]
     fn internal_tables_of_old_catalogs_get_their_purpose_from_their_name() {

@@ -325,6 +325,28 @@ impl UpstreamSession {
         }
     }
 
+    /// The upstream's tables as `(schema, table)`: Postgres's ordinary and partitioned tables
+    /// outside its system schemas; MySQL's base tables of `database`.
+    pub async fn list_tables(&mut self, database: &str) -> Result<Vec<(String, String)>> {
+        match self {
+            Self::Postgres(client) => {
+                let rows = client
+                    .query(
+                        "SELECT n.nspname::text, c.relname::text FROM pg_class c \
+                         JOIN pg_namespace n ON c.relnamespace = n.oid \
+                         WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition \
+                         AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+                         AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1, 2",
+                        &[],
+                    )
+                    .await
+                    .map_err(crate::connector::postgres::upstream_error)?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            }
+            Self::MySql(conn) => mysql::list_tables(conn, database).await,
+        }
+    }
+
     /// What identifies `schema.table` upstream now, `None` when there is no such table: a
     /// Postgres table's oid (a table dropped and created again has another); for MySQL only
     /// whether it exists.

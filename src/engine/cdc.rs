@@ -238,6 +238,11 @@ fn default_readers() -> usize {
     crate::engine::session::default_parallelism().clamp(2, 8)
 }
 
+/// Refuses options a CDC table's `WITH (..)` cannot have, naming them.
+pub(super) fn check_table_options(options: &ast::CreateTableOptions) -> Result<()> {
+    table_options(options).map(|_| ())
+}
+
 /// The options of the table's `WITH (..)`; unknown ones are refused.
 fn table_options(options: &ast::CreateTableOptions) -> Result<CdcTableOptions> {
     let mut parsed = CdcTableOptions {

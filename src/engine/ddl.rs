@@ -151,7 +151,10 @@ impl Engine {
         {
             match cdc.private_source {
                 true => self.drop_source_locked(&source).await?,
-                false => self.unpublish(&source, cdc).await,
+                false => {
+                    self.exclude_from_patterns(&source, &cdc.schema, &cdc.table);
+                    self.unpublish(&source, cdc).await
+                }
             }
         }
         Ok(())

@@ -23,6 +23,7 @@ pub mod ddl;
 pub mod dml;
 mod jobs;
 mod mv;
+mod patterns;
 pub mod query;
 pub mod recovery;
 mod rescale;
@@ -163,6 +164,7 @@ impl Engine {
         });
         engine.start_jobs().await?;
         tokio::spawn(recovery::run(Arc::downgrade(&engine), recovery_requests));
+        tokio::spawn(patterns::pick_up_forever(Arc::downgrade(&engine)));
         tracing::info!(
             tables = engine.catalog.tables().len(),
             committed_epoch = %engine.store.committed_epoch(),
@@ -209,6 +211,9 @@ impl Engine {
             Statement::DropSource { name, if_exists } => self.drop_source(&name, if_exists).await,
             Statement::CreateTableFrom { table, source, external } => {
                 self.create_table_from(*table, &source, &external, false, session).await
+            }
+            Statement::CreateTablesFrom { source, pattern, options } => {
+                self.create_tables_from(&source, &pattern, options, session).await
             }
             Statement::ShowJobs => Ok(self.show_jobs()),
             Statement::Wait => self.wait_jobs().await,
@@ -314,7 +319,9 @@ fn statement_label(statement: &Statement) -> &'static str {
     use ast::Statement as S;
     match statement {
         Statement::Flush => "flush",
-        Statement::CreateSource { .. } | Statement::CreateTableFrom { .. } => "create",
+        Statement::CreateSource { .. }
+        | Statement::CreateTableFrom { .. }
+        | Statement::CreateTablesFrom { .. } => "create",
         Statement::DropSource { .. } => "drop",
         Statement::AlterSet { .. } | Statement::Resnapshot(_) => "alter",
         Statement::ShowInternalTables | Statement::ShowSources | Statement::ShowJobs => "show",

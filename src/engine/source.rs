@@ -100,6 +100,7 @@ impl Engine {
             created,
             state_table: state_id,
             start,
+            table_patterns: Vec::new(),
         };
         let source = self.catalog.create_source(source)?;
         if let Err(e) = self.start_source_job(&source).await {

@@ -48,6 +48,17 @@ pub enum Statement {
         /// The upstream table, schema-qualified.
         external: String,
     },
+    /// `CREATE TABLE FROM source TABLES 'schema.pattern' [WITH (..)]`: a CDC table for each
+    /// upstream table matching the pattern (`*` any characters, `?` one), now and as they
+    /// are created upstream.
+    CreateTablesFrom {
+        /// The source to read from.
+        source: ast::ObjectName,
+        /// The pattern of upstream tables, schema-qualified.
+        pattern: String,
+        /// The `WITH (..)` options: the tables' own, and `discovery.interval`.
+        options: Vec<(String, String)>,
+    },
     /// `SHOW SOURCES`.
     ShowSources,
     /// `EXPLAIN CREATE TABLE .. FROM source TABLE '..'`.
@@ -403,6 +414,23 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
             }
             _ => Err(Error::Unsupported("EXPLAIN of a CREATE TABLE without FROM a source".into())),
         };
+    }
+    if is_word(parser, 0, "CREATE") && is_word(parser, 1, "TABLE") && is_word(parser, 2, "FROM") {
+        for _ in 0..3 {
+            parser.next_token();
+        }
+        let source = parser.parse_object_name(false)?;
+        if !parser.parse_keyword(Keyword::TABLES) {
+            return Err(Error::InvalidStatement(
+                "CREATE TABLE FROM source needs TABLES 'schema.pattern' (or name the table: \
+                 CREATE TABLE name (*) FROM source TABLE 'schema.table')"
+                    .into(),
+            ));
+        }
+        let pattern = parser.parse_literal_string()?;
+        let options =
+            if parser.parse_keyword(Keyword::WITH) { parse_options(parser)? } else { Vec::new() };
+        return Ok(Statement::CreateTablesFrom { source, pattern, options });
     }
     let statement = parser.parse_statement()?;
     if let ast::Statement::CreateTable(table) = &statement

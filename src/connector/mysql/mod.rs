@@ -410,6 +410,19 @@ pub async fn table_exists(conn: &mut Conn, database: &str, table: &str) -> Resul
     Ok(found.is_some())
 }
 
+/// The base tables of `database`, as `(database, table)`, in name order.
+pub async fn list_tables(conn: &mut Conn, database: &str) -> Result<Vec<(String, String)>> {
+    let names: Vec<String> = conn
+        .exec(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? \
+             AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+            (database,),
+        )
+        .await
+        .map_err(upstream_error)?;
+    Ok(names.into_iter().map(|t| (database.to_owned(), t)).collect())
+}
+
 /// The upstream's current binlog file (`binlog.000003`) and the position of its end.
 pub async fn master_status(conn: &mut Conn) -> Result<(String, u64)> {
     let row: Option<Row> = conn.query_first("SHOW MASTER STATUS").await.map_err(upstream_error)?;
