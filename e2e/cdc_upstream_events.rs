@@ -133,8 +133,8 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
     upstream.create_database("shop").await?;
     let up = upstream.connect("shop").await?;
     let tables = [
-        "added", "nulls", "volatile", "declared", "slow", "dropped", "pruned", "strict", "retyped",
-        "recast", "readded", "gone", "again",
+        "added", "nulls", "volatile", "declared", "slow", "dropped", "pruned", "strict", "widened",
+        "retyped", "recast", "readded", "gone", "again",
     ];
     for t in tables {
         let rows = if t == "slow" { 3000 } else { 50 };
@@ -188,6 +188,8 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
          UPDATE dropped SET b = -b WHERE id <= 5;
          ALTER TABLE pruned DROP COLUMN a; INSERT INTO pruned VALUES (51, 51);
          ALTER TABLE strict DROP COLUMN a; INSERT INTO strict VALUES (51, 51);
+         ALTER TABLE widened ALTER COLUMN a TYPE varchar(300); INSERT INTO widened VALUES (51, 'w', 51);
+         UPDATE widened SET a = 'z' WHERE id < 3;
          ALTER TABLE retyped ALTER COLUMN b TYPE text; INSERT INTO retyped VALUES (51, 'x', 'y');
          ALTER TABLE recast ALTER COLUMN b TYPE text; INSERT INTO recast VALUES (51, 'x', '7');
          UPDATE recast SET b = '1234' WHERE id = 1;
@@ -211,6 +213,8 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
         ("SELECT * FROM pruned", "SELECT * FROM pruned"),
         ("SELECT * FROM pruned_b", "SELECT * FROM pruned"),
         ("SELECT id, b FROM dropped", "SELECT * FROM dropped"),
+        // Text to wider text is followed in place.
+        ("SELECT * FROM widened", "SELECT * FROM widened"),
     ];
     converges_all(&client, &up, &followed).await?;
     // The kept column holds the values it had, NULL in rows changed since; the view reads it
@@ -236,7 +240,7 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
     );
     let described = text_rows(&client, "SELECT * FROM added_v WHERE id = 1").await?;
     ensure!(described[0].len() == 3, "the view took the added column: {described:?}");
-    for t in ["added", "nulls", "volatile", "slow", "declared", "dropped", "pruned"] {
+    for t in ["added", "nulls", "volatile", "slow", "declared", "dropped", "pruned", "widened"] {
         not_stopped(&client, t).await?;
     }
     for (t, why) in [
@@ -328,7 +332,7 @@ async fn mysql_schema_changes_are_followed_or_stop_and_statement_logging_stops()
 
 async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::Result<()> {
     let mut setup = String::from("CREATE DATABASE shop;");
-    for t in ["added", "dropped", "moved", "gone", "again"] {
+    for t in ["added", "dropped", "widened", "moved", "gone", "again"] {
         setup.push_str(&format!(
             "CREATE TABLE shop.{t} (id int PRIMARY KEY, a varchar(20), b int);
              INSERT INTO shop.{t} SELECT seq, CONCAT('a', seq), seq FROM shop.seq_1_to_50;"
@@ -337,7 +341,7 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     upstream.execute(&setup).await?;
     let client = server.connect().await?;
     client.batch_execute(&upstream.source_sql("my", ", server.id = '5412'")).await?;
-    for t in ["added", "dropped", "moved", "gone", "again"] {
+    for t in ["added", "dropped", "widened", "moved", "gone", "again"] {
         client.batch_execute(&format!("CREATE TABLE {t} (*) FROM my TABLE '{t}'")).await?;
     }
     wait_jobs(&client, Duration::from_secs(60)).await?;
@@ -346,6 +350,8 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
             "ALTER TABLE shop.added ADD COLUMN c int DEFAULT 5;
              INSERT INTO shop.added VALUES (51, 'x', 51, 9);
              ALTER TABLE shop.dropped DROP COLUMN a; INSERT INTO shop.dropped VALUES (51, 51);
+             ALTER TABLE shop.widened MODIFY COLUMN a varchar(200);
+             INSERT INTO shop.widened VALUES (51, REPEAT('w', 150), 51);
              ALTER TABLE shop.moved MODIFY COLUMN b int FIRST;
              INSERT INTO shop.moved VALUES (51, 51, 'x');
              DROP TABLE shop.gone;
@@ -360,6 +366,9 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     converges_mysql(&client, upstream, "SELECT * FROM dropped", "SELECT * FROM shop.dropped")
         .await?;
     not_stopped(&client, "dropped").await?;
+    converges_mysql(&client, upstream, "SELECT * FROM widened", "SELECT * FROM shop.widened")
+        .await?;
+    not_stopped(&client, "widened").await?;
     // The binlog's DDL says why, or (when the jobs were rebuilt meanwhile, as following the
     // column added to `added` does) the fresh description of the table that a restarted
     // backfill checks first.

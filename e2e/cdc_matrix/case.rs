@@ -414,11 +414,16 @@ impl Case {
                     ColType::Text | ColType::Toasted => "varchar(100000)",
                     _ => "text",
                 };
+                // Text to text is followed in place; any other type change stops the table.
+                let text = matches!(
+                    self.columns[c],
+                    ColType::Text | ColType::Toasted | ColType::Varchar(_)
+                );
                 (
                     format!(
                         "ALTER TABLE {table} ALTER COLUMN c{c} TYPE {ty} USING c{c}::{ty}; {insert}"
                     ),
-                    Expect::Stop,
+                    if text { Expect::Follow } else { Expect::Stop },
                 )
             }
             (3, Some(c)) => (
@@ -459,7 +464,12 @@ impl Case {
                     ColType::Bytea | ColType::Point => "longblob",
                     _ => "varchar(200)",
                 };
-                (format!("ALTER TABLE {table} MODIFY COLUMN c{c} {ty}; {insert}"), Expect::Stop)
+                let text = matches!(
+                    self.columns[c],
+                    ColType::Text | ColType::Toasted | ColType::Varchar(_)
+                );
+                let expect = if text { Expect::Follow } else { Expect::Stop };
+                (format!("ALTER TABLE {table} MODIFY COLUMN c{c} {ty}; {insert}"), expect)
             }
             (3, Some(c)) => (
                 format!(

@@ -131,6 +131,17 @@ impl Engine {
     async fn drop_upstream_columns(&self, change: &ColumnChange) -> Result<()> {
         let Some(table) = self.catalog.table_by_id(change.table) else { return Ok(()) };
         let Some(cdc) = table.cdc.clone() else { return Ok(()) };
+        if !change.retyped.is_empty() {
+            tracing::info!(table = %table.name, retyped = ?change.retyped, "following columns retyped upstream in place");
+            self.catalog.update_table(table.id, |t| {
+                let cdc = t.cdc.as_mut().expect("a CDC table");
+                for (u, ty) in &change.retyped {
+                    if let Some(recorded) = cdc.upstream_types.get_mut(*u) {
+                        recorded.clone_from(ty);
+                    }
+                }
+            })?;
+        }
         let dropped: Vec<usize> =
             change.dropped.iter().copied().filter(|&u| !cdc.is_dropped(u)).collect();
         let position = change.position;

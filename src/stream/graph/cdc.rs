@@ -36,6 +36,8 @@ pub struct ColumnChange {
     pub dropped: Vec<usize>,
     /// The names of the columns added, after the others.
     pub added: Vec<String>,
+    /// Columns retyped upstream in place (text to wider text), with their new types.
+    pub retyped: Vec<(usize, String)>,
 }
 
 /// `ALTER TABLE .. RESNAPSHOT` of a CDC table, for the next recovery.

@@ -73,6 +73,9 @@ pub struct UpstreamGuard {
     dropped: Vec<(u64, usize)>,
     /// Columns the table reads that the last identity check found gone upstream.
     missing: Vec<usize>,
+    /// Columns found retyped upstream within the types Sluice holds as they are (see
+    /// [`Self::retypes_in_place`]), with their new printed types: followed, not stopped at.
+    retyped: Vec<(usize, String)>,
 }
 
 impl UpstreamGuard {
@@ -90,6 +93,7 @@ impl UpstreamGuard {
             columns_since: Vec::new(),
             dropped: Vec::new(),
             missing: Vec::new(),
+            retyped: Vec::new(),
         }
     }
 
@@ -308,7 +312,12 @@ impl UpstreamGuard {
             };
             if now.upstream_types.get(i) != Some(ty) {
                 let their_type = now.upstream_types.get(i).map_or("?", String::as_str);
-                return Ok(Some(self.retyped(u, Some(their_type))));
+                if !self.retypes_in_place(u, their_type) {
+                    return Ok(Some(self.retyped(u, Some(their_type))));
+                }
+                if !self.retyped.iter().any(|(r, _)| *r == u) {
+                    self.retyped.push((u, their_type.to_owned()));
+                }
             }
             learnt.push(now.type_ids.get(i).copied().unwrap_or((0, 0)));
         }
@@ -371,6 +380,40 @@ impl UpstreamGuard {
         &self.missing
     }
 
+    /// Whether column `u` may take upstream type `now` in place: its type and `now` both hold
+    /// text that Sluice keeps as it is (`text`, `varchar(n)` of any length, MySQL's `*text`),
+    /// so neither the stored values nor views over them change; a key column also keeps its
+    /// collation (MySQL), which orders its snapshot pages.
+    pub fn retypes_in_place(&self, u: usize, now: &str) -> bool {
+        let (Some(was), Some(then)) = (text_type(&self.types[u]), text_type(now)) else {
+            return false;
+        };
+        !self.pk.contains(&u) || was == then
+    }
+
+    /// The same for a type a Postgres description names by id: `text` and `varchar`.
+    pub fn retypes_in_place_to(&self, u: usize, now: TypeId) -> Option<String> {
+        let name = match now {
+            (25, _) => "text".to_owned(),
+            (1043, -1) => "character varying".to_owned(),
+            (1043, modifier) => format!("character varying({})", modifier - 4),
+            _ => return None,
+        };
+        self.retypes_in_place(u, &name).then_some(name)
+    }
+
+    /// Records column `u` retyped upstream to `now` in place.
+    pub fn retype(&mut self, u: usize, now: String) {
+        if !self.retyped.iter().any(|(r, _)| *r == u) {
+            self.retyped.push((u, now));
+        }
+    }
+
+    /// Columns found retyped in place, with their new types (see [`Self::retypes_in_place`]).
+    pub fn retyped_in_place(&self) -> &[(usize, String)] {
+        &self.retyped
+    }
+
     /// Whether `u` is one of the upstream's key columns.
     pub fn is_key(&self, u: usize) -> bool {
         self.pk.contains(&u)
@@ -418,6 +461,21 @@ impl UpstreamGuard {
     fn dropped(&self) -> String {
         self.stopped("the upstream table was dropped")
     }
+}
+
+/// For a type that holds text Sluice keeps as it is (Postgres `text`, `character varying(n)`;
+/// MySQL `varchar(n)`, `*text`), its collation as printed after it (empty for none).
+fn text_type(printed: &str) -> Option<&str> {
+    let lower = printed.trim();
+    let (base, collation) = match lower.find(" collate ") {
+        Some(at) => (&lower[..at], &lower[at..]),
+        None => (lower, ""),
+    };
+    let text = base == "text"
+        || base.starts_with("character varying")
+        || base.starts_with("varchar(")
+        || ["tinytext", "mediumtext", "longtext"].contains(&base);
+    text.then_some(collation)
 }
 
 /// A column name's hex form in an identity (see [`UpstreamGuard::compare_identity`]).
@@ -648,5 +706,20 @@ mod tests {
         );
         let again = stop(g.check_names(&[Some("id"), Some("b"), Some("c"), Some("a")], 200));
         assert!(again.contains("column a was dropped and added again"), "{again}");
+    }
+
+    #[test]
+    fn text_columns_take_wider_text_types_in_place() {
+        let g = guard();
+        assert!(g.retypes_in_place(1, "character varying(20)"));
+        assert!(g.retypes_in_place(1, "character varying"));
+        assert!(!g.retypes_in_place(1, "integer"));
+        assert!(!g.retypes_in_place(0, "text"), "integer to text is another type");
+        assert_eq!(g.retypes_in_place_to(1, (1043, 24)).as_deref(), Some("character varying(20)"));
+        assert_eq!(g.retypes_in_place_to(1, (25, -1)).as_deref(), Some("text"));
+        assert_eq!(g.retypes_in_place_to(1, (23, -1)), None);
+        assert_eq!(text_type("varchar(10) collate utf8mb4_bin"), Some(" collate utf8mb4_bin"));
+        assert_eq!(text_type("longtext"), Some(""));
+        assert_eq!(text_type("char(3)"), None, "blank-padded: not in place");
     }
 }

@@ -58,7 +58,7 @@ impl CdcBackfill {
                 return Ok(());
             }
             Described::Changed { dropped, added } => {
-                self.follow_columns(dropped, added, position)?;
+                self.follow_columns(dropped, added, Vec::new(), position)?;
                 if self.stopped.is_some() {
                     return Ok(());
                 }
@@ -81,8 +81,12 @@ impl CdcBackfill {
             Some(Some(column)) => {
                 // The upstream's description names the new type, when it answers.
                 self.check_upstream(true).await;
-                if self.stopped.is_none() {
-                    self.stop_retyped(column, self.type_at(types, column, &layout)).await;
+                let now = self.type_at(types, column, &layout);
+                let in_place = self.guard.retyped_in_place().iter().any(|(u, _)| *u == column);
+                match self.guard.retypes_in_place_to(column, now) {
+                    _ if self.stopped.is_some() || in_place => {}
+                    Some(name) => self.guard.retype(column, name),
+                    None => self.stop_retyped(column, now).await,
                 }
             }
             None => {
@@ -98,12 +102,23 @@ impl CdcBackfill {
                 }
                 if self.stopped.is_none()
                     && let Some(Some(column)) = self.guard.retyped_column(types, &layout)
+                    && !self.guard.retyped_in_place().iter().any(|(u, _)| *u == column)
                 {
                     self.stop_retyped(column, self.type_at(types, column, &layout)).await;
                 }
             }
         }
-        Ok(())
+        self.follow_retyped(position)
+    }
+
+    /// Columns found retyped upstream in place (see [`UpstreamGuard::retypes_in_place`]) are
+    /// followed: the recovery records their new types.
+    fn follow_retyped(&mut self, position: u64) -> Result<()> {
+        let retyped = self.guard.retyped_in_place().to_vec();
+        match retyped.is_empty() || self.stopped.is_some() {
+            true => Ok(()),
+            false => self.follow_columns(Vec::new(), Vec::new(), retyped, position),
+        }
     }
 
     /// Columns the upstream dropped (`dropped`), or added after the others (`added`), at
@@ -116,12 +131,13 @@ impl CdcBackfill {
         &mut self,
         dropped: Vec<usize>,
         mut added: Vec<String>,
+        retyped: Vec<(usize, String)>,
         position: u64,
     ) -> Result<()> {
         if !self.config.follow_columns {
             added.clear();
         }
-        if dropped.is_empty() && added.is_empty() {
+        if dropped.is_empty() && added.is_empty() && retyped.is_empty() {
             return Ok(());
         }
         let names = |us: &[usize]| {
@@ -129,13 +145,17 @@ impl CdcBackfill {
                 us.iter().map(|&u| self.config.upstream.columns[u].name.as_str()).collect();
             names.join(", ")
         };
-        let what = match (dropped.is_empty(), added.is_empty()) {
-            (false, false) => {
-                format!("dropped column(s) {} and gained {}", names(&dropped), added.join(", "))
-            }
-            (false, true) => format!("dropped column(s) {}", names(&dropped)),
-            _ => format!("gained column(s) {}", added.join(", ")),
-        };
+        let mut what = Vec::new();
+        if !dropped.is_empty() {
+            what.push(format!("dropped column(s) {}", names(&dropped)));
+        }
+        if !added.is_empty() {
+            what.push(format!("gained column(s) {}", added.join(", ")));
+        }
+        for (u, ty) in &retyped {
+            what.push(format!("changed column {} to {ty}", self.config.upstream.columns[*u].name));
+        }
+        let what = what.join(" and ");
         if self.config.stop_at_schema_change {
             self.stop(format!(
                 "the table stopped following {}: the upstream table {what}, and the table was \
@@ -151,6 +171,7 @@ impl CdcBackfill {
             position,
             dropped,
             added,
+            retyped,
         });
         Err(Error::Stream(format!(
             "the upstream table {} {what}: the table follows the change",
@@ -192,6 +213,15 @@ impl CdcBackfill {
         }
         let columns = !self.columns_checked;
         self.columns_checked |= self.check_upstream(columns).await;
+        if !self.guard.retyped_in_place().is_empty() {
+            return match self.config.source.current_position().await {
+                Ok(position) => self.follow_retyped(position),
+                Err(e) => {
+                    tracing::warn!(table = %self.upstream_name, error = %e, "cannot read the upstream's position to follow a retyped column; asking again later");
+                    Ok(())
+                }
+            };
+        }
         let missing = self.guard.missing().to_vec();
         if self.stopped.is_some() || missing.is_empty() {
             return Ok(());
@@ -213,7 +243,7 @@ impl CdcBackfill {
                 return Ok(());
             }
         };
-        self.follow_columns(missing, Vec::new(), position)
+        self.follow_columns(missing, Vec::new(), Vec::new(), position)
     }
 
     /// Asks the upstream (see [`UpstreamGuard::check`]) and stops the table at a change it

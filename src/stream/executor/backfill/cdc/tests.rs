@@ -137,7 +137,13 @@ fn changes(lines: &str) -> StreamChunk {
             }
             [op, table, "columns", lsn, names, oids] => {
                 let oids = oids.trim_matches(['[', ']']).split(',');
-                let types = oids.map(|oid| format!("{oid},4294967295")).collect::<Vec<_>>();
+                // `oid` (modifier -1) or `oid:modifier`.
+                let types = oids
+                    .map(|oid| match oid.split_once(':') {
+                        Some((oid, modifier)) => format!("{oid},{modifier}"),
+                        None => format!("{oid},4294967295"),
+                    })
+                    .collect::<Vec<_>>();
                 format!("{op} {table} f {lsn} {names} [{}] f f t", types.join(","))
             }
             _ => format!("{line} f f"),
@@ -683,6 +689,7 @@ async fn columns_added_upstream_are_followed_by_a_table_declared_with_all_column
         position: 200,
         dropped: vec![],
         added: vec!["w".to_owned()],
+        retyped: vec![],
     };
     assert_eq!(added.take_changes(), [expected]);
 }
@@ -702,8 +709,13 @@ async fn columns_dropped_upstream_are_followed_unless_told_to_stop() {
     b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
     let err = b.on_changes(&changes(lines)).await.unwrap_err();
     assert!(err.to_string().contains("dropped column(s) x"), "{err}");
-    let expected =
-        ColumnChange { table: TableId(10), position: 200, dropped: vec![1], added: vec![] };
+    let expected = ColumnChange {
+        table: TableId(10),
+        position: 200,
+        dropped: vec![1],
+        added: vec![],
+        retyped: vec![],
+    };
     assert_eq!(changed.take_changes(), [expected]);
     // `schema.change = 'stop'`: the table stops there instead, keeping what came before.
     let mut c = config(&store, false);
@@ -800,4 +812,33 @@ async fn a_truncate_from_before_a_snapshot_read_again_starts_it_over() {
     let mut b = overwriting(&store, 500);
     assert_eq!(apply(&mut b, "+ public.t truncate 600").await, "truncate");
     assert!(b.splits[0].finished);
+}
+
+#[tokio::test]
+async fn a_text_column_retyped_to_wider_text_is_followed_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let c = config(&store, false);
+    let changed = c.rebuilds.clone();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    // `x` (text) becomes varchar(20): typmod 24.
+    let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
+                 + public.t f 100 [1, x, a] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1 a .");
+    let chunk = changes("+ public.t columns 200 [id,x,v] [23,1043:24,25]");
+    let err = b.on_changes(&chunk).await.unwrap_err();
+    assert!(err.to_string().contains("changed column x to character varying(20)"), "{err}");
+    let change = changed.take_changes().pop().unwrap();
+    assert_eq!(change.retyped, [(1, "character varying(20)".to_owned())]);
+    assert!(b.stopped.is_none());
+    // To another type: the table stops.
+    let c = config(&store, false);
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
+    apply(&mut b, "+ public.t columns 200 [id,x,v] [23,23,25]").await;
+    let reason = b.stopped.clone().unwrap();
+    assert!(reason.contains("column x changed type upstream from text"), "{reason}");
 }
