@@ -339,6 +339,11 @@ pub struct CdcTableInfo {
     /// snapshot reads select NULL.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<(u64, usize)>,
+    /// Text columns retyped upstream to another text type and followed in place: `(position,
+    /// u)` says descriptions up to `position` may still name upstream column `u`'s old type.
+    /// The snapshot is read again from there (the upstream may have rewritten the values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retyped: Vec<(u64, usize)>,
     /// `schema.change = 'stop'`: the table stops at any change of its upstream's columns
     /// rather than follow it (`'follow'`, the default).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

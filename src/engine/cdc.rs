@@ -91,6 +91,7 @@ impl Engine {
             columns_since: Vec::new(),
             resnapshot_from: None,
             dropped: Vec::new(),
+            retyped: Vec::new(),
             stop_at_schema_change: options.stop_at_schema_change,
         });
         let catalog = self.catalog.create_table(catalog)?;

@@ -18,6 +18,7 @@ use crate::connector::source::SourceConfig;
 use crate::engine::ddl::relation_name;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
+use crate::stream::executor::backfill::upstream_guard::in_place;
 use crate::stream::graph::cdc::{ColumnChange, Resnapshot};
 use crate::stream::plan::{NodeKind, StreamNode};
 use crate::types::DataType;
@@ -58,7 +59,11 @@ impl Engine {
             .map(|(c, t)| (c.name.as_str(), t.as_str()))
             .collect();
         let read = cdc.live_columns();
-        if now.len() < read.len() || now[..read.len()] != read[..] {
+        // A text column retyped to another text type upstream is the same column.
+        let same = |(a, b): (&(&str, &str), &(&str, &str))| {
+            a.0 == b.0 && (a.1 == b.1 || in_place(a.1, b.1))
+        };
+        if now.len() < read.len() || !now.iter().zip(&read).all(same) {
             let list = |c: &[(&str, &str)]| {
                 c.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
             };
@@ -73,6 +78,22 @@ impl Engine {
         }
         let identity = session.table_identity(&cdc.schema, &cdc.table).await?;
         let from = config.current_position().await?;
+        // Record the types the live columns have now (text retyped in place).
+        let types: Vec<(String, String)> =
+            now.iter().map(|(n, t)| ((*n).to_owned(), (*t).to_owned())).collect();
+        self.catalog.update_table(table.id, |t| {
+            let cdc = t.cdc.as_mut().expect("a CDC table");
+            for (name, ty) in &types {
+                let at = cdc
+                    .upstream_names
+                    .iter()
+                    .enumerate()
+                    .position(|(u, n)| n == name && !cdc.is_dropped(u));
+                if let Some(u) = at {
+                    cdc.upstream_types[u].clone_from(ty);
+                }
+            }
+        })?;
         // A table created again upstream is not in the publication yet.
         config.add_table(&session, source.created.publication, &upstream).await?;
         // What the jobs did so far is committed; the rebuild discards nothing of it.
@@ -132,13 +153,17 @@ impl Engine {
         let Some(table) = self.catalog.table_by_id(change.table) else { return Ok(()) };
         let Some(cdc) = table.cdc.clone() else { return Ok(()) };
         if !change.retyped.is_empty() {
-            tracing::info!(table = %table.name, retyped = ?change.retyped, "following columns retyped upstream in place");
-            self.catalog.update_table(table.id, |t| {
+            // The upstream may have rewritten the values (`USING ..`): read them again.
+            tracing::info!(table = %table.name, retyped = ?change.retyped, "following text columns retyped upstream; reading the snapshot again");
+            let (retyped, position) = (change.retyped.clone(), change.position);
+            self.read_snapshot_again(table.id, position, move |t| {
                 let cdc = t.cdc.as_mut().expect("a CDC table");
-                for (u, ty) in &change.retyped {
-                    if let Some(recorded) = cdc.upstream_types.get_mut(*u) {
-                        recorded.clone_from(ty);
+                for (u, ty) in retyped {
+                    if let Some(recorded) = cdc.upstream_types.get_mut(u) {
+                        *recorded = ty;
                     }
+                    cdc.retyped.retain(|&(_, r)| r != u);
+                    cdc.retyped.push((position, u));
                 }
             })?;
         }

@@ -36,7 +36,7 @@ pub struct ColumnChange {
     pub dropped: Vec<usize>,
     /// The names of the columns added, after the others.
     pub added: Vec<String>,
-    /// Columns retyped upstream in place (text to wider text), with their new types.
+    /// Text columns retyped to another text type, with the new type as printed.
     pub retyped: Vec<(usize, String)>,
 }
 
@@ -176,6 +176,7 @@ impl StreamGraph {
             follow_columns: cdc.follow_columns,
             columns_since: cdc.columns_since.clone(),
             dropped: cdc.dropped.clone(),
+            retyped: cdc.retyped.clone(),
             stop_at_schema_change: cdc.stop_at_schema_change,
             overwrite: cdc.resnapshot_from.is_some(),
             truncates_from: cdc.resnapshot_from.unwrap_or(0),
@@ -259,6 +260,7 @@ mod tests {
             columns_since: Vec::new(),
             resnapshot_from: None,
             dropped: Vec::new(),
+            retyped: Vec::new(),
             stop_at_schema_change: false,
         };
         let upstream = upstream_table(&cdc, &table);

@@ -73,9 +73,11 @@ pub struct UpstreamGuard {
     dropped: Vec<(u64, usize)>,
     /// Columns the table reads that the last identity check found gone upstream.
     missing: Vec<usize>,
-    /// Columns found retyped upstream within the types Sluice holds as they are (see
-    /// [`Self::retypes_in_place`]), with their new printed types: followed, not stopped at.
-    retyped: Vec<(usize, String)>,
+    /// Where text columns were retyped in place and followed (see
+    /// [`CdcTableInfo::retyped`](crate::catalog::CdcTableInfo::retyped)).
+    retyped_at: Vec<(u64, usize)>,
+    /// Text columns a fresh description found retyped in place, not yet followed.
+    pending_retypes: Vec<(usize, String)>,
 }
 
 impl UpstreamGuard {
@@ -93,7 +95,8 @@ impl UpstreamGuard {
             columns_since: Vec::new(),
             dropped: Vec::new(),
             missing: Vec::new(),
-            retyped: Vec::new(),
+            retyped_at: Vec::new(),
+            pending_retypes: Vec::new(),
         }
     }
 
@@ -107,6 +110,24 @@ impl UpstreamGuard {
     pub fn with_dropped(mut self, dropped: Vec<(u64, usize)>) -> Self {
         self.dropped = dropped;
         self
+    }
+
+    /// The guard of a table that followed text columns retyped in place (`(position, column)`).
+    pub fn with_retyped(mut self, retyped: Vec<(u64, usize)>) -> Self {
+        self.retyped_at = retyped;
+        self
+    }
+
+    /// Whether column `u` retyped in place as a description at `position` says was followed
+    /// already (the description is from before or at the followed retype).
+    pub fn retype_followed(&self, u: usize, position: u64) -> bool {
+        self.retyped_at.iter().any(|&(at, r)| r == u && position <= at)
+    }
+
+    /// Text columns a fresh description found retyped in place (see [`Self::check_types`]),
+    /// to follow.
+    pub fn pending_retypes(&self) -> &[(usize, String)] {
+        &self.pending_retypes
     }
 
     /// How many of the upstream columns the table knows a description at `position` can
@@ -301,6 +322,7 @@ impl UpstreamGuard {
         let layout = self.layout_at(u64::MAX);
         let mut learnt = Vec::with_capacity(self.names.len());
         let mut pending = false;
+        let mut retyped = Vec::new();
         for (u, (name, ty)) in self.names.iter().zip(&self.types).enumerate() {
             let Some(i) = layout[u].and_then(|_| now.columns.iter().position(|c| &c.name == name))
             else {
@@ -315,12 +337,11 @@ impl UpstreamGuard {
                 if !self.retypes_in_place(u, their_type) {
                     return Ok(Some(self.retyped(u, Some(their_type))));
                 }
-                if !self.retyped.iter().any(|(r, _)| *r == u) {
-                    self.retyped.push((u, their_type.to_owned()));
-                }
+                retyped.push((u, their_type.to_owned()));
             }
             learnt.push(now.type_ids.get(i).copied().unwrap_or((0, 0)));
         }
+        self.pending_retypes = retyped;
         if !now.type_ids.is_empty() && !pending {
             self.type_ids = Some(learnt);
         }
@@ -402,16 +423,14 @@ impl UpstreamGuard {
         self.retypes_in_place(u, &name).then_some(name)
     }
 
-    /// Records column `u` retyped upstream to `now` in place.
-    pub fn retype(&mut self, u: usize, now: String) {
-        if !self.retyped.iter().any(|(r, _)| *r == u) {
-            self.retyped.push((u, now));
+    /// Takes column `u` as having type `now` (`name` as printed) from here on: a type it
+    /// takes in place (see [`Self::retypes_in_place`]). Descriptions from before, read again,
+    /// are taken back the same way.
+    pub fn retype(&mut self, u: usize, now: TypeId, name: String) {
+        if let Some(known) = self.type_ids.as_mut().and_then(|k| k.get_mut(u)) {
+            *known = now;
         }
-    }
-
-    /// Columns found retyped in place, with their new types (see [`Self::retypes_in_place`]).
-    pub fn retyped_in_place(&self) -> &[(usize, String)] {
-        &self.retyped
+        self.types[u] = name;
     }
 
     /// Whether `u` is one of the upstream's key columns.
@@ -463,6 +482,12 @@ impl UpstreamGuard {
     }
 }
 
+/// Whether a column of upstream type `was` (as printed) takes type `now` in place (see
+/// [`UpstreamGuard::retypes_in_place`]; key columns aside).
+pub fn in_place(was: &str, now: &str) -> bool {
+    text_type(was).is_some() && text_type(now).is_some()
+}
+
 /// For a type that holds text Sluice keeps as it is (Postgres `text`, `character varying(n)`;
 /// MySQL `varchar(n)`, `*text`), its collation as printed after it (empty for none).
 fn text_type(printed: &str) -> Option<&str> {
@@ -471,6 +496,10 @@ fn text_type(printed: &str) -> Option<&str> {
         Some(at) => (&lower[..at], &lower[at..]),
         None => (lower, ""),
     };
+    if base.ends_with(']') {
+        // An array of text is another type.
+        return None;
+    }
     let text = base == "text"
         || base.starts_with("character varying")
         || base.starts_with("varchar(")
@@ -721,5 +750,6 @@ mod tests {
         assert_eq!(text_type("varchar(10) collate utf8mb4_bin"), Some(" collate utf8mb4_bin"));
         assert_eq!(text_type("longtext"), Some(""));
         assert_eq!(text_type("char(3)"), None, "blank-padded: not in place");
+        assert_eq!(text_type("character varying(6)[]"), None, "an array");
     }
 }

@@ -75,18 +75,30 @@ impl CdcBackfill {
         if named.is_some() {
             self.described = Some(layout.clone());
         }
+        // A text column retyped to another text type is followed in place: the stored values
+        // and the views over them keep their type; the snapshot is read again once (the
+        // upstream may have rewritten the values, `USING ..`), and descriptions from before
+        // are taken as they come.
+        let mut retyped = Vec::new();
+        while let Some(Some(column)) = self.guard.retyped_column(types, &layout) {
+            let now = self.type_at(types, column, &layout);
+            let Some(name) = self.guard.retypes_in_place_to(column, now) else { break };
+            if !self.guard.retype_followed(column, position) {
+                retyped.push((column, name.clone()));
+            }
+            self.guard.retype(column, now, name);
+        }
+        if !retyped.is_empty() {
+            return self.follow_columns(Vec::new(), Vec::new(), retyped, position);
+        }
         match self.guard.retyped_column(types, &layout) {
             // Only the identity is left to ask; the periodic check asks again if this fails.
             Some(None) => _ = self.check_upstream(false).await,
             Some(Some(column)) => {
                 // The upstream's description names the new type, when it answers.
                 self.check_upstream(true).await;
-                let now = self.type_at(types, column, &layout);
-                let in_place = self.guard.retyped_in_place().iter().any(|(u, _)| *u == column);
-                match self.guard.retypes_in_place_to(column, now) {
-                    _ if self.stopped.is_some() || in_place => {}
-                    Some(name) => self.guard.retype(column, name),
-                    None => self.stop_retyped(column, now).await,
+                if self.stopped.is_none() {
+                    self.stop_retyped(column, self.type_at(types, column, &layout)).await;
                 }
             }
             None => {
@@ -102,23 +114,12 @@ impl CdcBackfill {
                 }
                 if self.stopped.is_none()
                     && let Some(Some(column)) = self.guard.retyped_column(types, &layout)
-                    && !self.guard.retyped_in_place().iter().any(|(u, _)| *u == column)
                 {
                     self.stop_retyped(column, self.type_at(types, column, &layout)).await;
                 }
             }
         }
-        self.follow_retyped(position)
-    }
-
-    /// Columns found retyped upstream in place (see [`UpstreamGuard::retypes_in_place`]) are
-    /// followed: the recovery records their new types.
-    fn follow_retyped(&mut self, position: u64) -> Result<()> {
-        let retyped = self.guard.retyped_in_place().to_vec();
-        match retyped.is_empty() || self.stopped.is_some() {
-            true => Ok(()),
-            false => self.follow_columns(Vec::new(), Vec::new(), retyped, position),
-        }
+        Ok(())
     }
 
     /// Columns the upstream dropped (`dropped`), or added after the others (`added`), at
@@ -213,17 +214,9 @@ impl CdcBackfill {
         }
         let columns = !self.columns_checked;
         self.columns_checked |= self.check_upstream(columns).await;
-        if !self.guard.retyped_in_place().is_empty() {
-            return match self.config.source.current_position().await {
-                Ok(position) => self.follow_retyped(position),
-                Err(e) => {
-                    tracing::warn!(table = %self.upstream_name, error = %e, "cannot read the upstream's position to follow a retyped column; asking again later");
-                    Ok(())
-                }
-            };
-        }
         let missing = self.guard.missing().to_vec();
-        if self.stopped.is_some() || missing.is_empty() {
+        let retyped = self.guard.pending_retypes().to_vec();
+        if self.stopped.is_some() || (missing.is_empty() && retyped.is_empty()) {
             return Ok(());
         }
         if let Some(&key) = missing.iter().find(|&&u| self.guard.is_key(u)) {
@@ -239,11 +232,11 @@ impl CdcBackfill {
         let position = match self.config.source.current_position().await {
             Ok(position) => position,
             Err(e) => {
-                tracing::warn!(table = %self.upstream_name, error = %e, "cannot read the upstream's position to follow a dropped column; asking again later");
+                tracing::warn!(table = %self.upstream_name, error = %e, "cannot read the upstream's position to follow a changed column; asking again later");
                 return Ok(());
             }
         };
-        self.follow_columns(missing, Vec::new(), Vec::new(), position)
+        self.follow_columns(missing, Vec::new(), retyped, position)
     }
 
     /// Asks the upstream (see [`UpstreamGuard::check`]) and stops the table at a change it

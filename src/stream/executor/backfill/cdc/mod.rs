@@ -135,6 +135,8 @@ pub struct CdcBackfillConfig {
     pub columns_since: Vec<(u64, usize)>,
     /// See [`CdcTableInfo::dropped`](crate::catalog::CdcTableInfo::dropped).
     pub dropped: Vec<(u64, usize)>,
+    /// See [`CdcTableInfo::retyped`](crate::catalog::CdcTableInfo::retyped).
+    pub retyped: Vec<(u64, usize)>,
     /// `schema.change = 'stop'`: a change of the upstream's columns stops the table.
     pub stop_at_schema_change: bool,
     /// The snapshot is read again over the rows the table holds: each page overwrites the
@@ -349,7 +351,8 @@ impl CdcBackfill {
         let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone())
             .with_columns_since(config.columns_since.clone())
-            .with_dropped(config.dropped.clone());
+            .with_dropped(config.dropped.clone())
+            .with_retyped(config.retyped.clone());
         config.metrics.cdc_table_error(config.table.id.0, None);
         let mut backfill = Self {
             state,

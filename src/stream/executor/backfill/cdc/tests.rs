@@ -62,6 +62,7 @@ fn config(store: &Arc<Store>, snapshot: bool) -> CdcBackfillConfig {
         follow_columns: false,
         columns_since: Vec::new(),
         dropped: Vec::new(),
+        retyped: Vec::new(),
         stop_at_schema_change: false,
         overwrite: false,
         truncates_from: 0,
@@ -823,16 +824,27 @@ async fn a_text_column_retyped_to_wider_text_is_followed_in_place() {
     let (status, _) = watch::channel(BackfillStatus::default());
     let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
     b.guard.learn_types(vec![(23, -1), (25, -1), (25, -1)]);
-    // `x` (text) becomes varchar(20): typmod 24.
+    // `x` (text) becomes varchar(20): typmod 24. The table follows it, reading its snapshot
+    // again (the upstream may have rewritten the values).
     let lines = "+ public.t columns 100 [id,x,v] [23,25,25]
-                 + public.t f 100 [1, x, a] . f";
-    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 1 a .");
-    let chunk = changes("+ public.t columns 200 [id,x,v] [23,1043:24,25]");
-    let err = b.on_changes(&chunk).await.unwrap_err();
+                 + public.t f 100 [1, x, a] . f
+                 + public.t columns 200 [id,x,v] [23,1043:24,25]
+                 + public.t f 200 [2, y, b] . f";
+    let err = b.on_changes(&changes(lines)).await.unwrap_err();
     assert!(err.to_string().contains("changed column x to character varying(20)"), "{err}");
     let change = changed.take_changes().pop().unwrap();
     assert_eq!(change.retyped, [(1, "character varying(20)".to_owned())]);
     assert!(b.stopped.is_none());
+    // Once followed (at 200), descriptions up to it, read again, are taken as they come.
+    let mut c = config(&store, false);
+    c.retyped = vec![(200, 1)];
+    c.upstream.upstream_types[1] = "character varying(20)".into();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (1043, 24), (25, -1)]);
+    let expected = "i T [u]\n+ 1 a .\n\ni T [u]\n+ 2 b .";
+    assert_eq!(apply(&mut b, lines).await, expected);
+    assert!(b.stopped.is_none() && changed.take_changes().is_empty());
     // To another type: the table stops.
     let c = config(&store, false);
     let (status, _) = watch::channel(BackfillStatus::default());
