@@ -557,6 +557,18 @@ mod tests {
         }
     }
 
+    /// `(id, a, b, c)`: `c` added after the table was created.
+    fn four_columns() -> UpstreamTable {
+        UpstreamTable {
+            columns: ["id", "a", "b", "c"]
+                .iter()
+                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
+                .collect(),
+            upstream_types: ["integer", "text", "text", "text"].map(String::from).to_vec(),
+            ..guard_upstream()
+        }
+    }
+
     fn stop(d: Described) -> String {
         match d {
             Described::Stop(reason) => reason,
@@ -673,14 +685,7 @@ mod tests {
     #[test]
     fn descriptions_from_before_followed_columns_name_fewer() {
         // `c` was added and followed at position 100: descriptions before it name id, a, b.
-        let upstream = UpstreamTable {
-            columns: ["id", "a", "b", "c"]
-                .iter()
-                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
-                .collect(),
-            upstream_types: ["integer", "text", "text", "text"].map(String::from).to_vec(),
-            ..guard_upstream()
-        };
+        let upstream = four_columns();
         let mut g = UpstreamGuard::new(&upstream, None).with_columns_since(vec![(100, 3)]);
         let old = [Some("id"), Some("a"), Some("b")];
         assert_eq!((g.columns_at(99), g.columns_at(100)), (3, 4));
@@ -703,14 +708,7 @@ mod tests {
     #[test]
     fn descriptions_after_a_followed_drop_lack_the_column() {
         // `a` was dropped and followed at position 100, then `c` added at 200.
-        let upstream = UpstreamTable {
-            columns: ["id", "a", "b", "c"]
-                .iter()
-                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
-                .collect(),
-            upstream_types: ["integer", "text", "text", "text"].map(String::from).to_vec(),
-            ..guard_upstream()
-        };
+        let upstream = four_columns();
         let mut g = UpstreamGuard::new(&upstream, None)
             .with_columns_since(vec![(200, 3)])
             .with_dropped(vec![(100, 1)]);
