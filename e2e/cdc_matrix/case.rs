@@ -400,7 +400,7 @@ impl Case {
             format!("INSERT INTO {table} ({}) VALUES ({})", keys.join(", "), key.join(", "));
         let column =
             (!self.columns.is_empty()).then(|| self.rng.below(self.columns.len() as u64) as usize);
-        match (self.rng.below(6), column) {
+        match (self.rng.below(8), column) {
             (0, _) | (_, None) => (
                 format!("ALTER TABLE {table} ADD COLUMN extra int DEFAULT 7; {insert}"),
                 Expect::Added,
@@ -408,6 +408,22 @@ impl Case {
             (1, Some(c)) => {
                 self.dropped = Some(c);
                 (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Dropped(c))
+            }
+            // No change describes it: the table's periodic check finds it.
+            (6, Some(c)) => {
+                self.dropped = Some(c);
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}"), Expect::Dropped(c))
+            }
+            // The last column renamed reads as a drop and an add, and is followed as both;
+            // another renamed stops the table.
+            (7, Some(c)) => {
+                let sql = format!("ALTER TABLE {table} RENAME COLUMN c{c} TO renamed; {insert}");
+                if c + 1 == self.columns.len() {
+                    self.dropped = Some(c);
+                    (sql, Expect::Dropped(c))
+                } else {
+                    (sql, Expect::Stop)
+                }
             }
             (2, Some(c)) => {
                 let ty = match self.columns[c] {
@@ -448,7 +464,7 @@ impl Case {
             format!("INSERT INTO {table} ({}) VALUES ({})", self.key_list(), key.join(", "));
         let column =
             (!self.columns.is_empty()).then(|| self.rng.below(self.columns.len() as u64) as usize);
-        match (self.rng.below(6), column) {
+        match (self.rng.below(8), column) {
             (0, _) | (_, None) => (
                 format!("ALTER TABLE {table} ADD COLUMN extra int DEFAULT 7; {insert}"),
                 Expect::Added,
@@ -457,6 +473,15 @@ impl Case {
                 self.dropped = Some(c);
                 (format!("ALTER TABLE {table} DROP COLUMN c{c}; {insert}"), Expect::Dropped(c))
             }
+            // No change after it: the binlog's DDL says it.
+            (6, Some(c)) => {
+                self.dropped = Some(c);
+                (format!("ALTER TABLE {table} DROP COLUMN c{c}"), Expect::Dropped(c))
+            }
+            (7, Some(c)) => (
+                format!("ALTER TABLE {table} RENAME COLUMN c{c} TO renamed; {insert}"),
+                Expect::Stop,
+            ),
             (2, Some(c)) => {
                 // A type every value converts to (bytes that are not UTF-8 are no text).
                 let ty = match self.columns[c] {

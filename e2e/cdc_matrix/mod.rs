@@ -9,7 +9,8 @@
 //! down, with SIGKILLs at random points (right after CREATE too) and upstream restarts.
 //!
 //! At the end, three tables in ten get an upstream schema change (a column added after the
-//! others, dropped, retyped, dropped and added again; the table dropped, or created again).
+//! others, dropped with a change after it or none, renamed, retyped, dropped and added again;
+//! the table dropped, or created again).
 //!
 //! Both upstreams: Postgres, and MariaDB (its own column types and key collations, binary and
 //! case-blind, and SIGKILLs right after `CREATE` more often).
