@@ -949,6 +949,10 @@ async fn pattern_tables(upstream: &Upstream, server: &mut Sluice) -> anyhow::Res
     }
     let names = text_rows(&client, "SHOW TABLES").await?;
     ensure!(!names.iter().any(|r| r[0].as_deref() == Some("customers")), "{names:?}");
+    let patterns =
+        text_rows(&client, "SELECT table_patterns FROM rw_catalog.rw_sources WHERE name = 'pg'")
+            .await?;
+    ensure!(patterns == [[Some("public.orders_*".to_owned())]], "{patterns:?}");
     // A bad pattern or option is refused, naming it.
     let err = client.batch_execute("CREATE TABLE FROM pg TABLES 'orders_*'").await.unwrap_err();
     ensure!(format!("{err:?}").contains("needs a schema and a table pattern"), "{err:?}");

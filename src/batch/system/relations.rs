@@ -61,6 +61,7 @@ pub struct SourceRow {
     slot_name: String,
     publication_name: String,
     definition: String,
+    table_patterns: Option<String>,
 }
 
 impl SystemRow for SourceRow {
@@ -75,6 +76,7 @@ impl SystemRow for SourceRow {
             ("slot_name", VARCHAR),
             ("publication_name", VARCHAR),
             ("definition", VARCHAR),
+            ("table_patterns", VARCHAR),
         ]
     }
 
@@ -89,6 +91,7 @@ impl SystemRow for SourceRow {
             text(self.slot_name),
             text(self.publication_name),
             text(self.definition),
+            Value::Text(self.table_patterns),
         ]
     }
 }
@@ -191,5 +194,10 @@ fn source_row(source: &Arc<SourceCatalog>) -> SourceRow {
         slot_name: config.as_ref().map(|c| c.slot.clone()).unwrap_or_default(),
         publication_name: config.as_ref().map(|c| c.publication.clone()).unwrap_or_default(),
         definition: source.definition.clone(),
+        table_patterns: (!source.table_patterns.is_empty()).then(|| {
+            let patterns: Vec<&str> =
+                source.table_patterns.iter().map(|p| p.pattern.as_str()).collect();
+            patterns.join(", ")
+        }),
     }
 }
