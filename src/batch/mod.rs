@@ -361,7 +361,8 @@ impl PartitionStream for RelationScan {
                 }
             };
             if let Some(key) = &point {
-                let mut decoder = RowDecoder::new(&types, &table.pk, &projection, 1);
+                let mut decoder =
+                    RowDecoder::widened(&types, &table.pk, &projection, 1, &table.widened);
                 let row = snapshot.get(key).map_err(|e| DataFusionError::External(Box::new(e)))?;
                 if let Some(row) = row {
                     decoder.push(key, &row).map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -370,7 +371,8 @@ impl PartitionStream for RelationScan {
                 return Ok(());
             }
             let (mut start, end) = key_range(&table);
-            let mut decoder = RowDecoder::new(&types, &table.pk, &projection, PAGE_ROWS);
+            let mut decoder =
+                RowDecoder::widened(&types, &table.pk, &projection, PAGE_ROWS, &table.widened);
             while remaining > 0 {
                 let page = remaining.min(PAGE_ROWS);
                 let mut rows = 0;

@@ -172,6 +172,12 @@ pub struct TableCatalog {
     /// keeps meaning the columns it meant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen_versions: Vec<(TableId, u32)>,
+    /// For a CDC table: columns widened in place when their upstream columns were
+    /// (`integer` to `bigint`), as `(column, type before)` in the order they were widened.
+    /// Rows written before a widening keep the type's layout until they are written again
+    /// ([`RowDecoder::widened`](crate::storage::row_codec::RowDecoder::widened)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub widened: Vec<(usize, DataType)>,
 }
 
 /// The order in which a view's stream scans read their snapshots
@@ -370,6 +376,7 @@ impl TableCatalog {
     /// The relation's rows in `store`, as a state table.
     pub fn state_table(&self, store: Arc<Store>) -> StateTable {
         StateTable::new(store, self.id, self.pk.clone(), self.dist_key_len)
+            .with_widened(self.widened.clone())
     }
 
     /// The Arrow schema of every column, hidden ones included.
@@ -456,6 +463,7 @@ impl TableCatalog {
             eager_aggregation: false,
             backfill_order: BackfillOrder::Auto,
             seen_versions: Vec::new(),
+            widened: Vec::new(),
         }
     }
 

@@ -221,6 +221,7 @@ impl Engine {
             eager_aggregation: plan.eager_aggregation,
             backfill_order: settings.order,
             seen_versions,
+            widened: Vec::new(),
         };
         self.catalog.create_table(view)
     }

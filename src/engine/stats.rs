@@ -51,7 +51,8 @@ fn sample(
     projection.sort_unstable();
     projection.dedup();
     let types = table.types();
-    let mut decoder = RowDecoder::new(&types, &table.pk, &projection, SAMPLE_ROWS);
+    let mut decoder =
+        RowDecoder::widened(&types, &table.pk, &projection, SAMPLE_ROWS, &table.widened);
     store.snapshot().scan_once(&start, &end, SAMPLE_ROWS, |k, v| decoder.push(k, v))?;
     let decoded = decoder.finish();
     let fields = decoded.iter().map(|c| SortField::new(c.data_type().clone())).collect();

@@ -39,6 +39,10 @@ use crate::error::{Error, Result};
 use crate::storage::keycodec::{KeyValues, key_holds_value};
 use crate::types::{DataType, UTC};
 
+mod widened;
+
+pub use widened::{InPlace, in_place};
+
 /// First byte of a row in the encoding of the module docs.
 const KEYED: u8 = 3;
 
@@ -222,6 +226,8 @@ pub struct RowDecoder {
     /// A key value's payload, as it is appended.
     scratch: Vec<u8>,
     builders: Vec<Builder>,
+    /// For a relation whose columns were widened in place: the layouts its rows may have.
+    widened: Option<Box<widened::Layouts>>,
 }
 
 impl RowDecoder {
@@ -243,7 +249,26 @@ impl RowDecoder {
             keys.pop();
         }
         let builders = projection.iter().map(|&c| Builder::new(types[c], capacity)).collect();
-        Self { every, values, keys, scratch: Vec::new(), builders }
+        Self { every, values, keys, scratch: Vec::new(), builders, widened: None }
+    }
+
+    /// The same, for a relation whose columns were widened in place as `widened` lists
+    /// (`(column, type before)`, oldest first; see
+    /// [`TableCatalog::widened`](crate::catalog::TableCatalog::widened)): rows written before a
+    /// widening are read in the layout they have, their values converted.
+    pub fn widened(
+        types: &[DataType],
+        key: &[usize],
+        projection: &[usize],
+        capacity: usize,
+        widened: &[(usize, DataType)],
+    ) -> Self {
+        let mut decoder = Self::new(types, key, projection, capacity);
+        if !widened.is_empty() {
+            let layouts = widened::Layouts::new(types, key, projection, widened);
+            decoder.widened = Some(Box::new(layouts));
+        }
+        decoder
     }
 
     /// Decodes one stored row, its key and value, appending its projected values.
@@ -257,7 +282,10 @@ impl RowDecoder {
 
     /// A row in the encoding of the module docs, past its first byte.
     fn push_keyed(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        push_values(&self.values, &mut self.builders, value)?;
+        match &mut self.widened {
+            Some(layouts) => layouts.push(widened::Format::Keyed, value, &mut self.builders)?,
+            None => push_values(&self.values, &mut self.builders, value)?,
+        }
         if self.keys.is_empty() {
             return Ok(());
         }
@@ -276,11 +304,17 @@ impl RowDecoder {
 
     /// A row that holds every column, past its first byte.
     fn push_compact(&mut self, value: &[u8]) -> Result<()> {
-        push_values(&self.every, &mut self.builders, value)
+        match &mut self.widened {
+            Some(layouts) => layouts.push(widened::Format::Compact, value, &mut self.builders),
+            None => push_values(&self.every, &mut self.builders, value),
+        }
     }
 
     /// A row written with a tag byte per value and `u32` text lengths.
     fn push_tagged(&mut self, mut value: &[u8]) -> Result<()> {
+        if let Some(layouts) = &mut self.widened {
+            return layouts.push(widened::Format::Tagged, value, &mut self.builders);
+        }
         for (ty, slot) in &self.every {
             let (&tag, rest) = value.split_first().ok_or_else(corrupt)?;
             value = rest;

@@ -38,6 +38,8 @@ pub struct StateTable {
     scratch: (Vec<Vec<u8>>, Vec<Vec<u8>>),
     /// See [`StateTable::rewriting`].
     rewrites: bool,
+    /// See [`StateTable::widened`].
+    widened: Vec<(usize, crate::types::DataType)>,
 }
 
 impl StateTable {
@@ -58,7 +60,21 @@ impl StateTable {
             sealed: VecDeque::new(),
             scratch: Default::default(),
             rewrites: false,
+            widened: Vec::new(),
         }
+    }
+
+    /// The same table, whose columns were widened in place as `widened` lists (see
+    /// [`TableCatalog::widened`](crate::catalog::TableCatalog::widened)).
+    pub fn with_widened(mut self, widened: Vec<(usize, crate::types::DataType)>) -> Self {
+        self.widened = widened;
+        self
+    }
+
+    /// The relation's columns widened in place, `(column, type before)`, oldest first: what
+    /// [`RowDecoder::widened`](crate::storage::row_codec::RowDecoder::widened) takes.
+    pub fn widened(&self) -> &[(usize, crate::types::DataType)] {
+        &self.widened
     }
 
     /// The same table, marked as one whose epochs mostly rewrite the rows of recent epochs (an

@@ -161,7 +161,8 @@ fn stored_page(
     let Some((last, _)) = rows.last() else { return Ok(None) };
     let next = (rows.len() == TRUNCATE_PAGE).then(|| [last.as_slice(), &[0]].concat());
     let all: Vec<usize> = (0..types.len()).collect();
-    let mut decoder = RowDecoder::new(types, table.pk_indices(), &all, rows.len());
+    let mut decoder =
+        RowDecoder::widened(types, table.pk_indices(), &all, rows.len(), table.widened());
     for (key, value) in &rows {
         decoder.push(key, value)?;
     }
@@ -185,7 +186,8 @@ fn resolve_upserts(
     let mut current: HashMap<Vec<u8>, Option<Vec<(usize, usize)>>> = HashMap::new();
     let types = column_types(schema)?;
     let all: Vec<usize> = (0..width).collect();
-    let mut stored = RowDecoder::new(&types, table.pk_indices(), &all, chunk.len());
+    let mut stored =
+        RowDecoder::widened(&types, table.pk_indices(), &all, chunk.len(), table.widened());
     let mut rows: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut ops = Vec::new();
     let mut stored_values = table.get_many(&keys)?;

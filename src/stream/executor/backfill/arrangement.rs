@@ -385,7 +385,7 @@ impl Backfill {
         let mut needed = self.config.output_indices.clone();
         needed.sort_unstable();
         needed.dedup();
-        let mut decoder = RowDecoder::new(&types, &table.pk, &needed, limit);
+        let mut decoder = RowDecoder::widened(&types, &table.pk, &needed, limit, &table.widened);
         let mut last_pk = RowDecoder::new(&types, &table.pk, &table.pk, 1);
         let snapshot = self.snapshot.as_ref().expect("an epoch has started");
         let mut rows = 0;

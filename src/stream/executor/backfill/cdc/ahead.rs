@@ -124,7 +124,7 @@ impl CdcBackfill {
         let types: Vec<_> = table.columns.iter().map(|c| c.data_type).collect();
         let snapshot = self.store.snapshot();
         let mut found = Vec::new();
-        let mut decoder = RowDecoder::new(&types, &table.pk, &table.pk, 16);
+        let mut decoder = RowDecoder::widened(&types, &table.pk, &table.pk, 16, &table.widened);
         for vnode in 0..VirtualNode::COUNT {
             let prefix = vnode_prefix(table.id, VirtualNode(vnode as u16));
             let start = [&prefix[..], from].concat();
