@@ -301,6 +301,114 @@ async fn pg_schema_changes(upstream: &Upstream, server: &mut Sluice) -> anyhow::
     server.ensure_running()
 }
 
+#[tokio::test]
+async fn numbers_widened_upstream_are_followed_in_place_or_kept_for_views() -> anyhow::Result<()> {
+    let upstream = Upstream::start().await?;
+    let mut server = Sluice::start().await?;
+    let outcome = pg_widenings(&upstream, &mut server).await;
+    outcome.with_context(|| format!("{}\n{}", server.log_tail(), upstream.log_tail()))
+}
+
+async fn pg_widenings(upstream: &Upstream, server: &mut Sluice) -> anyhow::Result<()> {
+    upstream.create_database("shop").await?;
+    let up = upstream.connect("shop").await?;
+    for t in ["wide", "kept", "keyed"] {
+        up.batch_execute(&format!(
+            "CREATE TABLE {t} (id int PRIMARY KEY, n int, r real, d numeric(10,2), s smallint);
+             INSERT INTO {t} SELECT i, i * 1000, i * 0.5, i * 1.25, i
+               FROM generate_series(1, 300) i;
+             UPDATE {t} SET n = NULL, r = NULL WHERE id % 10 = 0;"
+        ))
+        .await?;
+    }
+    let client = server.connect().await?;
+    client.batch_execute(&upstream.source_sql("pg", "")).await?;
+    for t in ["wide", "kept", "keyed"] {
+        client.batch_execute(&format!("CREATE TABLE {t} (*) FROM pg TABLE 'public.{t}'")).await?;
+    }
+    wait_jobs(&client, Duration::from_secs(60)).await?;
+    // A view that reads none of the widened columns, and one that reads `kept.n`.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW wide_s AS SELECT count(*) AS c, sum(id) AS s FROM wide;
+             CREATE MATERIALIZED VIEW kept_n AS SELECT id, n FROM kept;",
+        )
+        .await?;
+    up.batch_execute(
+        "ALTER TABLE wide ALTER COLUMN n TYPE bigint, ALTER COLUMN r TYPE double precision,
+           ALTER COLUMN d TYPE numeric(40,4);
+         INSERT INTO wide VALUES (301, 5000000000, 0.1, 123456789012345678901234.5678, 1);
+         UPDATE wide SET n = n * 10000000 WHERE id % 7 = 0;
+         ALTER TABLE wide ALTER COLUMN d TYPE numeric(45,4);
+         UPDATE wide SET d = -d WHERE id % 11 = 0;
+         ALTER TABLE kept ALTER COLUMN n TYPE bigint;
+         INSERT INTO kept VALUES (301, 7, 1, 1, 1); UPDATE kept SET n = -n WHERE id < 5;
+         ALTER TABLE keyed ALTER COLUMN id TYPE bigint; INSERT INTO keyed VALUES (301, 1, 1, 1, 1);",
+    )
+    .await?;
+    // Widened in place: the table takes the new types, old rows read in them; views go on.
+    let followed = [
+        ("SELECT * FROM wide", "SELECT * FROM wide"),
+        ("SELECT c, s FROM wide_s", "SELECT count(*), sum(id) FROM wide"),
+        ("SELECT * FROM kept", "SELECT * FROM kept"),
+        ("SELECT * FROM kept_n", "SELECT id, n FROM kept"),
+    ];
+    converges_all(&client, &up, &followed).await?;
+    let types = "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid WHERE c.relname = 'wide' AND a.attnum > 0 \
+                 ORDER BY a.attnum";
+    let described: Vec<String> = text_rows(&client, types)
+        .await?
+        .iter()
+        .map(|r| format!("{} {}", r[0].as_deref().unwrap_or(""), r[1].as_deref().unwrap_or("")))
+        .collect();
+    let want = ["id integer", "n bigint", "r double precision", "d numeric(45,4)", "s smallint"];
+    ensure!(described == want, "{described:?}");
+    // A view created now reads the new type.
+    client.batch_execute("CREATE MATERIALIZED VIEW wide_n AS SELECT sum(n) AS n FROM wide").await?;
+    converges_all(&client, &up, &[("SELECT n FROM wide_n", "SELECT sum(n) FROM wide")]).await?;
+    // The column a view reads keeps its type, and rw_cdc_progress says so.
+    let note = text_rows(
+        &client,
+        "SELECT schema_note FROM rw_catalog.rw_cdc_progress WHERE table_name = 'kept'",
+    )
+    .await?;
+    ensure!(
+        note[0][0].as_deref().is_some_and(|n| n.contains("n (bigint upstream, kept as integer)")),
+        "{note:?}"
+    );
+    // A key column widened stops the table.
+    let error = stopped(&client, "keyed").await?;
+    ensure!(error.contains("column id changed type upstream from integer to bigint"), "{error}");
+    for t in ["wide", "kept"] {
+        not_stopped(&client, t).await?;
+    }
+    // Widened again while Sluice is down (killed), and written meanwhile.
+    server.kill9().await?;
+    up.batch_execute(
+        "ALTER TABLE wide ALTER COLUMN s TYPE bigint; UPDATE wide SET s = s * 100000000000 WHERE id % 3 = 0;
+         INSERT INTO wide VALUES (302, NULL, NULL, NULL, 9000000000000);",
+    )
+    .await?;
+    server.restart().await?;
+    let client = server.connect().await?;
+    converges_all(&client, &up, &followed[..2]).await?;
+    converges_all(&client, &up, &[("SELECT n FROM wide_n", "SELECT sum(n) FROM wide")]).await?;
+    // A value the kept type cannot hold stops the table, saying how to widen it; dropping
+    // the view and reading the snapshot again does.
+    up.batch_execute("INSERT INTO kept VALUES (302, 5000000000, 1, 1, 1)").await?;
+    let error = stopped(&client, "kept").await?;
+    ensure!(
+        error.contains("cannot be held exactly by integer")
+            && error.contains("RESNAPSHOT widens them"),
+        "{error}"
+    );
+    client.batch_execute("DROP MATERIALIZED VIEW kept_n; ALTER TABLE kept RESNAPSHOT").await?;
+    converges_all(&client, &up, &[("SELECT * FROM kept", "SELECT * FROM kept")]).await?;
+    not_stopped(&client, "kept").await?;
+    server.ensure_running()
+}
+
 /// Waits until each query of Sluice's (first) returns the rows its upstream query does.
 async fn converges_all(client: &Client, up: &Client, pairs: &[(&str, &str)]) -> anyhow::Result<()> {
     for (ours, theirs) in pairs {
@@ -336,7 +444,7 @@ async fn mysql_schema_changes_are_followed_or_stop_and_statement_logging_stops()
 
 async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::Result<()> {
     let mut setup = String::from("CREATE DATABASE shop;");
-    for t in ["added", "dropped", "widened", "moved", "gone", "again"] {
+    for t in ["added", "dropped", "widened", "grown", "moved", "gone", "again"] {
         setup.push_str(&format!(
             "CREATE TABLE shop.{t} (id int PRIMARY KEY, a varchar(20), b int);
              INSERT INTO shop.{t} SELECT seq, CONCAT('a', seq), seq FROM shop.seq_1_to_50;"
@@ -345,7 +453,7 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     upstream.execute(&setup).await?;
     let client = server.connect().await?;
     client.batch_execute(&upstream.source_sql("my", ", server.id = '5412'")).await?;
-    for t in ["added", "dropped", "widened", "moved", "gone", "again"] {
+    for t in ["added", "dropped", "widened", "grown", "moved", "gone", "again"] {
         client.batch_execute(&format!("CREATE TABLE {t} (*) FROM my TABLE '{t}'")).await?;
     }
     wait_jobs(&client, Duration::from_secs(60)).await?;
@@ -356,6 +464,8 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
              ALTER TABLE shop.dropped DROP COLUMN a; INSERT INTO shop.dropped VALUES (51, 51);
              ALTER TABLE shop.widened MODIFY COLUMN a varchar(200);
              INSERT INTO shop.widened VALUES (51, REPEAT('w', 150), 51);
+             ALTER TABLE shop.grown MODIFY COLUMN b bigint;
+             INSERT INTO shop.grown VALUES (51, 'x', 5000000000); UPDATE shop.grown SET b = -b WHERE id < 9;
              ALTER TABLE shop.moved MODIFY COLUMN b int FIRST;
              INSERT INTO shop.moved VALUES (51, 51, 'x');
              DROP TABLE shop.gone;
@@ -373,6 +483,9 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     converges_mysql(&client, upstream, "SELECT * FROM widened", "SELECT * FROM shop.widened")
         .await?;
     not_stopped(&client, "widened").await?;
+    // An integer widened to bigint is followed in place.
+    converges_mysql(&client, upstream, "SELECT * FROM grown", "SELECT * FROM shop.grown").await?;
+    not_stopped(&client, "grown").await?;
     // The binlog's DDL says why, or (when the jobs were rebuilt meanwhile, as following the
     // column added to `added` does) the fresh description of the table that a restarted
     // backfill checks first.

@@ -350,6 +350,12 @@ pub struct CdcTableInfo {
     /// The snapshot is read again from there (the upstream may have rewritten the values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retyped: Vec<(u64, usize)>,
+    /// Upstream columns widened upstream (`integer` to `bigint`) that the table keeps in
+    /// their narrower type because views read them (their plans have that type); a value that
+    /// does not fit stops the table. Columns no view reads are widened in place instead
+    /// ([`TableCatalog::widened`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<usize>,
     /// `schema.change = 'stop'`: the table stops at any change of its upstream's columns
     /// rather than follow it (`'follow'`, the default).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

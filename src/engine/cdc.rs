@@ -92,6 +92,7 @@ impl Engine {
             resnapshot_from: None,
             dropped: Vec::new(),
             retyped: Vec::new(),
+            pinned: Vec::new(),
             stop_at_schema_change: options.stop_at_schema_change,
         });
         let catalog = self.catalog.create_table(catalog)?;

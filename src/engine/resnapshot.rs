@@ -18,8 +18,9 @@ use crate::connector::source::SourceConfig;
 use crate::engine::ddl::relation_name;
 use crate::engine::{CommandTag, Engine, Output};
 use crate::error::{Error, Result};
-use crate::stream::executor::backfill::upstream_guard::in_place;
-use crate::stream::graph::cdc::{ColumnChange, Resnapshot};
+use crate::storage::row_codec::{InPlace, in_place as in_place_storage};
+use crate::stream::executor::backfill::upstream_guard::{Retype, UpstreamGuard};
+use crate::stream::graph::cdc::{ColumnChange, Resnapshot, upstream_table};
 use crate::stream::plan::{NodeKind, StreamNode};
 use crate::types::DataType;
 
@@ -59,11 +60,28 @@ impl Engine {
             .map(|(c, t)| (c.name.as_str(), t.as_str()))
             .collect();
         let read = cdc.live_columns();
-        // A text column retyped to another text type upstream is the same column.
-        let same = |(a, b): (&(&str, &str), &(&str, &str))| {
-            a.0 == b.0 && (a.1 == b.1 || in_place(a.1, b.1))
+        let live: Vec<usize> =
+            (0..cdc.upstream_names.len()).filter(|&u| !cdc.is_dropped(u)).collect();
+        // A column retyped upstream in a way the table follows is the same column (text to
+        // text, a number widened); so is one widened that the table kept narrower for views.
+        let guard = UpstreamGuard::new(&upstream_table(&cdc, &table), None);
+        let held = |u: usize| {
+            let c = cdc.upstream_columns.iter().position(|&x| x == u);
+            c.map(|c| table.columns[c].data_type)
         };
-        if now.len() < read.len() || !now.iter().zip(&read).all(same) {
+        let mut retyped = Vec::new();
+        let mut same = now.len() >= read.len();
+        for (i, &u) in live.iter().enumerate().take(now.len()) {
+            let ((name, ty), holds) = (now[i], upstream.columns[i].data_type);
+            let pinned = cdc.pinned.contains(&u) && held(u) != Some(holds);
+            if name != read[i].0 {
+                same = false;
+            } else if ty != read[i].1 || pinned {
+                same &= guard.retypes_in_place(u, ty, holds);
+                retyped.push((u, ty.to_owned(), holds));
+            }
+        }
+        if !same {
             let list = |c: &[(&str, &str)]| {
                 c.iter().map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
             };
@@ -78,22 +96,9 @@ impl Engine {
         }
         let identity = session.table_identity(&cdc.schema, &cdc.table).await?;
         let from = config.current_position().await?;
-        // Record the types the live columns have now (text retyped in place).
-        let types: Vec<(String, String)> =
-            now.iter().map(|(n, t)| ((*n).to_owned(), (*t).to_owned())).collect();
-        self.catalog.update_table(table.id, |t| {
-            let cdc = t.cdc.as_mut().expect("a CDC table");
-            for (name, ty) in &types {
-                let at = cdc
-                    .upstream_names
-                    .iter()
-                    .enumerate()
-                    .position(|(u, n)| n == name && !cdc.is_dropped(u));
-                if let Some(u) = at {
-                    cdc.upstream_types[u].clone_from(ty);
-                }
-            }
-        })?;
+        // Record the types the live columns have now, and widen those no view reads.
+        let retype = self.retype_columns(&table, retyped, from).await;
+        self.catalog.update_table(table.id, retype)?;
         // A table created again upstream is not in the publication yet.
         config.add_table(&session, source.created.publication, &upstream).await?;
         // What the jobs did so far is committed; the rebuild discards nothing of it.
@@ -153,19 +158,7 @@ impl Engine {
         let Some(table) = self.catalog.table_by_id(change.table) else { return Ok(()) };
         let Some(cdc) = table.cdc.clone() else { return Ok(()) };
         if !change.retyped.is_empty() {
-            // The upstream may have rewritten the values (`USING ..`): read them again.
-            tracing::info!(table = %table.name, retyped = ?change.retyped, "following text columns retyped upstream; reading the snapshot again");
-            let (retyped, position) = (change.retyped.clone(), change.position);
-            self.read_snapshot_again(table.id, position, move |t| {
-                let cdc = t.cdc.as_mut().expect("a CDC table");
-                for (u, ty) in retyped {
-                    if let Some(recorded) = cdc.upstream_types.get_mut(u) {
-                        *recorded = ty;
-                    }
-                    cdc.retyped.retain(|&(_, r)| r != u);
-                    cdc.retyped.push((position, u));
-                }
-            })?;
+            self.follow_retyped_columns(&table, change).await?;
         }
         let dropped: Vec<usize> =
             change.dropped.iter().copied().filter(|&u| !cdc.is_dropped(u)).collect();
@@ -209,6 +202,73 @@ impl Engine {
             }
         })?;
         Ok(())
+    }
+
+    /// Follows the columns `change` found retyped upstream in a way Sluice takes in place
+    /// (text to text, a number widened; see [`Engine::retype_columns`]) and reads the
+    /// snapshot again (the upstream may have rewritten the values: `USING ..`).
+    async fn follow_retyped_columns(
+        &self,
+        table: &TableCatalog,
+        change: &ColumnChange,
+    ) -> Result<()> {
+        let retype = self.retype_columns(table, change.retyped.clone(), change.position).await;
+        self.read_snapshot_again(table.id, change.position, retype)
+    }
+
+    /// What retyping `table`'s upstream columns `retyped` at `position` changes of its
+    /// catalog entry: the recorded upstream types; a column widened (or a decimal's precision
+    /// up) that no view reads takes the new type (rows written before keep their layout,
+    /// [`TableCatalog::widened`]), one that a view reads keeps its type
+    /// ([`CdcTableInfo::pinned`](crate::catalog::CdcTableInfo::pinned)); descriptions up to
+    /// `position` may still name the old types.
+    async fn retype_columns(
+        &self,
+        table: &TableCatalog,
+        retyped: Vec<Retype>,
+        position: u64,
+    ) -> impl FnOnce(&mut TableCatalog) + use<> {
+        let cdc = table.cdc.as_ref().expect("a CDC table");
+        let read =
+            if retyped.is_empty() { Vec::new() } else { self.columns_views_read(table).await };
+        let mut widen = Vec::new();
+        let mut pinned = Vec::new();
+        for &(u, _, holds) in &retyped {
+            let Some(c) = cdc.upstream_columns.iter().position(|&x| x == u) else { continue };
+            let was = table.columns[c].data_type;
+            match in_place_storage(was, holds) {
+                Some(InPlace::Same) if was == holds => {}
+                Some(kind) if !read.contains(&c) => {
+                    widen.push((c, u, holds, (kind == InPlace::Widened).then_some(was)));
+                }
+                Some(_) => pinned.push(u),
+                // Held as text whatever the upstream's type.
+                None => {}
+            }
+        }
+        if !retyped.is_empty() {
+            tracing::info!(table = %table.name, ?retyped, widened = ?widen, kept_for_views = ?pinned, "following columns retyped upstream");
+        }
+        move |t: &mut TableCatalog| {
+            for &(c, _, holds, before) in &widen {
+                t.columns[c].data_type = holds;
+                t.widened.extend(before.map(|b| (c, b)));
+            }
+            let cdc = t.cdc.as_mut().expect("a CDC table");
+            for (u, ty, _) in retyped {
+                if let Some(recorded) = cdc.upstream_types.get_mut(u) {
+                    *recorded = ty;
+                }
+                cdc.retyped.retain(|&(_, r)| r != u);
+                cdc.retyped.push((position, u));
+            }
+            cdc.pinned.retain(|u| !widen.iter().any(|w| w.1 == *u));
+            for u in pinned {
+                if !cdc.pinned.contains(&u) {
+                    cdc.pinned.push(u);
+                }
+            }
+        }
     }
 
     /// The columns of `table` that views created over it read (all of them when a view

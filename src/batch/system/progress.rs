@@ -336,20 +336,37 @@ impl SystemSchema {
 }
 
 /// What a CDC table keeps of columns dropped upstream that views read (see
-/// `Engine::drop_upstream_columns`).
+/// `Engine::drop_upstream_columns`), and of columns widened upstream that views read as
+/// their narrower type (`Engine::retype_columns`).
 fn schema_note(table: &TableCatalog, cdc: &crate::catalog::CdcTableInfo) -> Option<String> {
-    let kept: Vec<&str> = cdc
-        .upstream_columns
-        .iter()
-        .zip(&table.columns)
+    let columns = || cdc.upstream_columns.iter().zip(&table.columns);
+    let kept: Vec<&str> = columns()
         .filter(|&(&u, column)| cdc.is_dropped(u) && !column.hidden)
         .map(|(_, column)| column.name.as_str())
         .collect();
-    (!kept.is_empty()).then(|| {
-        format!(
+    let pinned: Vec<String> = columns()
+        .filter(|&(u, _)| cdc.pinned.contains(u) && !cdc.is_dropped(*u))
+        .map(|(&u, column)| {
+            format!(
+                "{} ({} upstream, kept as {})",
+                column.name, cdc.upstream_types[u], column.data_type
+            )
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if !kept.is_empty() {
+        notes.push(format!(
             "column(s) {} dropped upstream: kept for the views that read them, with the values \
              they had and NULL in rows changed since",
             kept.join(", ")
-        )
-    })
+        ));
+    }
+    if !pinned.is_empty() {
+        notes.push(format!(
+            "column(s) {} widened upstream: kept in their type for the views that read them; a \
+             value that does not fit stops the table",
+            pinned.join(", ")
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }

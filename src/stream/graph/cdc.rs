@@ -36,8 +36,9 @@ pub struct ColumnChange {
     pub dropped: Vec<usize>,
     /// The names of the columns added, after the others.
     pub added: Vec<String>,
-    /// Text columns retyped to another text type, with the new type as printed.
-    pub retyped: Vec<(usize, String)>,
+    /// Columns retyped in a way the table follows (text to text, a number widened), with
+    /// the new type as printed and the Sluice type that holds it.
+    pub retyped: Vec<crate::stream::executor::backfill::upstream_guard::Retype>,
 }
 
 /// `ALTER TABLE .. RESNAPSHOT` of a CDC table, for the next recovery.
@@ -204,7 +205,9 @@ impl StreamGraph {
 /// The upstream table a CDC table reads. Each upstream column is read as the type of the table
 /// column it fills, so a Postgres page arrives typed (binary `COPY`) rather than as text to be
 /// parsed; a column the table does not hold, or holds as `varchar`, is read as text.
-fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
+/// The upstream table `table` follows, as its catalog entry records it (each column typed as
+/// the table holds it; text for those it leaves out).
+pub fn upstream_table(cdc: &CdcTableInfo, table: &TableCatalog) -> UpstreamTable {
     let column_type = |u: usize| {
         let filled = cdc.upstream_columns.iter().position(|&c| c == u);
         filled.map_or(DataType::Varchar, |c| table.columns[c].data_type)
@@ -261,6 +264,7 @@ mod tests {
             resnapshot_from: None,
             dropped: Vec::new(),
             retyped: Vec::new(),
+            pinned: Vec::new(),
             stop_at_schema_change: false,
         };
         let upstream = upstream_table(&cdc, &table);

@@ -32,6 +32,11 @@ use std::time::Duration;
 use crate::connector::common::{TypeId, UpstreamTable};
 use crate::connector::source::UpstreamSession;
 use crate::error::{Error, Result};
+use crate::types::DataType;
+
+/// An upstream column retyped in a way the table follows: its index, its type as the
+/// upstream prints it, and the Sluice type that holds it.
+pub type Retype = (usize, String, DataType);
 
 /// How often the upstream table's identity is checked.
 pub const IDENTITY_INTERVAL: Duration = Duration::from_secs(5);
@@ -57,6 +62,8 @@ pub struct UpstreamGuard {
     /// Every upstream column the table knows, those dropped upstream since too.
     names: Vec<String>,
     types: Vec<String>,
+    /// The Sluice type each upstream column is held as (text for those the table leaves out).
+    data_types: Vec<DataType>,
     /// The upstream's key columns.
     pk: Vec<usize>,
     /// The recorded identity; learnt at the first check when none was recorded.
@@ -76,8 +83,8 @@ pub struct UpstreamGuard {
     /// Where text columns were retyped in place and followed (see
     /// [`CdcTableInfo::retyped`](crate::catalog::CdcTableInfo::retyped)).
     retyped_at: Vec<(u64, usize)>,
-    /// Text columns a fresh description found retyped in place, not yet followed.
-    pending_retypes: Vec<(usize, String)>,
+    /// Columns a fresh description found retyped in place, not yet followed.
+    pending_retypes: Vec<Retype>,
 }
 
 impl UpstreamGuard {
@@ -89,6 +96,7 @@ impl UpstreamGuard {
             table: upstream.name.clone(),
             names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
             types: upstream.upstream_types.clone(),
+            data_types: upstream.columns.iter().map(|c| c.data_type).collect(),
             pk: upstream.pk.clone(),
             identity,
             type_ids: None,
@@ -124,9 +132,9 @@ impl UpstreamGuard {
         self.retyped_at.iter().any(|&(at, r)| r == u && position <= at)
     }
 
-    /// Text columns a fresh description found retyped in place (see [`Self::check_types`]),
-    /// to follow.
-    pub fn pending_retypes(&self) -> &[(usize, String)] {
+    /// Columns a fresh description found retyped in place (see [`Self::check_types`]), to
+    /// follow.
+    pub fn pending_retypes(&self) -> &[Retype] {
         &self.pending_retypes
     }
 
@@ -334,10 +342,11 @@ impl UpstreamGuard {
             };
             if now.upstream_types.get(i) != Some(ty) {
                 let their_type = now.upstream_types.get(i).map_or("?", String::as_str);
-                if !self.retypes_in_place(u, their_type) {
+                let holds = now.columns[i].data_type;
+                if !self.retypes_in_place(u, their_type, holds) {
                     return Ok(Some(self.retyped(u, Some(their_type))));
                 }
-                retyped.push((u, their_type.to_owned()));
+                retyped.push((u, their_type.to_owned(), holds));
             }
             learnt.push(now.type_ids.get(i).copied().unwrap_or((0, 0)));
         }
@@ -401,36 +410,73 @@ impl UpstreamGuard {
         &self.missing
     }
 
-    /// Whether column `u` may take upstream type `now` in place: its type and `now` both hold
-    /// text that Sluice keeps as it is (`text`, `varchar(n)` of any length, MySQL's `*text`),
-    /// so neither the stored values nor views over them change; a key column also keeps its
-    /// collation (MySQL), which orders its snapshot pages.
-    pub fn retypes_in_place(&self, u: usize, now: &str) -> bool {
-        let (Some(was), Some(then)) = (text_type(&self.types[u]), text_type(now)) else {
-            return false;
-        };
-        !self.pk.contains(&u) || was == then
+    /// Whether column `u` may take upstream type `now` (Sluice's type for it: `holds`) in
+    /// place: both hold text that Sluice keeps as it is (`text`, `varchar(n)` of any length,
+    /// MySQL's `*text`), or Sluice's type takes `holds` in place (the same type, an integer,
+    /// float or decimal widened: [`in_place`](crate::storage::row_codec::in_place)), or the
+    /// table holds the column as text whatever its type. A key column takes only text to text
+    /// in place, keeping its collation (MySQL), which orders the snapshot's pages.
+    pub fn retypes_in_place(&self, u: usize, now: &str, holds: DataType) -> bool {
+        if let (Some(was), Some(then)) = (text_type(&self.types[u]), text_type(now)) {
+            return !self.pk.contains(&u) || was == then;
+        }
+        let held = self.data_types[u];
+        let unconstrained = matches!(holds, DataType::Decimal { precision, scale }
+            if crate::types::numeric::is_unconstrained(precision, scale));
+        // A column of a type Sluice holds as text (`uuid`), or that the table declared text.
+        let as_text = held == DataType::Varchar && text_type(&self.types[u]).is_none();
+        !self.pk.contains(&u)
+            && !unconstrained
+            && (as_text || crate::storage::row_codec::in_place(held, holds).is_some())
     }
 
-    /// The same for a type a Postgres description names by id: `text` and `varchar`.
-    pub fn retypes_in_place_to(&self, u: usize, now: TypeId) -> Option<String> {
-        let name = match now {
-            (25, _) => "text".to_owned(),
-            (1043, -1) => "character varying".to_owned(),
-            (1043, modifier) => format!("character varying({})", modifier - 4),
+    /// The same for a type a Postgres description names by id, with the type as printed and
+    /// Sluice's type for it: text, `varchar`, the integers, floats and constrained numerics.
+    pub fn retypes_in_place_to(&self, u: usize, now: TypeId) -> Option<(String, DataType)> {
+        let (name, holds) = match now {
+            (25, _) => ("text".to_owned(), DataType::Varchar),
+            (1043, -1) => ("character varying".to_owned(), DataType::Varchar),
+            (1043, modifier) => (format!("character varying({})", modifier - 4), DataType::Varchar),
+            (21, _) => ("smallint".to_owned(), DataType::Int16),
+            (23, _) => ("integer".to_owned(), DataType::Int32),
+            (20, _) => ("bigint".to_owned(), DataType::Int64),
+            (700, _) => ("real".to_owned(), DataType::Float32),
+            (701, _) => ("double precision".to_owned(), DataType::Float64),
+            (1700, modifier) if modifier >= 4 => {
+                let precision = ((modifier - 4) >> 16) & 0xffff;
+                let scale = (modifier - 4) & 0xffff;
+                let fits = precision <= i32::from(crate::types::numeric::MAX_PRECISION);
+                if !fits || scale > precision {
+                    return None;
+                }
+                let ty = DataType::Decimal { precision: precision as u8, scale: scale as i8 };
+                (format!("numeric({precision},{scale})"), ty)
+            }
             _ => return None,
         };
-        self.retypes_in_place(u, &name).then_some(name)
+        self.retypes_in_place(u, &name, holds).then_some((name, holds))
     }
 
-    /// Takes column `u` as having type `now` (`name` as printed) from here on: a type it
-    /// takes in place (see [`Self::retypes_in_place`]). Descriptions from before, read again,
-    /// are taken back the same way.
-    pub fn retype(&mut self, u: usize, now: TypeId, name: String) {
+    /// Takes column `u` as having type `now` (`name` as printed, `holds` Sluice's) from here
+    /// on: a type it takes in place (see [`Self::retypes_in_place`]). Descriptions from
+    /// before, read again, are taken back the same way.
+    pub fn retype(&mut self, u: usize, now: TypeId, name: String, holds: DataType) {
         if let Some(known) = self.type_ids.as_mut().and_then(|k| k.get_mut(u)) {
             *known = now;
         }
         self.types[u] = name;
+        if self.data_types[u] != DataType::Varchar {
+            self.data_types[u] = holds;
+        }
+    }
+
+    /// Takes column `u` as described with type `now` by a description from before a retype
+    /// the table followed (see [`Self::retype_followed`]): the next description is compared
+    /// with it, and the types recorded stay.
+    pub fn take_described_type(&mut self, u: usize, now: TypeId) {
+        if let Some(known) = self.type_ids.as_mut().and_then(|k| k.get_mut(u)) {
+            *known = now;
+        }
     }
 
     /// Whether `u` is one of the upstream's key columns.
@@ -548,7 +594,8 @@ mod tests {
             name: "t".into(),
             columns: ["id", "a", "b"]
                 .iter()
-                .map(|n| ColumnCatalog::new(*n, DataType::Varchar))
+                .zip([DataType::Int32, DataType::Varchar, DataType::Varchar])
+                .map(|(n, t)| ColumnCatalog::new(*n, t))
                 .collect(),
             upstream_types: vec!["integer".into(), "text".into(), "text".into()],
             pk: vec![0],
@@ -738,16 +785,56 @@ mod tests {
     #[test]
     fn text_columns_take_wider_text_types_in_place() {
         let g = guard();
-        assert!(g.retypes_in_place(1, "character varying(20)"));
-        assert!(g.retypes_in_place(1, "character varying"));
-        assert!(!g.retypes_in_place(1, "integer"));
-        assert!(!g.retypes_in_place(0, "text"), "integer to text is another type");
-        assert_eq!(g.retypes_in_place_to(1, (1043, 24)).as_deref(), Some("character varying(20)"));
-        assert_eq!(g.retypes_in_place_to(1, (25, -1)).as_deref(), Some("text"));
+        let text = DataType::Varchar;
+        assert!(g.retypes_in_place(1, "character varying(20)", text));
+        assert!(g.retypes_in_place(1, "character varying", text));
+        assert!(!g.retypes_in_place(1, "integer", DataType::Int32));
+        assert!(!g.retypes_in_place(0, "text", text), "integer to text is another type");
+        let named = |t: Option<(String, DataType)>| t.map(|(name, _)| name);
+        assert_eq!(
+            named(g.retypes_in_place_to(1, (1043, 24))).as_deref(),
+            Some("character varying(20)")
+        );
+        assert_eq!(named(g.retypes_in_place_to(1, (25, -1))).as_deref(), Some("text"));
         assert_eq!(g.retypes_in_place_to(1, (23, -1)), None);
         assert_eq!(text_type("varchar(10) collate utf8mb4_bin"), Some(" collate utf8mb4_bin"));
         assert_eq!(text_type("longtext"), Some(""));
         assert_eq!(text_type("char(3)"), None, "blank-padded: not in place");
         assert_eq!(text_type("character varying(6)[]"), None, "an array");
+    }
+
+    #[test]
+    fn numbers_take_wider_types_in_place_and_key_columns_none() {
+        // `(id integer key, n integer, r real, d numeric(10,2), u uuid)`.
+        let dec = |precision, scale| DataType::Decimal { precision, scale };
+        let types =
+            [DataType::Int32, DataType::Int32, DataType::Float32, dec(10, 2), DataType::Varchar];
+        let upstream = UpstreamTable {
+            columns: ["id", "n", "r", "d", "u"]
+                .iter()
+                .zip(types)
+                .map(|(n, t)| ColumnCatalog::new(*n, t))
+                .collect(),
+            upstream_types: ["integer", "integer", "real", "numeric(10,2)", "uuid"]
+                .map(String::from)
+                .to_vec(),
+            ..guard_upstream()
+        };
+        let g = UpstreamGuard::new(&upstream, None);
+        let to = |u, id| g.retypes_in_place_to(u, id);
+        assert_eq!(to(1, (20, -1)), Some(("bigint".into(), DataType::Int64)));
+        assert_eq!(to(0, (20, -1)), None, "a key column keeps its type");
+        assert_eq!(to(1, (21, -1)), None, "narrowed");
+        assert_eq!(to(2, (701, -1)), Some(("double precision".into(), DataType::Float64)));
+        // numeric(12,2) and numeric(40,4) are wider; numeric(12,4) has fewer integer digits
+        // at another scale of the same width; unconstrained numeric is not taken.
+        let numeric = |p: i32, s: i32| (1700, ((p << 16) | s) + 4);
+        assert_eq!(to(3, numeric(12, 2)), Some(("numeric(12,2)".into(), dec(12, 2))));
+        assert_eq!(to(3, numeric(40, 4)), Some(("numeric(40,4)".into(), dec(40, 4))));
+        assert_eq!(to(3, numeric(12, 4)), None);
+        assert_eq!(to(3, (1700, -1)), None);
+        // A uuid held as text takes any type the upstream gives it.
+        assert!(g.retypes_in_place(4, "text", DataType::Varchar));
+        assert!(!g.retypes_in_place(1, "text", DataType::Varchar), "integer to text");
     }
 }

@@ -82,11 +82,15 @@ impl CdcBackfill {
         let mut retyped = Vec::new();
         while let Some(Some(column)) = self.guard.retyped_column(types, &layout) {
             let now = self.type_at(types, column, &layout);
-            let Some(name) = self.guard.retypes_in_place_to(column, now) else { break };
-            if !self.guard.retype_followed(column, position) {
-                retyped.push((column, name.clone()));
+            if self.guard.retype_followed(column, position) {
+                // A description from before a retype the table followed (read again) names
+                // the type the column had then.
+                self.guard.take_described_type(column, now);
+                continue;
             }
-            self.guard.retype(column, now, name);
+            let Some((name, holds)) = self.guard.retypes_in_place_to(column, now) else { break };
+            retyped.push((column, name.clone(), holds));
+            self.guard.retype(column, now, name, holds);
         }
         if !retyped.is_empty() {
             return self.follow_columns(Vec::new(), Vec::new(), retyped, position);
@@ -132,7 +136,7 @@ impl CdcBackfill {
         &mut self,
         dropped: Vec<usize>,
         mut added: Vec<String>,
-        retyped: Vec<(usize, String)>,
+        retyped: Vec<Retype>,
         position: u64,
     ) -> Result<()> {
         if !self.config.follow_columns {
@@ -153,7 +157,7 @@ impl CdcBackfill {
         if !added.is_empty() {
             what.push(format!("gained column(s) {}", added.join(", ")));
         }
-        for (u, ty) in &retyped {
+        for (u, ty, _) in &retyped {
             what.push(format!("changed column {} to {ty}", self.config.upstream.columns[*u].name));
         }
         let what = what.join(" and ");
@@ -264,6 +268,26 @@ impl CdcBackfill {
 
     /// Stops following the upstream: no page is read and no change applied from here on; the
     /// table keeps its rows.
+    /// `reason` (a value that does not fit its column), with what to do when the table keeps
+    /// columns widened upstream in their narrower type for the views that read them.
+    pub(super) fn with_pinned_hint(&self, reason: String) -> String {
+        let cdc = self.config.table.cdc.as_ref();
+        let pinned: Vec<&str> = cdc
+            .map_or(&[][..], |c| &c.pinned[..])
+            .iter()
+            .map(|&u| self.config.upstream.columns[u].name.as_str())
+            .collect();
+        if pinned.is_empty() {
+            return reason;
+        }
+        format!(
+            "{reason}. Column(s) {} were widened upstream and are kept in their type for the \
+             views that read them: drop those views, then ALTER TABLE {} RESNAPSHOT widens them",
+            pinned.join(", "),
+            self.config.table.name
+        )
+    }
+
     pub(super) fn stop(&mut self, reason: String) {
         tracing::error!(table = %self.config.table.name, upstream = %self.upstream_name, %reason, "a CDC table stopped");
         self.config.metrics.cdc_table_error(self.config.table.id.0, Some(reason.clone()));
@@ -336,7 +360,8 @@ impl CdcBackfill {
         let added = self.config.columns_since.iter().map(|&(_, n)| n).min().unwrap_or(usize::MAX);
         let data = match self.typed(|u| fetched.gather(changes, rows, u, added, &layouts)) {
             Err(Error::OutOfRange(what)) => {
-                self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
+                let reason = format!("the table stopped following {}: {what}", self.upstream_name);
+                self.stop(self.with_pinned_hint(reason));
                 return Ok(None);
             }
             data => data?,

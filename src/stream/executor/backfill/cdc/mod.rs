@@ -83,7 +83,7 @@ use crate::stream::executor::backfill::status::{
     BackfillStatus, CommittedRows, RateLimiter, RateMeter,
 };
 use crate::stream::executor::backfill::upstream_guard::{
-    Described, IDENTITY_INTERVAL, UpstreamGuard,
+    Described, IDENTITY_INTERVAL, Retype, UpstreamGuard,
 };
 use crate::stream::executor::materialize::unchanged_field;
 use crate::stream::executor::source::change::Changes;

@@ -833,7 +833,7 @@ async fn a_text_column_retyped_to_wider_text_is_followed_in_place() {
     let err = b.on_changes(&changes(lines)).await.unwrap_err();
     assert!(err.to_string().contains("changed column x to character varying(20)"), "{err}");
     let change = changed.take_changes().pop().unwrap();
-    assert_eq!(change.retyped, [(1, "character varying(20)".to_owned())]);
+    assert_eq!(change.retyped, [(1, "character varying(20)".to_owned(), DataType::Varchar)]);
     assert!(b.stopped.is_none());
     // Once followed (at 200), descriptions up to it, read again, are taken as they come.
     let mut c = config(&store, false);
@@ -853,4 +853,46 @@ async fn a_text_column_retyped_to_wider_text_is_followed_in_place() {
     apply(&mut b, "+ public.t columns 200 [id,x,v] [23,23,25]").await;
     let reason = b.stopped.clone().unwrap();
     assert!(reason.contains("column x changed type upstream from text"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_number_column_widened_upstream_is_followed_in_place_and_a_narrowed_one_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // `x` is an integer upstream, held as one.
+    let fixture = |store: &Arc<Store>| {
+        let mut c = config(store, false);
+        c.upstream.columns[1] = ColumnCatalog::new("x", DataType::Int32);
+        c.upstream.upstream_types[1] = "integer".into();
+        c
+    };
+    let c = fixture(&store);
+    let changed = c.rebuilds.clone();
+    let (status, _) = watch::channel(BackfillStatus::default());
+    let mut b = CdcBackfill::load(store.clone(), c, status).unwrap();
+    b.guard.learn_types(vec![(23, -1), (23, -1), (25, -1)]);
+    let lines = "+ public.t columns 100 [id,x,v] [23,23,25]
+                 + public.t f 100 [1, 7, a] . f
+                 + public.t columns 200 [id,x,v] [23,20,25]
+                 + public.t f 200 [2, 5000000000, b] . f";
+    let err = b.on_changes(&changes(lines)).await.unwrap_err();
+    assert!(err.to_string().contains("changed column x to bigint"), "{err}");
+    let change = changed.take_changes().pop().unwrap();
+    assert_eq!(
+        (change.position, change.retyped),
+        (200, vec![(1, "bigint".into(), DataType::Int64)])
+    );
+    assert!(b.stopped.is_none());
+    // bigint to smallint, and the key column widened: each stops the table.
+    for (description, column) in
+        [("[23,21,25]", "column x changed type upstream"), ("[20,23,25]", "column id changed type")]
+    {
+        let (status, _) = watch::channel(BackfillStatus::default());
+        let mut b = CdcBackfill::load(store.clone(), fixture(&store), status).unwrap();
+        b.guard.learn_types(vec![(23, -1), (23, -1), (25, -1)]);
+        apply(&mut b, &format!("+ public.t columns 200 [id,x,v] {description}")).await;
+        let reason = b.stopped.clone().unwrap();
+        assert!(reason.contains(column), "{reason}");
+        assert!(changed.take_changes().is_empty());
+    }
 }
