@@ -426,20 +426,42 @@ impl Case {
                 }
             }
             (2, Some(c)) => {
-                let ty = match self.columns[c] {
-                    ColType::Text | ColType::Toasted => "varchar(100000)",
-                    _ => "text",
+                // Text to text, a number widened, and any type of a column Sluice holds as
+                // text are followed in place; any other type change stops the table.
+                let (ty, now, expect) = match self.columns[c] {
+                    ColType::Text | ColType::Toasted => {
+                        ("varchar(100000)".into(), None, Expect::Follow)
+                    }
+                    ColType::Int2 | ColType::Int4 => {
+                        ("bigint".into(), Some(ColType::Int8), Expect::Follow)
+                    }
+                    ColType::Float4 => {
+                        ("double precision".into(), Some(ColType::Float8), Expect::Follow)
+                    }
+                    ColType::Numeric(p, s) | ColType::WideNumeric(p, s) if p <= 66 => {
+                        let wider = if p + 10 <= 38 {
+                            ColType::Numeric(p + 10, s)
+                        } else {
+                            ColType::WideNumeric(p + 10, s)
+                        };
+                        (wider.sql(), Some(wider), Expect::Follow)
+                    }
+                    ColType::Varchar(_)
+                    | ColType::Char(_)
+                    | ColType::Uuid
+                    | ColType::Inet
+                    | ColType::Interval
+                    | ColType::Time => ("text".into(), None, Expect::Follow),
+                    _ => ("text".into(), None, Expect::Stop),
                 };
-                // Text to text is followed in place; any other type change stops the table.
-                let text = matches!(
-                    self.columns[c],
-                    ColType::Text | ColType::Toasted | ColType::Varchar(_)
-                );
+                if let Some(now) = now {
+                    self.columns[c] = now;
+                }
                 (
                     format!(
                         "ALTER TABLE {table} ALTER COLUMN c{c} TYPE {ty} USING c{c}::{ty}; {insert}"
                     ),
-                    if text { Expect::Follow } else { Expect::Stop },
+                    expect,
                 )
             }
             (3, Some(c)) => (
@@ -482,18 +504,35 @@ impl Case {
                 format!("ALTER TABLE {table} RENAME COLUMN c{c} TO renamed; {insert}"),
                 Expect::Stop,
             ),
-            (2, Some(c)) => {
-                // A type every value converts to (bytes that are not UTF-8 are no text).
-                let ty = match self.columns[c] {
-                    ColType::Text | ColType::Toasted => "longtext",
-                    ColType::Bytea | ColType::Point => "longblob",
-                    _ => "varchar(200)",
+            // JSON (MariaDB's is text with a check) is not retyped here.
+            (2, Some(c)) if self.columns[c] != ColType::Jsonb => {
+                // A type every value converts to (bytes that are not UTF-8 are no text): text
+                // to text, bytes to bytes, a number widened, and any type of a column Sluice
+                // holds as text are followed in place; other types stop the table.
+                let (ty, now, expect) = match self.columns[c] {
+                    ColType::Text | ColType::Toasted => ("longtext".into(), None, Expect::Follow),
+                    ColType::Bytea | ColType::Point => {
+                        ("longblob".into(), Some(ColType::Bytea), Expect::Follow)
+                    }
+                    ColType::Int2 => ("int".into(), Some(ColType::Int4), Expect::Follow),
+                    ColType::Int4 => ("bigint".into(), Some(ColType::Int8), Expect::Follow),
+                    ColType::Float4 => ("double".into(), Some(ColType::Float8), Expect::Follow),
+                    ColType::Numeric(p, s) | ColType::WideNumeric(p, s) if p <= 55 => {
+                        let wider = if p + 10 <= 38 {
+                            ColType::Numeric(p + 10, s)
+                        } else {
+                            ColType::WideNumeric(p + 10, s)
+                        };
+                        (wider.mysql_sql(), Some(wider), Expect::Follow)
+                    }
+                    ColType::Varchar(_) | ColType::Char(_) | ColType::Uuid => {
+                        ("varchar(200)".into(), None, Expect::Follow)
+                    }
+                    _ => ("varchar(200)".into(), None, Expect::Stop),
                 };
-                let text = matches!(
-                    self.columns[c],
-                    ColType::Text | ColType::Toasted | ColType::Varchar(_)
-                );
-                let expect = if text { Expect::Follow } else { Expect::Stop };
+                if let Some(now) = now {
+                    self.columns[c] = now;
+                }
                 (format!("ALTER TABLE {table} MODIFY COLUMN c{c} {ty}; {insert}"), expect)
             }
             (3, Some(c)) => (
