@@ -27,9 +27,32 @@ impl Engine {
     ) -> Result<Output> {
         let tag = Output::Command(CommandTag::new("CREATE TABLE"));
         let ddl = self.ddl_lock.lock().await;
+        let started = self
+            .start_table_from(create, source_name, external, private_source, None, session)
+            .await?;
+        drop(ddl);
+        if let Some((job, false)) = started {
+            self.wait_created(&job, session).await?;
+        }
+        Ok(tag)
+    }
+
+    /// [`Engine::create_table_from`] up to its job running, with the DDL lock held: the job
+    /// and whether it runs in the background (`None` when the table exists and the statement
+    /// said `IF NOT EXISTS`). `replacing`: a table of the same name that the new one replaces
+    /// (`ALTER TABLE .. REFRESH SCHEMA`), dropped once the upstream table is bound.
+    pub(crate) async fn start_table_from(
+        &self,
+        create: ast::CreateTable,
+        source_name: &ast::ObjectName,
+        external: &str,
+        private_source: bool,
+        replacing: Option<&TableCatalog>,
+        session: &Session,
+    ) -> Result<Option<(std::sync::Arc<crate::stream::graph::creating::CreatingJob>, bool)>> {
         let name = relation_name(&create.name)?;
-        if !name_is_free(&self.catalog, &name, create.if_not_exists)? {
-            return Ok(tag);
+        if replacing.is_none() && !name_is_free(&self.catalog, &name, create.if_not_exists)? {
+            return Ok(None);
         }
         let rate_limit = session.backfill_rate_limit()?;
         let creating =
@@ -54,6 +77,9 @@ impl Engine {
             (None, None) => default_splits(reader.estimate_rows(&schema, &table).await?),
         };
         config.add_table(&reader, source.created.publication, &upstream).await?;
+        if let Some(old) = replacing {
+            self.drop_replaced(old).await?;
+        }
 
         let id = self.catalog.next_table_id()?;
         let state_id = self.catalog.next_table_id()?;
@@ -106,12 +132,7 @@ impl Engine {
         let (_, backfills) = self.graph.start_job(job).await?;
         tracing::info!(table = %name, upstream = %external, source = %source_name, "started CDC table");
         let job = self.graph.track_job(&catalog, backfills)?;
-        drop(ddl);
-        if creating.background {
-            return Ok(tag);
-        }
-        self.wait_created(&job, session).await?;
-        Ok(tag)
+        Ok(Some((job, creating.background)))
     }
 
     /// `CREATE TABLE t (..) WITH (connector = 'postgres-cdc', .., table.name = 'schema.t')`: a

@@ -26,6 +26,7 @@ mod mv;
 mod patterns;
 pub mod query;
 pub mod recovery;
+mod refresh;
 mod rescale;
 mod resnapshot;
 pub mod session;
@@ -218,7 +219,8 @@ impl Engine {
             Statement::ShowJobs => Ok(self.show_jobs()),
             Statement::Wait => self.wait_jobs().await,
             Statement::CancelJobs(ids) => self.cancel_jobs(&ids).await,
-            Statement::Resnapshot(name) => self.resnapshot(&name).await,
+            Statement::Resnapshot(name) => Box::pin(self.resnapshot(&name)).await,
+            Statement::RefreshSchema(name) => Box::pin(self.refresh_schema(&name, session)).await,
             Statement::AlterSet { materialized_view, name, setting, value } => {
                 self.alter_set(materialized_view, &name, setting, value).await
             }
@@ -323,7 +325,9 @@ fn statement_label(statement: &Statement) -> &'static str {
         | Statement::CreateTableFrom { .. }
         | Statement::CreateTablesFrom { .. } => "create",
         Statement::DropSource { .. } => "drop",
-        Statement::AlterSet { .. } | Statement::Resnapshot(_) => "alter",
+        Statement::AlterSet { .. } | Statement::Resnapshot(_) | Statement::RefreshSchema(_) => {
+            "alter"
+        }
         Statement::ShowInternalTables | Statement::ShowSources | Statement::ShowJobs => "show",
         Statement::ExplainCreateTableFrom(_) => "explain",
         Statement::Wait | Statement::CancelJobs(_) => "job_control",

@@ -87,7 +87,8 @@ impl Engine {
             };
             return Err(Error::ObjectState(format!(
                 "the upstream table {}.{} no longer has the columns \"{name}\" reads (it has {}; \
-                 the table reads {}): drop the table and create it again",
+                 the table reads {}): ALTER TABLE {name} REFRESH SCHEMA builds it again from the \
+                 upstream table as it is now",
                 cdc.schema,
                 cdc.table,
                 list(&now),

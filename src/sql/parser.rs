@@ -70,6 +70,9 @@ pub enum Statement {
     /// `ALTER TABLE name RESNAPSHOT`: a CDC table reads its upstream table again over the rows
     /// it holds.
     Resnapshot(ast::ObjectName),
+    /// `ALTER TABLE name REFRESH SCHEMA`: a CDC table is built again from its upstream table
+    /// as it is now.
+    RefreshSchema(ast::ObjectName),
     /// `CANCEL JOBS id, ..` (also `CANCEL JOB id`).
     CancelJobs(Vec<u32>),
     /// `ALTER {TABLE | MATERIALIZED VIEW} name SET setting {= | TO} {n | DEFAULT}`.
@@ -385,8 +388,11 @@ fn parse_one(parser: &mut Parser<'_>) -> Result<Statement> {
     if let Some(statement) = parse_alter_set(parser)? {
         return Ok(statement);
     }
-    if let Some(name) = parse_resnapshot(parser)? {
-        return Ok(Statement::Resnapshot(name));
+    if let Some((name, refresh)) = parse_resnapshot(parser)? {
+        return Ok(match refresh {
+            true => Statement::RefreshSchema(name),
+            false => Statement::Resnapshot(name),
+        });
     }
     if parse_words(parser, &["CREATE", "SOURCE"]) {
         let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
@@ -551,8 +557,9 @@ fn parse_create_table_star(parser: &mut Parser<'_>) -> Result<Option<Statement>>
 
 /// `ALTER {TABLE | MATERIALIZED VIEW} name SET {BACKFILL_RATE_LIMIT | PARALLELISM} {= | TO}
 /// {n | DEFAULT}`; other ALTER statements are left to sqlparser.
-/// `ALTER TABLE name RESNAPSHOT`: the name, if the statement is that.
-fn parse_resnapshot(parser: &mut Parser<'_>) -> Result<Option<ast::ObjectName>> {
+/// `ALTER TABLE name RESNAPSHOT` or `ALTER TABLE name REFRESH SCHEMA`: the name, and whether
+/// it is the latter, if the statement is one of them.
+fn parse_resnapshot(parser: &mut Parser<'_>) -> Result<Option<(ast::ObjectName, bool)>> {
     let word = |n: usize| match &parser.peek_nth_token(n).token {
         Token::Word(w) => w.value.to_uppercase(),
         _ => String::new(),
@@ -564,14 +571,18 @@ fn parse_resnapshot(parser: &mut Parser<'_>) -> Result<Option<ast::ObjectName>> 
     while parser.peek_nth_token(i).token == Token::Period {
         i += 2;
     }
-    if word(i) != "RESNAPSHOT" {
+    let refresh = word(i) == "REFRESH" && word(i + 1) == "SCHEMA";
+    if word(i) != "RESNAPSHOT" && !refresh {
         return Ok(None);
     }
     parser.next_token();
     parser.next_token();
     let name = parser.parse_object_name(false)?;
     parser.next_token();
-    Ok(Some(name))
+    if refresh {
+        parser.next_token();
+    }
+    Ok(Some((name, refresh)))
 }
 
 fn parse_alter_set(parser: &mut Parser<'_>) -> Result<Option<Statement>> {
@@ -722,6 +733,18 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["public.orders", "t"]);
+        let refresh =
+            parse("ALTER TABLE s.t REFRESH SCHEMA; alter table u refresh schema").unwrap();
+        assert_eq!(
+            refresh,
+            [
+                Statement::RefreshSchema(ast::ObjectName::from(vec![
+                    ast::Ident::new("s"),
+                    ast::Ident::new("t")
+                ])),
+                Statement::RefreshSchema(ast::ObjectName::from(vec![ast::Ident::new("u")])),
+            ]
+        );
         assert!(matches!(parse("CANCEL JOBS x"), Err(Error::Parse(_))));
         let Statement::AlterSet { materialized_view, name, setting, value } =
             parse("ALTER MATERIALIZED VIEW mv SET BACKFILL_RATE_LIMIT = 0").unwrap().remove(0)

@@ -57,6 +57,8 @@ pub enum Described {
 pub struct UpstreamGuard {
     /// `schema.table`.
     name: String,
+    /// The Sluice table, as the way on names it.
+    relation: String,
     schema: String,
     table: String,
     /// Every upstream column the table knows, those dropped upstream since too.
@@ -92,6 +94,7 @@ impl UpstreamGuard {
     pub fn new(upstream: &UpstreamTable, identity: Option<String>) -> Self {
         Self {
             name: format!("{}.{}", upstream.schema, upstream.name),
+            relation: upstream.name.clone(),
             schema: upstream.schema.clone(),
             table: upstream.name.clone(),
             names: upstream.columns.iter().map(|c| c.name.clone()).collect(),
@@ -106,6 +109,12 @@ impl UpstreamGuard {
             retyped_at: Vec::new(),
             pending_retypes: Vec::new(),
         }
+    }
+
+    /// The guard of the Sluice table called `relation` (named in the reasons to stop).
+    pub fn for_relation(mut self, relation: &str) -> Self {
+        relation.clone_into(&mut self.relation);
+        self
     }
 
     /// The guard of a table that followed columns added upstream at the positions `since`.
@@ -570,10 +579,10 @@ impl UpstreamGuard {
     /// The whole reason, with what to do.
     fn stopped(&self, what: &str) -> String {
         format!(
-            "the table stopped following {}: {what}. Sluice cannot follow this change yet; the table \
-             keeps the rows it had. Drop it and create it again to read the upstream table as \
-             it is now",
-            self.name
+            "the table stopped following {}: {what}. Sluice cannot follow this change; the table \
+             keeps the rows it had. ALTER TABLE {} REFRESH SCHEMA builds it again from the \
+             upstream table as it is now",
+            self.name, self.relation
         )
     }
 }
@@ -681,7 +690,7 @@ mod tests {
         );
         let reason = g.retyped(1, None);
         assert!(reason.contains("column a changed type upstream from text"), "{reason}");
-        assert!(reason.contains("Drop it and create it again"), "{reason}");
+        assert!(reason.contains("ALTER TABLE t REFRESH SCHEMA builds it again"), "{reason}");
     }
 
     #[test]

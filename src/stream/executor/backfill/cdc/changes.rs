@@ -164,9 +164,9 @@ impl CdcBackfill {
         if self.config.stop_at_schema_change {
             self.stop(format!(
                 "the table stopped following {}: the upstream table {what}, and the table was \
-                 created with schema.change = 'stop'. It keeps the rows it had; drop it and \
-                 create it again to read the upstream table as it is now",
-                self.upstream_name
+                 created with schema.change = 'stop'. It keeps the rows it had; ALTER TABLE {} \
+                 REFRESH SCHEMA builds it again from the upstream table as it is now",
+                self.upstream_name, self.config.table.name
             ));
             return Ok(());
         }
@@ -227,9 +227,9 @@ impl CdcBackfill {
             let name = &self.config.upstream.columns[key].name;
             self.stop(format!(
                 "the table stopped following {}: key column {name} was dropped upstream. It \
-                 keeps the rows it had; drop it and create it again to read the upstream table \
-                 as it is now",
-                self.upstream_name
+                 keeps the rows it had; ALTER TABLE {} REFRESH SCHEMA builds it again from the \
+                 upstream table as it is now",
+                self.upstream_name, self.config.table.name
             ));
             return Ok(());
         }

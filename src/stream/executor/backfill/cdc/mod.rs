@@ -350,6 +350,7 @@ impl CdcBackfill {
         let state = config.state.state_table(store.clone());
         let upstream_name = format!("{}.{}", config.upstream.schema, config.upstream.name);
         let guard = UpstreamGuard::new(&config.upstream, config.upstream_identity.clone())
+            .for_relation(&config.table.name)
             .with_columns_since(config.columns_since.clone())
             .with_dropped(config.dropped.clone())
             .with_retyped(config.retyped.clone());
