@@ -543,6 +543,14 @@ async fn mysql_events(upstream: &MySqlUpstream, server: &mut Sluice) -> anyhow::
     }
     let again = text_rows(&client, "SELECT count(*) FROM again WHERE a LIKE 'new%'").await?;
     ensure!(again == [[Some("0".to_owned())]], "again took the new table's rows: {again:?}");
+    // REFRESH SCHEMA builds a stopped table again from its upstream table as it is now (a
+    // column moved first; another table under the name), and it takes changes again.
+    for t in ["moved", "again"] {
+        client.batch_execute(&format!("ALTER TABLE {t} REFRESH SCHEMA")).await?;
+    }
+    upstream.execute("INSERT INTO shop.moved VALUES (52, 52, 'y'); INSERT INTO shop.again VALUES (3, 'newest', 3)").await?;
+    converges_mysql(&client, upstream, "SELECT * FROM moved", "SELECT * FROM shop.moved").await?;
+    converges_mysql(&client, upstream, "SELECT * FROM again", "SELECT * FROM shop.again").await?;
 
     // A change logged as a statement: the source stops at it and says why.
     upstream
