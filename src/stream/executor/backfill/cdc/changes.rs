@@ -388,7 +388,13 @@ impl CdcBackfill {
                 }
                 keep[row] = self.apply_ahead(index, key, ops[row], all_sent[row], &data, row)?;
             } else {
-                keep[row] = self.splits[index].applies(key, positions[row]);
+                // A snapshot read again over the table reads every page after
+                // `truncates_from`: a row it has read holds every change from before, which
+                // replayed now (after a restart, once its pages are forgotten) would take back
+                // values that only the snapshot has (a column added since).
+                let read_since =
+                    self.config.overwrite && positions[row] < self.config.truncates_from;
+                keep[row] = !read_since && self.splits[index].applies(key, positions[row]);
             }
             if trace {
                 let split = &self.splits[index];

@@ -790,6 +790,37 @@ async fn changes_from_before_a_followed_column_keep_its_stored_value() {
 }
 
 #[tokio::test]
+async fn changes_from_before_a_snapshot_read_again_are_dropped_where_it_has_read_even_after_a_restart()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // The snapshot read again from position 200 has read up to id 3 and persisted it.
+    let mut b = overwriting(&store, 200);
+    read_page(&mut b, 3, 250);
+    b.persist(Epoch(1)).unwrap();
+    store_rows(&b, &store, "i T\n+ 1 a\n+ 2 b");
+    // After a restart its pages are forgotten; changes replayed from before 200 to rows it
+    // read are dropped (its rows hold them, and what only it has: a column added at 200),
+    // those beyond its cursor apply ahead, and later ones apply.
+    let mut b = overwriting(&store, 200);
+    let lines = "+ public.t t 150 [2, ., .] . f
+                 + public.t f 160 [2, x, b] . f
+                 + public.t f 170 [7, x, g] . f
+                 + public.t f 260 [1, x, a2] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 7 g .\n+ 1 a2 .");
+    // Once it has finished, too.
+    b.splits[0].finished = true;
+    b.splits[0].dirty = true;
+    b.persist(Epoch(2)).unwrap();
+    store.commit(Epoch(2)).unwrap();
+    let mut b = overwriting(&store, 200);
+    assert!(b.splits[0].finished);
+    let lines = "+ public.t f 190 [9, x, i] . f
+                 + public.t f 210 [9, x, i2] . f";
+    assert_eq!(apply(&mut b, lines).await, "i T [u]\n+ 9 i2 .");
+}
+
+#[tokio::test]
 async fn a_truncate_from_before_a_snapshot_read_again_starts_it_over() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
