@@ -88,6 +88,10 @@ pub struct RowChange {
     /// With `relation`: each column's type as the stream names it (Postgres); empty where the
     /// description carries names only.
     pub types: Vec<TypeId>,
+    /// The id of the change's transaction where the upstream names one (a Postgres xid, 32
+    /// bits as pgoutput sends it); 0 otherwise. A table read from one snapshot tells by it
+    /// which changes that snapshot holds.
+    pub xid: u32,
 }
 
 impl RowChange {

@@ -433,7 +433,7 @@ impl Decoder {
             code: "08P01",
             message: "a change came outside a transaction".into(),
         })?;
-        open.push(change);
+        open.push(RowChange { xid: self.xid, ..change });
         Ok(())
     }
 
@@ -625,10 +625,14 @@ mod tests {
             old_tuple: tuple(&[Some("2"), None]),
             key_type: 'K',
         };
-        for message in [begin(), update, delete, commit(200)] {
+        let second = LogicalReplicationMessage::Begin { final_lsn: 0, timestamp: 0, xid: 9 };
+        for message in [second, update, delete, commit(200)] {
             decoder.frame(&wal(message, 150)).unwrap();
         }
         let batch = decoder.take();
+        // Each change carries its transaction's id.
+        let xids: Vec<u32> = batch.changes.iter().filter(|c| !c.relation).map(|c| c.xid).collect();
+        assert_eq!(xids, [7, 9, 9, 9]);
         assert_eq!(
             lines(&batch),
             [

@@ -29,8 +29,8 @@ use crate::stream::{index_list_type, indices_at};
 /// The schema of the rows a source emits, one per change (see the module docs): `table`
 /// (`schema.table`), `delete`, `position` (the end of the change's transaction), `values` (text per
 /// upstream column), `unchanged` (upstream column indices not sent; NULL or empty: none),
-/// `replaces` (see [`RowChange::replaces`]), `truncate` (see [`RowChange::truncate`]) and
-/// `relation` (see [`RowChange::relation`]).
+/// `replaces` (see [`RowChange::replaces`]), `truncate` (see [`RowChange::truncate`]),
+/// `relation` (see [`RowChange::relation`]) and `xid` (see [`RowChange::xid`]).
 pub fn change_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("table", ArrowType::Utf8, false),
@@ -41,6 +41,7 @@ pub fn change_schema() -> SchemaRef {
         Field::new("replaces", ArrowType::Boolean, false),
         Field::new("truncate", ArrowType::Boolean, false),
         Field::new("relation", ArrowType::Boolean, false),
+        Field::new("xid", ArrowType::Int64, false),
     ]))
 }
 
@@ -58,6 +59,8 @@ pub struct Changes<'a> {
     pub truncate: &'a BooleanArray,
     /// Whether each row describes its table's columns (their names are its values).
     pub relation: &'a BooleanArray,
+    /// The id of each change's transaction (see [`RowChange::xid`]).
+    pub xid: &'a Int64Array,
     values: &'a ListArray,
     unchanged: &'a ListArray,
 }
@@ -80,6 +83,7 @@ impl<'a> Changes<'a> {
             replaces: columns[5].as_boolean(),
             truncate: columns[6].as_boolean(),
             relation: columns[7].as_boolean(),
+            xid: columns[8].as_primitive::<Int64Type>(),
         })
     }
 
@@ -153,6 +157,7 @@ pub fn changes_chunk(changes: &[RowChange]) -> Result<StreamChunk> {
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.replaces)))) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.truncate)))) as _,
         Arc::new(BooleanArray::from_iter(changes.iter().map(|c| Some(c.relation)))) as _,
+        Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| i64::from(c.xid)))) as _,
     ];
     Ok(StreamChunk::inserts(RecordBatch::try_new(change_schema(), columns)?))
 }
@@ -183,11 +188,11 @@ pub(crate) mod tests {
         ];
         let chunk = changes_chunk(&changes).unwrap();
         assert_eq!(chunk.schema(), change_schema());
-        let expected = "T B I [T] [u] B B B
-                        + public.t false 100 [1, a] . false false false
-                        + public.t true 100 [2, .] . false false false
-                        + public.u false 130 [3] . false false false
-                        + public.t true 140 [] . false true false";
+        let expected = "T B I [T] [u] B B B I
+                        + public.t false 100 [1, a] . false false false 0
+                        + public.t true 100 [2, .] . false false false 0
+                        + public.u false 130 [3] . false false false 0
+                        + public.t true 140 [] . false true false 0";
         assert_eq!(chunk.to_pretty(), dedent(expected));
     }
 
@@ -204,10 +209,10 @@ pub(crate) mod tests {
             },
             RowChange { replaces: true, ..insert("public.t", 100, &[Some("4"), Some("d"), None]) },
         ];
-        let expected = "T B I [T] [u] B B B
-                        + public.t false 100 [1, a, .] [2] false false false
-                        + public.t false 100 [2, ., .] [1, 2] false false false
-                        + public.t false 100 [4, d, .] . true false false";
+        let expected = "T B I [T] [u] B B B I
+                        + public.t false 100 [1, a, .] [2] false false false 0
+                        + public.t false 100 [2, ., .] [1, 2] false false false 0
+                        + public.t false 100 [4, d, .] . true false false 0";
         assert_eq!(changes_chunk(&changes).unwrap().to_pretty(), dedent(expected));
     }
 
@@ -215,10 +220,15 @@ pub(crate) mod tests {
     fn values_are_text_as_sent_and_read_back_by_column() {
         let changes = [
             insert("public.t", 7, &[Some(r#"a"b\c"#), Some("null"), None, Some("")]),
-            RowChange { unchanged: vec![1], ..insert("public.u", 8, &[Some("x, y"), None]) },
+            RowChange {
+                unchanged: vec![1],
+                xid: u32::MAX,
+                ..insert("public.u", 8, &[Some("x, y"), None])
+            },
         ];
         let chunk = changes_chunk(&changes).unwrap();
         let read = Changes::of(&chunk).unwrap();
+        assert_eq!((read.xid.value(0), read.xid.value(1)), (0, i64::from(u32::MAX)));
         let row = |r: usize, n: usize| (0..n).map(|c| read.text(r, c).unwrap()).collect::<Vec<_>>();
         // No quoting or escaping: NULL is not the text 'null', nor the empty text.
         assert_eq!(row(0, 4), [Some(r#"a"b\c"#), Some("null"), None, Some("")]);

@@ -433,10 +433,10 @@ mod tests {
         assert!(
             source.on_transaction(Ok(transaction(&["3"], 130, "0-1-8", true))).unwrap().is_none()
         );
-        let expected = "T B I [T] [u] B B B
-                        + shop.t false 100 [1] . false false false
-                        + shop.t false 100 [2] . false false false
-                        + shop.t false 130 [3] . false false false";
+        let expected = "T B I [T] [u] B B B I
+                        + shop.t false 100 [1] . false false false 0
+                        + shop.t false 100 [2] . false false false 0
+                        + shop.t false 130 [3] . false false false 0";
         assert_eq!(source.flush().unwrap().to_pretty(), dedent(expected));
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();
@@ -455,7 +455,7 @@ mod tests {
         let part = source.flush().unwrap();
         assert_eq!(
             part.to_pretty(),
-            dedent("T B I [T] [u] B B B\n+ shop.t false 150 [2] . false false false")
+            dedent("T B I [T] [u] B B B I\n+ shop.t false 150 [2] . false false false 0")
         );
         source.commit(Epoch(1)).unwrap();
         store.commit(Epoch(1)).unwrap();

@@ -740,9 +740,9 @@ mod tests {
         ];
         let chunks = reader.accept(Some(Ok(Batch { changes, position: 150 }))).unwrap();
         let [chunk] = &chunks[..] else { panic!("{chunks:?}") };
-        let expected = "T B I [T] [u] B B B
-                        + public.t false 130 [2] . false false false
-                        + public.u false 130 [3] . false false false";
+        let expected = "T B I [T] [u] B B B I
+                        + public.t false 130 [2] . false false false 0
+                        + public.u false 130 [3] . false false false 0";
         assert_eq!(chunk.to_pretty(), dedent(expected));
         assert_eq!(reader.emitted, 150, "nothing commits at or below 150 unsent");
         // A keepalive's position alone moves the offset, with nothing to emit.
@@ -765,7 +765,7 @@ mod tests {
         let chunks = reader.accept(Some(Ok(Batch { changes, position: 200 }))).unwrap();
         let sizes: Vec<usize> = chunks.iter().map(StreamChunk::len).collect();
         assert_eq!(sizes, [CHUNK_CHANGES, 1]);
-        let last = "T B I [T] [u] B B B\n+ public.t false 200 [4096] . false false false";
+        let last = "T B I [T] [u] B B B I\n+ public.t false 200 [4096] . false false false 0";
         assert_eq!(chunks[1].to_pretty(), last);
         assert_eq!(reader.emitted, 200);
     }

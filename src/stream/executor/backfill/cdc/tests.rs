@@ -131,10 +131,10 @@ fn changes(lines: &str) -> StreamChunk {
     let lines: Vec<String> = lines
         .lines()
         .map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-            [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t f"),
+            [op, table, "truncate", lsn] => format!("{op} {table} t {lsn} [] . f t f 0"),
             [op, table, "columns", lsn, names] => {
                 let types = names.split(',').map(|_| "25,4294967295").collect::<Vec<_>>();
-                format!("{op} {table} f {lsn} {names} [{}] f f t", types.join(","))
+                format!("{op} {table} f {lsn} {names} [{}] f f t 0", types.join(","))
             }
             [op, table, "columns", lsn, names, oids] => {
                 let oids = oids.trim_matches(['[', ']']).split(',');
@@ -145,12 +145,12 @@ fn changes(lines: &str) -> StreamChunk {
                         None => format!("{oid},4294967295"),
                     })
                     .collect::<Vec<_>>();
-                format!("{op} {table} f {lsn} {names} [{}] f f t", types.join(","))
+                format!("{op} {table} f {lsn} {names} [{}] f f t 0", types.join(","))
             }
-            _ => format!("{line} f f"),
+            _ => format!("{line} f f 0"),
         })
         .collect();
-    StreamChunk::from_pretty(&format!("T B I [T] [u] B B B\n{}", lines.join("\n")))
+    StreamChunk::from_pretty(&format!("T B I [T] [u] B B B I\n{}", lines.join("\n")))
 }
 
 /// What the backfill emits for `lines` (see [`changes`]), as text; `-` for nothing.
