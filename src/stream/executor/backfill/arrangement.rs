@@ -386,7 +386,7 @@ impl Backfill {
         needed.sort_unstable();
         needed.dedup();
         let mut decoder = RowDecoder::widened(&types, &table.pk, &needed, limit, &table.widened);
-        let mut last_pk = RowDecoder::new(&types, &table.pk, &table.pk, 1);
+        let mut last_pk = RowDecoder::widened(&types, &table.pk, &table.pk, 1, &table.widened);
         let snapshot = self.snapshot.as_ref().expect("an epoch has started");
         let mut rows = 0;
         let last = snapshot.scan_once(&start, &end, limit, |k, v| {
