@@ -137,14 +137,7 @@ impl Engine {
                 Box::pin(self.drop_with_dependents(&dependent)).await?;
             }
         }
-        let job = self.graph.job(relation.id)?;
-        // Wait for statements in flight; none can start once the job is gone.
-        let _writes = job.write_lock.lock().await;
-        self.graph.stop_job(relation.id).await?;
-        for id in relation.internal_tables.iter().copied().chain([relation.id]) {
-            self.catalog.drop_table(id)?;
-            self.store.drop_table_data(id)?;
-        }
+        self.drop_job_and_rows(relation).await?;
         tracing::info!(relation = %relation.name, id = %relation.id, "dropped {}", relation.kind.noun());
         if let Some(cdc) = &relation.cdc
             && let Some(source) = self.catalog.sources().into_iter().find(|s| s.id == cdc.source)
@@ -156,6 +149,20 @@ impl Engine {
                     self.unpublish(&source, cdc).await
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Stops `relation`'s job and drops it from the catalog with its internal tables and
+    /// their rows.
+    pub(crate) async fn drop_job_and_rows(&self, relation: &TableCatalog) -> Result<()> {
+        let job = self.graph.job(relation.id)?;
+        // Wait for statements in flight; none can start once the job is gone.
+        let _writes = job.write_lock.lock().await;
+        self.graph.stop_job(relation.id).await?;
+        for id in relation.internal_tables.iter().copied().chain([relation.id]) {
+            self.catalog.drop_table(id)?;
+            self.store.drop_table_data(id)?;
         }
         Ok(())
     }

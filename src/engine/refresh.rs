@@ -28,16 +28,7 @@ impl Engine {
     ) -> Result<Output> {
         let ddl = self.ddl_lock.lock().await;
         let name = relation_name(name)?;
-        let table = self
-            .catalog
-            .table_by_name(&name)
-            .ok_or_else(|| Error::UnknownRelation { kind: "table", name: name.clone() })?;
-        let Some(cdc) = table.cdc.clone() else {
-            return Err(Error::WrongObjectType(format!(
-                "\"{name}\" is not a CDC table: only a table created FROM a source has an \
-                 upstream schema to refresh"
-            )));
-        };
+        let (table, cdc) = self.cdc_table(&name, "has an upstream schema to refresh")?;
         let dependents = self.catalog.dependents(table.id);
         if !dependents.is_empty() {
             let names: Vec<&str> = dependents.iter().map(|d| d.name.as_str()).collect();
@@ -71,13 +62,7 @@ impl Engine {
     /// Drops `table`, which a table of the same name and upstream replaces: its job, rows and
     /// state, not its source, publication or the patterns that created it.
     pub(crate) async fn drop_replaced(&self, table: &TableCatalog) -> Result<()> {
-        let job = self.graph.job(table.id)?;
-        let _writes = job.write_lock.lock().await;
-        self.graph.stop_job(table.id).await?;
-        for id in table.internal_tables.iter().copied().chain([table.id]) {
-            self.catalog.drop_table(id)?;
-            self.store.drop_table_data(id)?;
-        }
+        self.drop_job_and_rows(table).await?;
         tracing::info!(relation = %table.name, id = %table.id, "dropped the table it replaces");
         Ok(())
     }

@@ -29,16 +29,7 @@ impl Engine {
     /// snapshot (`rw_cdc_progress` follows it).
     pub(crate) async fn resnapshot(&self, name: &ast::ObjectName) -> Result<Output> {
         let name = relation_name(name)?;
-        let table = self
-            .catalog
-            .table_by_name(&name)
-            .ok_or_else(|| Error::UnknownRelation { kind: "table", name: name.clone() })?;
-        let Some(cdc) = table.cdc.clone() else {
-            return Err(Error::WrongObjectType(format!(
-                "\"{name}\" is not a CDC table: only a table created FROM a source reads a \
-                 snapshot of its upstream"
-            )));
-        };
+        let (table, cdc) = self.cdc_table(&name, "reads a snapshot of its upstream")?;
         if !cdc.snapshot {
             return Err(Error::Unsupported(format!(
                 "RESNAPSHOT of \"{name}\", created with snapshot = 'false': it reads no snapshot \
@@ -110,6 +101,25 @@ impl Engine {
         self.barrier.rebuild(format!("ALTER TABLE {name} RESNAPSHOT"))?;
         rebuilt.await.map_err(|_| Error::Shutdown)?;
         Ok(Output::Command(CommandTag::new("ALTER TABLE")))
+    }
+
+    /// The CDC table called `name` and where its rows come from; an error naming `what` only
+    /// a CDC table does when it is another relation.
+    pub(crate) fn cdc_table(
+        &self,
+        name: &str,
+        what: &str,
+    ) -> Result<(std::sync::Arc<TableCatalog>, crate::catalog::CdcTableInfo)> {
+        let table = self
+            .catalog
+            .table_by_name(name)
+            .ok_or_else(|| Error::UnknownRelation { kind: "table", name: name.to_owned() })?;
+        let Some(cdc) = table.cdc.clone() else {
+            return Err(Error::WrongObjectType(format!(
+                "\"{name}\" is not a CDC table: only a table created FROM a source {what}"
+            )));
+        };
+        Ok((table, cdc))
     }
 
     /// Applies what CDC tables asked of this recovery (every actor stopped, the DDL lock held):
