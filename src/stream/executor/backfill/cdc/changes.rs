@@ -268,26 +268,8 @@ impl CdcBackfill {
 
     /// Stops following the upstream: no page is read and no change applied from here on; the
     /// table keeps its rows.
-    /// `reason` (a value that does not fit its column), with what to do when the table keeps
-    /// columns widened upstream in their narrower type for the views that read them.
-    pub(super) fn with_pinned_hint(&self, reason: String) -> String {
-        let cdc = self.config.table.cdc.as_ref();
-        let pinned: Vec<&str> = cdc
-            .map_or(&[][..], |c| &c.pinned[..])
-            .iter()
-            .map(|&u| self.config.upstream.columns[u].name.as_str())
-            .collect();
-        if pinned.is_empty() {
-            return reason;
-        }
-        format!(
-            "{reason}. Column(s) {} were widened upstream and are kept in their type for the \
-             views that read them: drop those views, then ALTER TABLE {} RESNAPSHOT widens them",
-            pinned.join(", "),
-            self.config.table.name
-        )
-    }
-
+    /// Stops the table for `reason`: no page is read and no change applied from here on, and
+    /// the reason is shown (and recorded at the next checkpoint).
     pub(super) fn stop(&mut self, reason: String) {
         tracing::error!(table = %self.config.table.name, upstream = %self.upstream_name, %reason, "a CDC table stopped");
         self.config.metrics.cdc_table_error(self.config.table.id.0, Some(reason.clone()));
@@ -360,8 +342,7 @@ impl CdcBackfill {
         let added = self.config.columns_since.iter().map(|&(_, n)| n).min().unwrap_or(usize::MAX);
         let data = match self.typed(|u| fetched.gather(changes, rows, u, added, &layouts)) {
             Err(Error::OutOfRange(what)) => {
-                let reason = format!("the table stopped following {}: {what}", self.upstream_name);
-                self.stop(self.with_pinned_hint(reason));
+                self.stop(format!("the table stopped following {}: {what}", self.upstream_name));
                 return Ok(None);
             }
             data => data?,
@@ -653,19 +634,25 @@ pub(super) fn typed_batch(
             .collect();
         let value = inputs[c].as_string::<i32>().value(row);
         let column = &table.columns[c];
-        let holds = match column.data_type {
-            crate::types::DataType::Array(_) => {
-                "Sluice's arrays have one dimension and elements of their type; declare the \
-                 column varchar for its text"
-            }
-            _ => {
-                "declare the column with a type that holds it (numeric(p, s) up to 38 digits, \
-                 or varchar for its text)"
-            }
+        let cdc = table.cdc.as_ref();
+        let pinned = cdc.filter(|cdc| cdc.pinned.contains(&upstream_columns[c]));
+        let holds = match (column.data_type, pinned) {
+            (_, Some(cdc)) => format!(
+                "the column was widened upstream (to {}) and is kept in its type for the views \
+                 that read it: drop those views, then ALTER TABLE {} RESNAPSHOT widens it",
+                cdc.upstream_types[upstream_columns[c]], table.name
+            ),
+            (crate::types::DataType::Array(_), None) => "Sluice's arrays have one dimension and \
+                 elements of their type; declare the column varchar for its text and create the \
+                 table again"
+                .to_owned(),
+            _ => "declare the column with a type that holds it (numeric(p, s) up to 38 digits, \
+                  or varchar for its text) and create the table again"
+                .to_owned(),
         };
         return Err(Error::OutOfRange(format!(
             "the upstream value {value} of column {} (key {}) cannot be held exactly by {}; \
-             {holds} and create the table again",
+             {holds}",
             column.name,
             key.join(", "),
             column.data_type

@@ -86,8 +86,7 @@ impl CdcBackfill {
             Err(Error::OutOfRange(what)) => {
                 // A value the table cannot hold exactly: stopped, rather than NULL or rounded.
                 let name = &self.upstream_name;
-                let reason = format!("the table stopped following {name}: a snapshot row: {what}");
-                self.stop(self.with_pinned_hint(reason));
+                self.stop(format!("the table stopped following {name}: a snapshot row: {what}"));
                 return Ok(Vec::new());
             }
             Err(e) => return Err(e),
