@@ -12,7 +12,7 @@
 //! others, dropped with a change after it or none, renamed, retyped, dropped and added again;
 //! the table dropped, or created again). After the last comparison each table that stopped at
 //! its change is built again by `ALTER TABLE .. REFRESH SCHEMA` and must hold as many rows as
-//! its upstream table (refused where that table is gone).
+//! its upstream table (refused where that table is gone), or stop at a value it cannot hold.
 //!
 //! Both upstreams: Postgres, and MariaDB (its own column types and key collations, binary and
 //! case-blind, and SIGKILLs right after `CREATE` more often).
@@ -396,15 +396,25 @@ async fn refreshed(
     client.batch_execute("SET background_ddl = false").await?;
     for (case, theirs) in rebuilt {
         let sql = format!("SELECT count(*) FROM {}", case.table());
+        let progress = format!(
+            "SELECT backfill_finished, rows_done, upstream_offset, table_error FROM \
+             rw_catalog.rw_cdc_progress WHERE table_name = '{}'",
+            case.table()
+        );
         let done = retry_until(CONVERGE, || async {
+            let progress = text_rows(client, &progress).await?;
+            if let Some(e) = progress.first().and_then(|r| r[3].as_deref())
+                && case.cannot_hold(e)
+            {
+                // A value Sluice cannot hold stops the rebuilt table as it stopped the first.
+                return Ok(());
+            }
             let ours = text_rows(client, &sql).await?;
-            ensure!(ours == theirs, "{ours:?} rows, the upstream {theirs:?}");
-            let error = format!(
-                "SELECT table_error FROM rw_catalog.rw_cdc_progress WHERE table_name = '{}'",
-                case.table()
+            ensure!(
+                ours == theirs,
+                "{ours:?} rows, the upstream {theirs:?}; progress {progress:?}"
             );
-            let error = text_rows(client, &error).await?;
-            ensure!(error.len() == 1 && error[0][0].is_none(), "stopped again: {error:?}");
+            ensure!(progress.len() == 1 && progress[0][3].is_none(), "stopped again: {progress:?}");
             Ok(())
         })
         .await;
