@@ -67,3 +67,43 @@ impl Engine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statement a CDC table records as it records it (see `Engine::start_table_from`).
+    fn recorded(sql: &str) -> String {
+        let Some(Statement::CreateTableFrom { table, source, external }) =
+            parse(sql).unwrap().into_iter().next()
+        else {
+            panic!("not a CREATE TABLE .. FROM: {sql}")
+        };
+        format!("{table} FROM {source} TABLE '{external}'")
+    }
+
+    #[test]
+    fn a_recorded_definition_reads_again_as_the_same_statement() {
+        for sql in [
+            "CREATE TABLE t (*) WITH (snapshot.batch_size = '3', schema.change = 'stop') \
+             FROM pg TABLE 'public.t'",
+            "CREATE TABLE \"T\" (id int PRIMARY KEY, a text) FROM pg TABLE 'public.\"T\"'",
+            "CREATE TABLE t (*) FROM my TABLE 'shop.t'",
+        ] {
+            let definition = recorded(sql);
+            let Some(Statement::CreateTableFrom { table, source, external }) =
+                parse(&definition).unwrap().into_iter().next()
+            else {
+                panic!("{definition} does not read again")
+            };
+            assert_eq!(recorded(&definition), definition, "{sql}");
+            let Some(Statement::CreateTableFrom { table: first, source: s, external: e }) =
+                parse(sql).unwrap().into_iter().next()
+            else {
+                unreachable!()
+            };
+            assert_eq!((table.columns, table.table_options), (first.columns, first.table_options));
+            assert_eq!((source, external), (s, e));
+        }
+    }
+}
