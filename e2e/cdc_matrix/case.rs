@@ -439,11 +439,7 @@ impl Case {
                         ("double precision".into(), Some(ColType::Float8), Expect::Follow)
                     }
                     ColType::Numeric(p, s) | ColType::WideNumeric(p, s) if p <= 66 => {
-                        let wider = if p + 10 <= 38 {
-                            ColType::Numeric(p + 10, s)
-                        } else {
-                            ColType::WideNumeric(p + 10, s)
-                        };
+                        let wider = ColType::numeric(p + 10, s);
                         (wider.sql(), Some(wider), Expect::Follow)
                     }
                     ColType::Varchar(_)
@@ -474,6 +470,13 @@ impl Case {
             (4, _) => (format!("DROP TABLE {table}"), Expect::Stop),
             _ => (format!("DROP TABLE {table}; {}; {insert}", self.ddl()), Expect::Stop),
         }
+    }
+}
+
+impl ColType {
+    /// `numeric(p, s)`, within 38 digits or past them.
+    fn numeric(p: u8, s: u8) -> ColType {
+        if p <= 38 { ColType::Numeric(p, s) } else { ColType::WideNumeric(p, s) }
     }
 }
 
@@ -518,11 +521,7 @@ impl Case {
                     ColType::Int4 => ("bigint".into(), Some(ColType::Int8), Expect::Follow),
                     ColType::Float4 => ("double".into(), Some(ColType::Float8), Expect::Follow),
                     ColType::Numeric(p, s) | ColType::WideNumeric(p, s) if p <= 55 => {
-                        let wider = if p + 10 <= 38 {
-                            ColType::Numeric(p + 10, s)
-                        } else {
-                            ColType::WideNumeric(p + 10, s)
-                        };
+                        let wider = ColType::numeric(p + 10, s);
                         (wider.mysql_sql(), Some(wider), Expect::Follow)
                     }
                     ColType::Varchar(_) | ColType::Char(_) | ColType::Uuid => {
